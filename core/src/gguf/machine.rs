@@ -1,0 +1,724 @@
+//! The sans-I/O GGUF state machine.
+//!
+//! The caller owns the bytes. It hands the parser the unconsumed input (starting at
+//! [`Parser::offset`]) and a [`Feed`] saying whether more bytes can follow; the parser answers with
+//! one event and how many bytes it consumed, or with how many bytes it needs. Array nesting lives in
+//! a fixed-size stack, so there is no recursion and no allocation; every count and length is checked
+//! against the [`Limits`] and, when the input length is known, against the bytes that can remain.
+
+use super::event::{ByteOrder, DataSection, Event, Header, StrPiece, TensorInfo};
+use super::limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
+use super::value::{Scalar, ValueType};
+use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
+use crate::ggml_type::{GgmlType, TypeCodeError};
+
+/// The alignment of the data section when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u32 = 32;
+
+const ALIGNMENT_KEY: &[u8] = b"general.alignment";
+
+/// Whether more input can follow the bytes handed to [`Parser::next`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Feed {
+    /// More bytes may follow: the parser may answer [`Step::NeedMore`].
+    More,
+    /// The input cannot grow (the driver's buffer is full): long string values are delivered in
+    /// pieces, and an item that does not fit is [`Error::BufferTooSmall`].
+    Full,
+    /// The input ends here: a short item is [`Error::Truncated`].
+    End,
+}
+
+/// What one call to [`Parser::next`] produced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step<'a> {
+    /// An event; the caller drops `consumed` bytes from the front of its input.
+    Event {
+        /// The event.
+        event: Event<'a>,
+        /// Bytes of input it consumed.
+        consumed: usize,
+    },
+    /// The parser needs at least `needed` bytes of input (counted from the front) to go on.
+    /// Never returned for [`Feed::Full`] or [`Feed::End`].
+    NeedMore {
+        /// Bytes needed from the front of the input.
+        needed: usize,
+    },
+    /// The header is complete: [`Event::End`] was the last event.
+    Done,
+}
+
+/// A byte range of the input handed to [`Parser::next_raw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: usize,
+    len: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RawKind {
+    Header(Header),
+    Key { key: Span, value_type: ValueType },
+    Scalar(Scalar),
+    Str { text: Span, at: u64, len: u64 },
+    ArrayStart { element_type: ValueType, len: u64 },
+    ArrayEnd,
+    Tensor { name: Span, info: TensorInfo<'static> },
+    End(DataSection),
+}
+
+/// An event whose strings are still byte ranges of the input, so that the input can be borrowed
+/// again before it is turned into an [`Event`] (this is what lets a driver refill its buffer in a
+/// loop). Produced by [`Parser::next_raw`], turned into an event by [`RawEvent::resolve`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawEvent {
+    kind: RawKind,
+    /// Absolute offset of the event's first byte.
+    offset: u64,
+    /// Offset of the event's string within its bytes (after the length prefix).
+    text_skip: u8,
+}
+
+/// What [`Parser::next_raw`] produced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawStep {
+    /// An event of `consumed` bytes.
+    Event {
+        /// The event.
+        event: RawEvent,
+        /// Bytes of input it consumed.
+        consumed: usize,
+    },
+    /// See [`Step::NeedMore`].
+    NeedMore {
+        /// Bytes needed from the front of the input.
+        needed: usize,
+    },
+    /// See [`Step::Done`].
+    Done,
+}
+
+impl RawEvent {
+    /// Absolute offset in the file where the event's bytes start.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
+    /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
+    /// names no NUL byte.
+    pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
+        let text_offset = self.offset + u64::from(self.text_skip);
+        Ok(match self.kind {
+            RawKind::Header(h) => Event::Header(h),
+            RawKind::Key { key, value_type } => Event::Key {
+                key: name_text(input, key, Field::Key, text_offset)?,
+                value_type,
+            },
+            RawKind::Scalar(s) => Event::Scalar(s),
+            RawKind::Str { text, at, len } => Event::String(StrPiece {
+                text: utf8(input, text, Field::String, text_offset)?,
+                at,
+                len,
+            }),
+            RawKind::ArrayStart { element_type, len } => Event::ArrayStart { element_type, len },
+            RawKind::ArrayEnd => Event::ArrayEnd,
+            RawKind::Tensor { name, info } => Event::Tensor(TensorInfo {
+                name: name_text(input, name, Field::TensorName, text_offset)?,
+                ..info
+            }),
+            RawKind::End(d) => Event::End(d),
+        })
+    }
+}
+
+fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
+    let bytes = span
+        .start
+        .checked_add(span.len)
+        .and_then(|end| input.get(span.start..end))
+        .ok_or(Error::Truncated { field, offset, needed: span.len as u64, available: 0 })?;
+    core::str::from_utf8(bytes)
+        .map_err(|e| Error::InvalidUtf8 { field, offset: offset + e.valid_up_to() as u64 })
+}
+
+fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
+    let text = utf8(input, span, field, offset)?;
+    match text.bytes().position(|b| b == 0) {
+        Some(nul) => Err(Error::NulInName { field, offset: offset + nul as u64 }),
+        None => Ok(text),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Metadata,
+    Tensors,
+    Done,
+}
+
+/// What must come next within the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// A key, an array element or an array end, depending on the stack.
+    Nothing,
+    /// The value of the key just read.
+    Value(ValueType),
+    /// The rest of a string delivered in pieces.
+    StrRest { at: u64, len: u64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Frame {
+    element_type: ValueType,
+    remaining: u64,
+}
+
+const EMPTY_FRAME: Frame = Frame { element_type: ValueType::U8, remaining: 0 };
+
+/// The GGUF pull parser: a state machine over bytes the caller provides.
+///
+/// ```
+/// use miniquant::gguf::{Event, Feed, Parser, Step};
+/// # let file = miniquant::gguf::example_header();
+/// let mut parser = Parser::new(Default::default());
+/// let mut rest: &[u8] = &file;
+/// loop {
+///     match parser.next(rest, Feed::End)? {
+///         Step::Event { event, consumed } => {
+///             if let Event::Key { key, .. } = event {
+///                 println!("{key}");
+///             }
+///             rest = &rest[consumed..];
+///         }
+///         Step::NeedMore { .. } => unreachable!("Feed::End never asks for more"),
+///         Step::Done => break,
+///     }
+/// }
+/// # Ok::<(), miniquant::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Parser {
+    limits: Limits,
+    /// Total input length, if the driver knows it.
+    total_len: Option<u64>,
+    /// Absolute offset of the next unconsumed byte.
+    pos: u64,
+    phase: Phase,
+    header: Option<Header>,
+    order: ByteOrder,
+    keys_read: u64,
+    tensors_read: u64,
+    pending: Pending,
+    stack: [Frame; MAX_DEPTH_CAPACITY],
+    depth: usize,
+    alignment: Option<u32>,
+    /// The value being read belongs to `general.alignment`.
+    reading_alignment: bool,
+}
+
+impl Parser {
+    /// A parser at the start of a file.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            total_len: None,
+            pos: 0,
+            phase: Phase::Start,
+            header: None,
+            order: ByteOrder::Little,
+            keys_read: 0,
+            tensors_read: 0,
+            pending: Pending::Nothing,
+            stack: [EMPTY_FRAME; MAX_DEPTH_CAPACITY],
+            depth: 0,
+            alignment: None,
+            reading_alignment: false,
+        }
+    }
+
+    /// Tells the parser the input's total length, so that counts and lengths are checked against
+    /// the bytes that remain before anything is sized by them.
+    pub fn with_total_len(mut self, total_len: u64) -> Self {
+        self.total_len = Some(total_len);
+        self
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Absolute offset of the next byte the parser expects.
+    pub fn offset(&self) -> u64 {
+        self.pos
+    }
+
+    /// The header, once read.
+    pub fn header(&self) -> Option<Header> {
+        self.header
+    }
+
+    /// Current array nesting depth.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Whether [`Event::End`] has been produced.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
+    pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
+        Ok(match self.next_raw(input, feed)? {
+            RawStep::Event { event, consumed } => Step::Event { event: event.resolve(input)?, consumed },
+            RawStep::NeedMore { needed } => Step::NeedMore { needed },
+            RawStep::Done => Step::Done,
+        })
+    }
+
+    /// Like [`next`](Self::next), but the event's strings stay byte ranges until
+    /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
+    pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        match self.phase {
+            Phase::Start => self.header_event(input, feed),
+            Phase::Metadata => self.metadata_event(input, feed),
+            Phase::Tensors => self.tensor_event(input, feed),
+            Phase::Done => Ok(RawStep::Done),
+        }
+    }
+
+    // ----- helpers -------------------------------------------------------------------------
+
+    fn remaining_after(&self, consumed: u64) -> Option<u64> {
+        self.total_len.map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
+    }
+
+    /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
+    fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<RawStep>> {
+        if input.len() as u64 >= needed {
+            return Ok(None);
+        }
+        match feed {
+            Feed::More => Ok(Some(RawStep::NeedMore { needed: usize::try_from(needed).unwrap_or(usize::MAX) })),
+            Feed::End => Err(Error::Truncated { field, offset: self.pos, needed, available: input.len() as u64 }),
+            Feed::Full => Err(Error::BufferTooSmall { needed, capacity: input.len() as u64, offset: self.pos }),
+        }
+    }
+
+    fn u32_at(&self, input: &[u8], at: usize) -> u32 {
+        let bytes: [u8; 4] = input.get(at..at + 4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        match self.order {
+            ByteOrder::Little => u32::from_le_bytes(bytes),
+            ByteOrder::Big => u32::from_be_bytes(bytes),
+        }
+    }
+
+    fn u64_at(&self, input: &[u8], at: usize) -> u64 {
+        let bytes: [u8; 8] = input.get(at..at + 8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]);
+        match self.order {
+            ByteOrder::Little => u64::from_le_bytes(bytes),
+            ByteOrder::Big => u64::from_be_bytes(bytes),
+        }
+    }
+
+    fn is_v1(&self) -> bool {
+        matches!(self.header, Some(Header { version: 1, .. }))
+    }
+
+    /// Width of a length or count field: 4 bytes in version 1, 8 after.
+    fn len_width(&self) -> usize {
+        if self.is_v1() {
+            4
+        } else {
+            8
+        }
+    }
+
+    fn len_at(&self, input: &[u8], at: usize) -> u64 {
+        if self.is_v1() {
+            u64::from(self.u32_at(input, at))
+        } else {
+            self.u64_at(input, at)
+        }
+    }
+
+    fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
+        let offset = self.pos;
+        self.pos += consumed as u64;
+        Ok(RawStep::Event { event: RawEvent { kind, offset, text_skip: text_skip as u8 }, consumed })
+    }
+
+    /// Smallest encoding of one value of type `t`: used to bound counts by the remaining bytes.
+    fn min_value_bytes(&self, t: ValueType) -> u64 {
+        match t.scalar_size() {
+            Some(n) => n as u64,
+            None if t == ValueType::String => self.len_width() as u64,
+            None => 4 + self.len_width() as u64,
+        }
+    }
+
+    fn check_fits(&self, field: Field, found: u64, per_item: u64, after: u64, offset: u64) -> Result<()> {
+        if let Some(available) = self.remaining_after(after) {
+            let needed = found.checked_mul(per_item).unwrap_or(u64::MAX);
+            if needed > available {
+                return Err(Error::ExceedsInput { field, found, needed, available, offset });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_limit(limit: Limit, max: u64, found: u64, offset: u64) -> Result<()> {
+        if found > max {
+            return Err(Error::LimitExceeded { limit, max, found, offset });
+        }
+        Ok(())
+    }
+
+    // ----- header --------------------------------------------------------------------------
+
+    fn header_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        if let Some(step) = self.lack(input, 8, feed, Field::Magic)? {
+            return Ok(step);
+        }
+        let magic: [u8; 4] = input.get(..4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        if &magic != b"GGUF" {
+            return Err(Error::BadMagic { found: magic });
+        }
+        let raw_version = self.u32_at(input, 4);
+        let (version, order) = if (1..=3).contains(&raw_version) {
+            (raw_version, ByteOrder::Little)
+        } else if (1..=3).contains(&raw_version.swap_bytes()) {
+            (raw_version.swap_bytes(), ByteOrder::Big)
+        } else {
+            return Err(Error::UnsupportedVersion { version: raw_version });
+        };
+        self.order = order;
+        let width = if version == 1 { 4 } else { 8 };
+        let size = 8 + 2 * width;
+        if let Some(step) = self.lack(input, size as u64, feed, Field::TensorCount)? {
+            return Ok(step);
+        }
+        let (tensor_count, metadata_count) = if version == 1 {
+            (u64::from(self.u32_at(input, 8)), u64::from(self.u32_at(input, 12)))
+        } else {
+            (self.u64_at(input, 8), self.u64_at(input, 16))
+        };
+        Self::check_limit(Limit::TensorCount, self.limits.max_tensors, tensor_count, 8)?;
+        let kv_offset = 8 + width as u64;
+        Self::check_limit(Limit::MetadataCount, self.limits.max_metadata, metadata_count, kv_offset)?;
+        // Smallest pair: length, a 1-byte key, type, a 1-byte value. Smallest tensor info: length,
+        // an empty name, n_dims = 0, type, offset.
+        let min_kv = width as u64 + 1 + 4 + 1;
+        let min_tensor = width as u64 + 4 + 4 + 8;
+        self.check_fits(Field::TensorCount, tensor_count, min_tensor, size as u64, 8)?;
+        let kv_and_tensors = metadata_count
+            .checked_mul(min_kv)
+            .and_then(|kv| tensor_count.checked_mul(min_tensor).and_then(|t| t.checked_add(kv)))
+            .unwrap_or(u64::MAX);
+        self.check_fits(Field::MetadataCount, metadata_count, 1, size as u64, kv_offset)
+            .and_then(|()| self.check_fits(Field::MetadataCount, kv_and_tensors, 1, size as u64, kv_offset))?;
+        let header = Header { version, byte_order: order, tensor_count, metadata_count };
+        self.header = Some(header);
+        self.phase = Phase::Metadata;
+        self.emit(RawKind::Header(header), size, 0)
+    }
+
+    // ----- metadata ------------------------------------------------------------------------
+
+    fn metadata_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        match self.pending {
+            Pending::StrRest { at, len } => return self.string_rest(input, feed, at, len),
+            Pending::Value(t) => return self.value(input, feed, t),
+            Pending::Nothing => {}
+        }
+        if self.depth > 0 {
+            let top = self.stack[self.depth - 1];
+            if top.remaining == 0 {
+                self.depth -= 1;
+                return self.emit(RawKind::ArrayEnd, 0, 0);
+            }
+            return self.value(input, feed, top.element_type);
+        }
+        let header = self.header.unwrap_or(Header {
+            version: 3,
+            byte_order: ByteOrder::Little,
+            tensor_count: 0,
+            metadata_count: 0,
+        });
+        if self.keys_read < header.metadata_count {
+            return self.key(input, feed);
+        }
+        self.phase = Phase::Tensors;
+        self.tensor_event(input, feed)
+    }
+
+    fn key(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        let width = self.len_width();
+        if let Some(step) = self.lack(input, width as u64, feed, Field::Key)? {
+            return Ok(step);
+        }
+        let len = self.len_at(input, 0);
+        if len == 0 {
+            return Err(Error::EmptyName { field: Field::Key, offset: self.pos });
+        }
+        Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
+        self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
+        let needed = width as u64 + len + 4;
+        if let Some(step) = self.lack(input, needed, feed, Field::Key)? {
+            return Ok(step);
+        }
+        let len = len as usize; // fits: it is at most input.len()
+        let code = self.u32_at(input, width + len);
+        let value_type = ValueType::from_code(code).ok_or(Error::InvalidValueType {
+            code,
+            offset: self.pos + (width + len) as u64,
+        })?;
+        let is_alignment = input.get(width..width + len) == Some(ALIGNMENT_KEY);
+        if is_alignment {
+            if self.alignment.is_some() || self.reading_alignment {
+                return Err(Error::BadAlignment { problem: AlignmentProblem::Duplicate, offset: self.pos });
+            }
+            if value_type != ValueType::U32 {
+                return Err(Error::BadAlignment {
+                    problem: AlignmentProblem::NotU32(value_type),
+                    offset: self.pos + (width + len) as u64,
+                });
+            }
+            self.reading_alignment = true;
+        }
+        self.keys_read += 1;
+        self.pending = Pending::Value(value_type);
+        let span = Span { start: width, len };
+        self.emit(RawKind::Key { key: span, value_type }, needed as usize, width)
+    }
+
+    /// One value of type `t`: a top-level value (`pending` is `Value`) or an array element.
+    fn value(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
+        match t {
+            ValueType::String => self.string_start(input, feed),
+            ValueType::Array => self.array_start(input, feed),
+            _ => self.scalar(input, feed, t),
+        }
+    }
+
+    /// Marks the start of one element of the innermost array (or of the pending top-level value).
+    fn begin_value(&mut self) {
+        if let Pending::Value(_) = self.pending {
+            self.pending = Pending::Nothing;
+        } else if self.depth > 0 {
+            self.stack[self.depth - 1].remaining -= 1;
+        }
+    }
+
+    fn scalar(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
+        let size = t.scalar_size().unwrap_or(0);
+        if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
+            return Ok(step);
+        }
+        let b = |i: usize| input.get(i).copied().unwrap_or(0);
+        let scalar = match t {
+            ValueType::U8 => Scalar::U8(b(0)),
+            ValueType::I8 => Scalar::I8(b(0) as i8),
+            ValueType::Bool => match b(0) {
+                0 => Scalar::Bool(false),
+                1 => Scalar::Bool(true),
+                value => return Err(Error::InvalidBool { value, offset: self.pos }),
+            },
+            ValueType::U16 | ValueType::I16 => {
+                let raw = [b(0), b(1)];
+                let v = match self.order {
+                    ByteOrder::Little => u16::from_le_bytes(raw),
+                    ByteOrder::Big => u16::from_be_bytes(raw),
+                };
+                if t == ValueType::U16 {
+                    Scalar::U16(v)
+                } else {
+                    Scalar::I16(v as i16)
+                }
+            }
+            ValueType::U32 => Scalar::U32(self.u32_at(input, 0)),
+            ValueType::I32 => Scalar::I32(self.u32_at(input, 0) as i32),
+            ValueType::F32 => Scalar::F32(f32::from_bits(self.u32_at(input, 0))),
+            ValueType::U64 => Scalar::U64(self.u64_at(input, 0)),
+            ValueType::I64 => Scalar::I64(self.u64_at(input, 0) as i64),
+            ValueType::F64 => Scalar::F64(f64::from_bits(self.u64_at(input, 0))),
+            ValueType::String | ValueType::Array => return Err(Error::InvalidValueType { code: t.code(), offset: self.pos }),
+        };
+        if self.reading_alignment && self.pending == Pending::Value(ValueType::U32) {
+            if let Scalar::U32(a) = scalar {
+                let problem = match a {
+                    0 => Some(AlignmentProblem::Zero),
+                    a if !a.is_power_of_two() => Some(AlignmentProblem::NotPowerOfTwo(a)),
+                    _ => None,
+                };
+                if let Some(problem) = problem {
+                    return Err(Error::BadAlignment { problem, offset: self.pos });
+                }
+                self.alignment = Some(a);
+                self.reading_alignment = false;
+            }
+        }
+        self.begin_value();
+        self.emit(RawKind::Scalar(scalar), size, 0)
+    }
+
+    fn string_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        let width = self.len_width();
+        if let Some(step) = self.lack(input, width as u64, feed, Field::String)? {
+            return Ok(step);
+        }
+        let len = self.len_at(input, 0);
+        Self::check_limit(Limit::StringBytes, self.limits.max_string_bytes, len, self.pos)?;
+        self.check_fits(Field::String, len, 1, width as u64, self.pos)?;
+        let whole = width as u64 + len;
+        if input.len() as u64 >= whole || feed != Feed::Full {
+            if let Some(step) = self.lack(input, whole, feed, Field::String)? {
+                return Ok(step);
+            }
+            self.begin_value();
+            let text = Span { start: width, len: len as usize };
+            return self.emit(RawKind::Str { text, at: 0, len }, whole as usize, width);
+        }
+        // The buffer is full and cannot hold the string: deliver it in pieces.
+        let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), self.pos + width as u64)?;
+        self.begin_value();
+        self.pending = Pending::StrRest { at: piece as u64, len };
+        let text = Span { start: width, len: piece };
+        self.emit(RawKind::Str { text, at: 0, len }, width + piece, width)
+    }
+
+    fn string_rest(&mut self, input: &[u8], feed: Feed, at: u64, len: u64) -> Result<RawStep> {
+        let rest = len - at;
+        let piece = if input.len() as u64 >= rest {
+            rest as usize
+        } else {
+            match feed {
+                Feed::Full => utf8_prefix(input, self.pos)?,
+                _ => match self.lack(input, rest, feed, Field::String)? {
+                    Some(step) => return Ok(step),
+                    None => rest as usize,
+                },
+            }
+        };
+        self.pending = if at + piece as u64 == len {
+            Pending::Nothing
+        } else {
+            Pending::StrRest { at: at + piece as u64, len }
+        };
+        self.emit(RawKind::Str { text: Span { start: 0, len: piece }, at, len }, piece, 0)
+    }
+
+    fn array_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        let width = self.len_width();
+        let size = 4 + width;
+        if let Some(step) = self.lack(input, size as u64, feed, Field::ArrayHeader)? {
+            return Ok(step);
+        }
+        let code = self.u32_at(input, 0);
+        let element_type =
+            ValueType::from_code(code).ok_or(Error::InvalidValueType { code, offset: self.pos })?;
+        let len = self.len_at(input, 4);
+        let depth = self.depth as u64 + 1;
+        Self::check_limit(Limit::Depth, u64::from(self.limits.depth()), depth, self.pos)?;
+        Self::check_limit(Limit::ArrayLen, self.limits.max_array_len, len, self.pos + 4)?;
+        self.check_fits(Field::ArrayHeader, len, self.min_value_bytes(element_type), size as u64, self.pos)?;
+        self.begin_value();
+        // `depth` is below the capacity: `Limits::depth()` is capped by it.
+        if let Some(frame) = self.stack.get_mut(self.depth) {
+            *frame = Frame { element_type, remaining: len };
+            self.depth += 1;
+        }
+        self.emit(RawKind::ArrayStart { element_type, len }, size, 0)
+    }
+
+    // ----- tensor directory ----------------------------------------------------------------
+
+    fn tensor_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        let tensor_count = self.header.map_or(0, |h| h.tensor_count);
+        if self.tensors_read >= tensor_count {
+            return self.end_event();
+        }
+        let width = self.len_width();
+        if let Some(step) = self.lack(input, width as u64, feed, Field::TensorName)? {
+            return Ok(step);
+        }
+        let name_len = self.len_at(input, 0);
+        Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, name_len, self.pos)?;
+        self.check_fits(Field::TensorName, name_len, 1, width as u64, self.pos)?;
+        let dims_at = width as u64 + name_len;
+        if let Some(step) = self.lack(input, dims_at + 4, feed, Field::DimensionCount)? {
+            return Ok(step);
+        }
+        let dims_at = dims_at as usize;
+        let n_dims = self.u32_at(input, dims_at);
+        Self::check_limit(Limit::Dims, u64::from(self.limits.dims()), u64::from(n_dims), self.pos + dims_at as u64)?;
+        let dim_width = width; // u32 dimensions in version 1, u64 after
+        let type_at = dims_at + 4 + n_dims as usize * dim_width;
+        let size = type_at + 4 + 8;
+        if let Some(step) = self.lack(input, size as u64, feed, Field::Dimension)? {
+            return Ok(step);
+        }
+        let mut ne = [0u64; MAX_DIMS_CAPACITY];
+        let mut elements: u64 = 1;
+        for (i, d) in ne.iter_mut().take(n_dims as usize).enumerate() {
+            let at = dims_at + 4 + i * dim_width;
+            *d = self.len_at(input, at);
+            if *d > i64::MAX as u64 {
+                return Err(Error::DimensionTooLarge { value: *d, offset: self.pos + at as u64 });
+            }
+            elements = elements.checked_mul(*d).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        }
+        let code = self.u32_at(input, type_at);
+        let type_offset = self.pos + type_at as u64;
+        let ggml_type = GgmlType::from_code(code).map_err(|e| match e {
+            TypeCodeError::Removed => Error::RemovedGgmlType { code, offset: type_offset },
+            TypeCodeError::Unknown => Error::UnknownGgmlType { code, offset: type_offset },
+        })?;
+        let ne0 = if n_dims == 0 { 1 } else { ne[0] };
+        if ne0 % u64::from(ggml_type.block_size()) != 0 {
+            return Err(Error::NotWholeBlocks { ggml_type, ne0, offset: self.pos });
+        }
+        let bytes = ggml_type.bytes_for(elements).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        let offset = self.u64_at(input, type_at + 4);
+        let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
+        if offset % u64::from(alignment) != 0 {
+            return Err(Error::MisalignedTensor {
+                tensor_offset: offset,
+                alignment,
+                offset: self.pos + type_at as u64 + 4,
+            });
+        }
+        if offset.checked_add(bytes).is_none() {
+            return Err(Error::ShapeOverflow { offset: self.pos });
+        }
+        self.tensors_read += 1;
+        let info = TensorInfo { name: "", n_dims, ne, ggml_type, offset, elements, bytes };
+        let name = Span { start: width, len: name_len as usize };
+        self.emit(RawKind::Tensor { name, info }, size, width)
+    }
+
+    fn end_event(&mut self) -> Result<RawStep> {
+        let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
+        let data_offset = self
+            .pos
+            .checked_next_multiple_of(u64::from(alignment))
+            .ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        self.phase = Phase::Done;
+        self.emit(RawKind::End(DataSection { alignment, data_offset }), 0, 0)
+    }
+}
+
+/// Length of the longest prefix of `bytes` that is whole UTF-8 characters (at least one byte, as
+/// the driver's buffer is never shorter than a character); an invalid sequence is an error.
+fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
+    match core::str::from_utf8(bytes) {
+        Ok(_) => Ok(bytes.len()),
+        Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),
+        Err(e) => Err(Error::InvalidUtf8 { field: Field::String, offset: offset + e.valid_up_to() as u64 }),
+    }
+}

@@ -1,0 +1,39 @@
+//! The GGUF pull parser.
+//!
+//! [`Parser`] is a sans-I/O state machine: it never reads, it is handed bytes and yields
+//! [`Event`]s in file order. Three drivers feed it:
+//! - [`SliceParser`] over a `&[u8]` holding the header (zero copy: strings borrow from it);
+//! - [`ReadParser`] over an [`embedded_io::Read`] through a caller buffer, without `Seek`;
+//! - [`PushParser`] for chunks of any size pushed as they arrive.
+//!
+//! All three produce the same events for the same bytes, except that a string value longer than a
+//! streaming driver's buffer arrives as several [`StrPiece`]s. [`Catalog`] records the keys and
+//! tensors a program asks for, without a heap.
+
+mod catalog;
+mod event;
+mod limits;
+mod machine;
+mod push;
+mod read;
+mod slice;
+mod value;
+mod window;
+
+pub use catalog::{Catalog, FoundKey, FoundTensor};
+pub use event::{ByteOrder, DataSection, Event, Header, Shape, StrPiece, TensorInfo};
+pub use limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
+pub use machine::{Feed, Parser, RawEvent, RawStep, Step, DEFAULT_ALIGNMENT};
+pub use push::PushParser;
+pub use read::ReadParser;
+pub use slice::SliceParser;
+pub use value::{Scalar, ValueType};
+pub use window::MIN_BUFFER;
+
+/// A small valid GGUF v3 header (one string key, one F32 tensor `w` of 4 elements), for examples.
+#[doc(hidden)]
+pub fn example_header() -> &'static [u8] {
+    b"GGUF\x03\0\0\0\x01\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\
+      \x14\0\0\0\0\0\0\0general.architecture\x08\0\0\0\x05\0\0\0\0\0\0\0llama\
+      \x01\0\0\0\0\0\0\0w\x01\0\0\0\x04\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+}

@@ -1,0 +1,91 @@
+//! The push driver: the caller hands over chunks of any size as they arrive (a socket, DMA), and
+//! pulls events whenever it likes. Same buffer rules as the [`ReadParser`](super::ReadParser).
+
+use super::event::Event;
+use super::limits::Limits;
+use super::machine::Parser;
+use super::window::{Want, Window};
+use crate::error::Result;
+
+/// Accepts input chunk by chunk; yields the events those chunks complete.
+///
+/// ```
+/// use miniquant::gguf::{PushParser, Event};
+/// # let file = miniquant::gguf::example_header();
+/// let mut buf = [0u8; 256];
+/// let mut parser = PushParser::new(&mut buf, Default::default())?;
+/// let mut keys = 0;
+/// for mut chunk in file.chunks(7) {
+///     while !chunk.is_empty() {
+///         let taken = parser.feed(chunk);
+///         chunk = &chunk[taken..];
+///         while let Some(event) = parser.next_event()? {
+///             keys += matches!(event, Event::Key { .. }) as usize;
+///         }
+///     }
+/// }
+/// parser.finish();
+/// while let Some(_event) = parser.next_event()? {}
+/// assert!(parser.is_done());
+/// # Ok::<(), miniquant::Error>(())
+/// ```
+pub struct PushParser<'b> {
+    window: Window<'b>,
+    parser: Parser,
+    finished: bool,
+    failed: bool,
+}
+
+impl<'b> PushParser<'b> {
+    /// A parser buffering through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER) bytes).
+    pub fn new(buf: &'b mut [u8], limits: Limits) -> Result<Self> {
+        Ok(Self { window: Window::new(buf)?, parser: Parser::new(limits), finished: false, failed: false })
+    }
+
+    /// Copies as much of `chunk` as the buffer has room for and returns how many bytes it took.
+    /// When it takes fewer than offered, pull events with [`next_event`](Self::next_event) first.
+    pub fn feed(&mut self, chunk: &[u8]) -> usize {
+        self.window.compact();
+        let space = self.window.space();
+        let n = space.len().min(chunk.len());
+        if let (Some(dst), Some(src)) = (space.get_mut(..n), chunk.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        self.window.filled(n);
+        n
+    }
+
+    /// Declares the input complete: what is still missing is then a truncation error.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    /// The next event the buffered input completes, or `None` when more input is needed (or the
+    /// header is done, see [`is_done`](Self::is_done)).
+    pub fn next_event(&mut self) -> Result<Option<Event<'_>>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let mut slot = None;
+        let want = self.window.step(&mut self.parser, self.finished, &mut slot);
+        let event = match (want, slot) {
+            (Ok(Want::Event), Some(raw)) => self.window.resolve(&raw).map(Some),
+            (Ok(_), _) => Ok(None),
+            (Err(e), _) => Err(e),
+        };
+        if event.is_err() {
+            self.failed = true;
+        }
+        event
+    }
+
+    /// Whether the header is complete ([`Event::End`] was yielded).
+    pub fn is_done(&self) -> bool {
+        self.parser.is_done()
+    }
+
+    /// The state machine (offset, header, depth).
+    pub fn parser(&self) -> &Parser {
+        &self.parser
+    }
+}

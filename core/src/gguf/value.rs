@@ -1,0 +1,140 @@
+//! GGUF metadata value types and scalar values.
+
+/// A GGUF metadata value type (`enum gguf_type`), codes 0..=12.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u32)]
+#[allow(missing_docs)]
+pub enum ValueType {
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
+}
+
+impl ValueType {
+    /// The type with this code, if it is one of 0..=12.
+    pub const fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => Self::U8,
+            1 => Self::I8,
+            2 => Self::U16,
+            3 => Self::I16,
+            4 => Self::U32,
+            5 => Self::I32,
+            6 => Self::F32,
+            7 => Self::Bool,
+            8 => Self::String,
+            9 => Self::Array,
+            10 => Self::U64,
+            11 => Self::I64,
+            12 => Self::F64,
+            _ => return None,
+        })
+    }
+
+    /// The type's code.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// Lower-case name (`u8`, `i32`, `f32`, `bool`, `string`, `array`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::U8 => "u8",
+            Self::I8 => "i8",
+            Self::U16 => "u16",
+            Self::I16 => "i16",
+            Self::U32 => "u32",
+            Self::I32 => "i32",
+            Self::F32 => "f32",
+            Self::Bool => "bool",
+            Self::String => "string",
+            Self::Array => "array",
+            Self::U64 => "u64",
+            Self::I64 => "i64",
+            Self::F64 => "f64",
+        }
+    }
+
+    /// Encoded size of a scalar of this type, or `None` for strings and arrays.
+    pub const fn scalar_size(self) -> Option<usize> {
+        match self {
+            Self::U8 | Self::I8 | Self::Bool => Some(1),
+            Self::U16 | Self::I16 => Some(2),
+            Self::U32 | Self::I32 | Self::F32 => Some(4),
+            Self::U64 | Self::I64 | Self::F64 => Some(8),
+            Self::String | Self::Array => None,
+        }
+    }
+}
+
+/// A scalar metadata value (floats keep their exact bits).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[allow(missing_docs)]
+pub enum Scalar {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+impl Scalar {
+    /// The value's type.
+    pub const fn value_type(&self) -> ValueType {
+        match self {
+            Self::U8(_) => ValueType::U8,
+            Self::I8(_) => ValueType::I8,
+            Self::U16(_) => ValueType::U16,
+            Self::I16(_) => ValueType::I16,
+            Self::U32(_) => ValueType::U32,
+            Self::I32(_) => ValueType::I32,
+            Self::F32(_) => ValueType::F32,
+            Self::Bool(_) => ValueType::Bool,
+            Self::U64(_) => ValueType::U64,
+            Self::I64(_) => ValueType::I64,
+            Self::F64(_) => ValueType::F64,
+        }
+    }
+
+    /// Bit-exact equality (floats compared by bits, so NaN equals the same NaN).
+    pub fn bits_eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::F32(a), Self::F32(b)) => a.to_bits() == b.to_bits(),
+            (Self::F64(a), Self::F64(b)) => a.to_bits() == b.to_bits(),
+            (a, b) => a == b,
+        }
+    }
+
+    /// The value as a u64 if it is a non-negative integer.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Self::U8(v) => Some(v.into()),
+            Self::U16(v) => Some(v.into()),
+            Self::U32(v) => Some(v.into()),
+            Self::U64(v) => Some(v),
+            Self::I8(v) => u64::try_from(v).ok(),
+            Self::I16(v) => u64::try_from(v).ok(),
+            Self::I32(v) => u64::try_from(v).ok(),
+            Self::I64(v) => u64::try_from(v).ok(),
+            Self::F32(_) | Self::F64(_) | Self::Bool(_) => None,
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The buffer that the streaming drivers share: a caller-provided byte slice holding the unparsed
+//! part of the input, compacted to the front when the parser needs more contiguous bytes.
+
+use super::machine::{Feed, Parser, RawStep};
+use crate::error::{Error, Result};
+use crate::gguf::Event;
+
+/// Smallest buffer a streaming driver accepts: room for the header and any UTF-8 character.
+pub const MIN_BUFFER: usize = 64;
+
+pub(crate) struct Window<'b> {
+    buf: &'b mut [u8],
+    /// Unparsed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Bytes of the last event, dropped at the next call (the event borrowed them).
+    consumed: usize,
+    last_offset: u64,
+}
+
+/// What the window needs before the parser can go on.
+pub(crate) enum Want {
+    /// An event is ready (fetch it with `resolve_last`).
+    Event,
+    /// More input: `buf[end..]` has room.
+    Input,
+    /// The parser is done.
+    Done,
+}
+
+impl<'b> Window<'b> {
+    pub(crate) fn new(buf: &'b mut [u8]) -> Result<Self> {
+        if buf.len() < MIN_BUFFER {
+            return Err(Error::BufferTooSmall { needed: MIN_BUFFER as u64, capacity: buf.len() as u64, offset: 0 });
+        }
+        Ok(Self { buf, start: 0, end: 0, consumed: 0, last_offset: 0 })
+    }
+
+    pub(crate) fn last_offset(&self) -> u64 {
+        self.last_offset
+    }
+
+    /// The free tail of the buffer, for the driver to fill.
+    pub(crate) fn space(&mut self) -> &mut [u8] {
+        self.buf.get_mut(self.end..).unwrap_or(&mut [])
+    }
+
+    /// Records that `n` bytes were written into [`space`](Self::space).
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.buf.len());
+    }
+
+    /// Drops the bytes of the last event and moves the unparsed bytes to the front.
+    pub(crate) fn compact(&mut self) {
+        self.start += core::mem::take(&mut self.consumed);
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+    }
+
+    /// Runs the parser over the buffered bytes. On `Want::Event` the raw event is stored in `slot`.
+    pub(crate) fn step(
+        &mut self,
+        parser: &mut Parser,
+        at_end: bool,
+        slot: &mut Option<super::machine::RawEvent>,
+    ) -> Result<Want> {
+        self.start += core::mem::take(&mut self.consumed);
+        let full = self.start == 0 && self.end == self.buf.len();
+        let feed = if at_end {
+            Feed::End
+        } else if full {
+            Feed::Full
+        } else {
+            Feed::More
+        };
+        let input = self.buf.get(self.start..self.end).unwrap_or(&[]);
+        match parser.next_raw(input, feed)? {
+            RawStep::Event { event, consumed } => {
+                self.consumed = consumed;
+                self.last_offset = event.offset();
+                *slot = Some(event);
+                Ok(Want::Event)
+            }
+            RawStep::NeedMore { .. } => {
+                // Make the free space as large as it can be.
+                self.compact();
+                Ok(Want::Input)
+            }
+            RawStep::Done => Ok(Want::Done),
+        }
+    }
+
+    /// The event stored by the last `step`, borrowing the buffer.
+    pub(crate) fn resolve(&self, raw: &super::machine::RawEvent) -> Result<Event<'_>> {
+        raw.resolve(self.buf.get(self.start..self.end).unwrap_or(&[]))
+    }
+}
