@@ -15,6 +15,7 @@
 //! - [`iq`]: the IQ types with their lookup grids;
 //! - [`misc`]: TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0.
 
+pub mod activation;
 pub mod cast;
 pub mod iq;
 pub mod k_quants;
