@@ -97,7 +97,10 @@ impl TensorInfo<'_> {
         for (d, &n) in dims.iter_mut().zip(self.ne().iter().rev()) {
             *d = n;
         }
-        Shape { dims, n_dims: self.n_dims }
+        Shape {
+            dims,
+            n_dims: self.n_dims,
+        }
     }
 }
 

@@ -60,12 +60,25 @@ struct Span {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum RawKind {
     Header(Header),
-    Key { key: Span, value_type: ValueType },
+    Key {
+        key: Span,
+        value_type: ValueType,
+    },
     Scalar(Scalar),
-    Str { text: Span, at: u64, len: u64 },
-    ArrayStart { element_type: ValueType, len: u64 },
+    Str {
+        text: Span,
+        at: u64,
+        len: u64,
+    },
+    ArrayStart {
+        element_type: ValueType,
+        len: u64,
+    },
     ArrayEnd,
-    Tensor { name: Span, info: TensorInfo<'static> },
+    Tensor {
+        name: Span,
+        info: TensorInfo<'static>,
+    },
     End(DataSection),
 }
 
@@ -139,15 +152,25 @@ fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
         .start
         .checked_add(span.len)
         .and_then(|end| input.get(span.start..end))
-        .ok_or(Error::Truncated { field, offset, needed: span.len as u64, available: 0 })?;
-    core::str::from_utf8(bytes)
-        .map_err(|e| Error::InvalidUtf8 { field, offset: offset + e.valid_up_to() as u64 })
+        .ok_or(Error::Truncated {
+            field,
+            offset,
+            needed: span.len as u64,
+            available: 0,
+        })?;
+    core::str::from_utf8(bytes).map_err(|e| Error::InvalidUtf8 {
+        field,
+        offset: offset + e.valid_up_to() as u64,
+    })
 }
 
 fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let text = utf8(input, span, field, offset)?;
     match text.bytes().position(|b| b == 0) {
-        Some(nul) => Err(Error::NulInName { field, offset: offset + nul as u64 }),
+        Some(nul) => Err(Error::NulInName {
+            field,
+            offset: offset + nul as u64,
+        }),
         None => Ok(text),
     }
 }
@@ -177,7 +200,10 @@ struct Frame {
     remaining: u64,
 }
 
-const EMPTY_FRAME: Frame = Frame { element_type: ValueType::U8, remaining: 0 };
+const EMPTY_FRAME: Frame = Frame {
+    element_type: ValueType::U8,
+    remaining: 0,
+};
 
 /// The GGUF pull parser: a state machine over bytes the caller provides.
 ///
@@ -275,7 +301,10 @@ impl Parser {
     /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
     pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
         Ok(match self.next_raw(input, feed)? {
-            RawStep::Event { event, consumed } => Step::Event { event: event.resolve(input)?, consumed },
+            RawStep::Event { event, consumed } => Step::Event {
+                event: event.resolve(input)?,
+                consumed,
+            },
             RawStep::NeedMore { needed } => Step::NeedMore { needed },
             RawStep::Done => Step::Done,
         })
@@ -295,7 +324,8 @@ impl Parser {
     // ----- helpers -------------------------------------------------------------------------
 
     fn remaining_after(&self, consumed: u64) -> Option<u64> {
-        self.total_len.map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
+        self.total_len
+            .map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
     }
 
     /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
@@ -304,14 +334,28 @@ impl Parser {
             return Ok(None);
         }
         match feed {
-            Feed::More => Ok(Some(RawStep::NeedMore { needed: usize::try_from(needed).unwrap_or(usize::MAX) })),
-            Feed::End => Err(Error::Truncated { field, offset: self.pos, needed, available: input.len() as u64 }),
-            Feed::Full => Err(Error::BufferTooSmall { needed, capacity: input.len() as u64, offset: self.pos }),
+            Feed::More => Ok(Some(RawStep::NeedMore {
+                needed: usize::try_from(needed).unwrap_or(usize::MAX),
+            })),
+            Feed::End => Err(Error::Truncated {
+                field,
+                offset: self.pos,
+                needed,
+                available: input.len() as u64,
+            }),
+            Feed::Full => Err(Error::BufferTooSmall {
+                needed,
+                capacity: input.len() as u64,
+                offset: self.pos,
+            }),
         }
     }
 
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
-        let bytes: [u8; 4] = input.get(at..at + 4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        let bytes: [u8; 4] = input
+            .get(at..at + 4)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
         match self.order {
             ByteOrder::Little => u32::from_le_bytes(bytes),
             ByteOrder::Big => u32::from_be_bytes(bytes),
@@ -319,7 +363,10 @@ impl Parser {
     }
 
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
-        let bytes: [u8; 8] = input.get(at..at + 8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]);
+        let bytes: [u8; 8] = input
+            .get(at..at + 8)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 8]);
         match self.order {
             ByteOrder::Little => u64::from_le_bytes(bytes),
             ByteOrder::Big => u64::from_be_bytes(bytes),
@@ -350,7 +397,14 @@ impl Parser {
     fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
         let offset = self.pos;
         self.pos += consumed as u64;
-        Ok(RawStep::Event { event: RawEvent { kind, offset, text_skip: text_skip as u8 }, consumed })
+        Ok(RawStep::Event {
+            event: RawEvent {
+                kind,
+                offset,
+                text_skip: text_skip as u8,
+            },
+            consumed,
+        })
     }
 
     /// Smallest encoding of one value of type `t`: used to bound counts by the remaining bytes.
@@ -362,11 +416,24 @@ impl Parser {
         }
     }
 
-    fn check_fits(&self, field: Field, found: u64, per_item: u64, after: u64, offset: u64) -> Result<()> {
+    fn check_fits(
+        &self,
+        field: Field,
+        found: u64,
+        per_item: u64,
+        after: u64,
+        offset: u64,
+    ) -> Result<()> {
         if let Some(available) = self.remaining_after(after) {
-            let needed = found.checked_mul(per_item).unwrap_or(u64::MAX);
+            let needed = found.saturating_mul(per_item);
             if needed > available {
-                return Err(Error::ExceedsInput { field, found, needed, available, offset });
+                return Err(Error::ExceedsInput {
+                    field,
+                    found,
+                    needed,
+                    available,
+                    offset,
+                });
             }
         }
         Ok(())
@@ -374,7 +441,12 @@ impl Parser {
 
     fn check_limit(limit: Limit, max: u64, found: u64, offset: u64) -> Result<()> {
         if found > max {
-            return Err(Error::LimitExceeded { limit, max, found, offset });
+            return Err(Error::LimitExceeded {
+                limit,
+                max,
+                found,
+                offset,
+            });
         }
         Ok(())
     }
@@ -385,7 +457,10 @@ impl Parser {
         if let Some(step) = self.lack(input, 8, feed, Field::Magic)? {
             return Ok(step);
         }
-        let magic: [u8; 4] = input.get(..4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        let magic: [u8; 4] = input
+            .get(..4)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
         if &magic != b"GGUF" {
             return Err(Error::BadMagic { found: magic });
         }
@@ -395,7 +470,9 @@ impl Parser {
         } else if (1..=3).contains(&raw_version.swap_bytes()) {
             (raw_version.swap_bytes(), ByteOrder::Big)
         } else {
-            return Err(Error::UnsupportedVersion { version: raw_version });
+            return Err(Error::UnsupportedVersion {
+                version: raw_version,
+            });
         };
         self.order = order;
         let width = if version == 1 { 4 } else { 8 };
@@ -404,13 +481,21 @@ impl Parser {
             return Ok(step);
         }
         let (tensor_count, metadata_count) = if version == 1 {
-            (u64::from(self.u32_at(input, 8)), u64::from(self.u32_at(input, 12)))
+            (
+                u64::from(self.u32_at(input, 8)),
+                u64::from(self.u32_at(input, 12)),
+            )
         } else {
             (self.u64_at(input, 8), self.u64_at(input, 16))
         };
         Self::check_limit(Limit::TensorCount, self.limits.max_tensors, tensor_count, 8)?;
         let kv_offset = 8 + width as u64;
-        Self::check_limit(Limit::MetadataCount, self.limits.max_metadata, metadata_count, kv_offset)?;
+        Self::check_limit(
+            Limit::MetadataCount,
+            self.limits.max_metadata,
+            metadata_count,
+            kv_offset,
+        )?;
         // Smallest pair: length, a 1-byte key, type, a 1-byte value. Smallest tensor info: length,
         // an empty name, n_dims = 0, type, offset.
         let min_kv = width as u64 + 1 + 4 + 1;
@@ -418,11 +503,34 @@ impl Parser {
         self.check_fits(Field::TensorCount, tensor_count, min_tensor, size as u64, 8)?;
         let kv_and_tensors = metadata_count
             .checked_mul(min_kv)
-            .and_then(|kv| tensor_count.checked_mul(min_tensor).and_then(|t| t.checked_add(kv)))
+            .and_then(|kv| {
+                tensor_count
+                    .checked_mul(min_tensor)
+                    .and_then(|t| t.checked_add(kv))
+            })
             .unwrap_or(u64::MAX);
-        self.check_fits(Field::MetadataCount, metadata_count, 1, size as u64, kv_offset)
-            .and_then(|()| self.check_fits(Field::MetadataCount, kv_and_tensors, 1, size as u64, kv_offset))?;
-        let header = Header { version, byte_order: order, tensor_count, metadata_count };
+        self.check_fits(
+            Field::MetadataCount,
+            metadata_count,
+            1,
+            size as u64,
+            kv_offset,
+        )
+        .and_then(|()| {
+            self.check_fits(
+                Field::MetadataCount,
+                kv_and_tensors,
+                1,
+                size as u64,
+                kv_offset,
+            )
+        })?;
+        let header = Header {
+            version,
+            byte_order: order,
+            tensor_count,
+            metadata_count,
+        };
         self.header = Some(header);
         self.phase = Phase::Metadata;
         self.emit(RawKind::Header(header), size, 0)
@@ -464,7 +572,10 @@ impl Parser {
         }
         let len = self.len_at(input, 0);
         if len == 0 {
-            return Err(Error::EmptyName { field: Field::Key, offset: self.pos });
+            return Err(Error::EmptyName {
+                field: Field::Key,
+                offset: self.pos,
+            });
         }
         Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
         self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
@@ -481,7 +592,10 @@ impl Parser {
         let is_alignment = input.get(width..width + len) == Some(ALIGNMENT_KEY);
         if is_alignment {
             if self.alignment.is_some() || self.reading_alignment {
-                return Err(Error::BadAlignment { problem: AlignmentProblem::Duplicate, offset: self.pos });
+                return Err(Error::BadAlignment {
+                    problem: AlignmentProblem::Duplicate,
+                    offset: self.pos,
+                });
             }
             if value_type != ValueType::U32 {
                 return Err(Error::BadAlignment {
@@ -494,7 +608,14 @@ impl Parser {
         self.keys_read += 1;
         self.pending = Pending::Value(value_type);
         let span = Span { start: width, len };
-        self.emit(RawKind::Key { key: span, value_type }, needed as usize, width)
+        self.emit(
+            RawKind::Key {
+                key: span,
+                value_type,
+            },
+            needed as usize,
+            width,
+        )
     }
 
     /// One value of type `t`: a top-level value (`pending` is `Value`) or an array element.
@@ -527,7 +648,12 @@ impl Parser {
             ValueType::Bool => match b(0) {
                 0 => Scalar::Bool(false),
                 1 => Scalar::Bool(true),
-                value => return Err(Error::InvalidBool { value, offset: self.pos }),
+                value => {
+                    return Err(Error::InvalidBool {
+                        value,
+                        offset: self.pos,
+                    })
+                }
             },
             ValueType::U16 | ValueType::I16 => {
                 let raw = [b(0), b(1)];
@@ -547,7 +673,12 @@ impl Parser {
             ValueType::U64 => Scalar::U64(self.u64_at(input, 0)),
             ValueType::I64 => Scalar::I64(self.u64_at(input, 0) as i64),
             ValueType::F64 => Scalar::F64(f64::from_bits(self.u64_at(input, 0))),
-            ValueType::String | ValueType::Array => return Err(Error::InvalidValueType { code: t.code(), offset: self.pos }),
+            ValueType::String | ValueType::Array => {
+                return Err(Error::InvalidValueType {
+                    code: t.code(),
+                    offset: self.pos,
+                })
+            }
         };
         if self.reading_alignment && self.pending == Pending::Value(ValueType::U32) {
             if let Scalar::U32(a) = scalar {
@@ -557,7 +688,10 @@ impl Parser {
                     _ => None,
                 };
                 if let Some(problem) = problem {
-                    return Err(Error::BadAlignment { problem, offset: self.pos });
+                    return Err(Error::BadAlignment {
+                        problem,
+                        offset: self.pos,
+                    });
                 }
                 self.alignment = Some(a);
                 self.reading_alignment = false;
@@ -573,7 +707,12 @@ impl Parser {
             return Ok(step);
         }
         let len = self.len_at(input, 0);
-        Self::check_limit(Limit::StringBytes, self.limits.max_string_bytes, len, self.pos)?;
+        Self::check_limit(
+            Limit::StringBytes,
+            self.limits.max_string_bytes,
+            len,
+            self.pos,
+        )?;
         self.check_fits(Field::String, len, 1, width as u64, self.pos)?;
         let whole = width as u64 + len;
         if input.len() as u64 >= whole || feed != Feed::Full {
@@ -581,14 +720,23 @@ impl Parser {
                 return Ok(step);
             }
             self.begin_value();
-            let text = Span { start: width, len: len as usize };
+            let text = Span {
+                start: width,
+                len: len as usize,
+            };
             return self.emit(RawKind::Str { text, at: 0, len }, whole as usize, width);
         }
         // The buffer is full and cannot hold the string: deliver it in pieces.
         let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), self.pos + width as u64)?;
         self.begin_value();
-        self.pending = Pending::StrRest { at: piece as u64, len };
-        let text = Span { start: width, len: piece };
+        self.pending = Pending::StrRest {
+            at: piece as u64,
+            len,
+        };
+        let text = Span {
+            start: width,
+            len: piece,
+        };
         self.emit(RawKind::Str { text, at: 0, len }, width + piece, width)
     }
 
@@ -608,9 +756,23 @@ impl Parser {
         self.pending = if at + piece as u64 == len {
             Pending::Nothing
         } else {
-            Pending::StrRest { at: at + piece as u64, len }
+            Pending::StrRest {
+                at: at + piece as u64,
+                len,
+            }
         };
-        self.emit(RawKind::Str { text: Span { start: 0, len: piece }, at, len }, piece, 0)
+        self.emit(
+            RawKind::Str {
+                text: Span {
+                    start: 0,
+                    len: piece,
+                },
+                at,
+                len,
+            },
+            piece,
+            0,
+        )
     }
 
     fn array_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
@@ -620,17 +782,38 @@ impl Parser {
             return Ok(step);
         }
         let code = self.u32_at(input, 0);
-        let element_type =
-            ValueType::from_code(code).ok_or(Error::InvalidValueType { code, offset: self.pos })?;
+        let element_type = ValueType::from_code(code).ok_or(Error::InvalidValueType {
+            code,
+            offset: self.pos,
+        })?;
         let len = self.len_at(input, 4);
         let depth = self.depth as u64 + 1;
-        Self::check_limit(Limit::Depth, u64::from(self.limits.depth()), depth, self.pos)?;
-        Self::check_limit(Limit::ArrayLen, self.limits.max_array_len, len, self.pos + 4)?;
-        self.check_fits(Field::ArrayHeader, len, self.min_value_bytes(element_type), size as u64, self.pos)?;
+        Self::check_limit(
+            Limit::Depth,
+            u64::from(self.limits.depth()),
+            depth,
+            self.pos,
+        )?;
+        Self::check_limit(
+            Limit::ArrayLen,
+            self.limits.max_array_len,
+            len,
+            self.pos + 4,
+        )?;
+        self.check_fits(
+            Field::ArrayHeader,
+            len,
+            self.min_value_bytes(element_type),
+            size as u64,
+            self.pos,
+        )?;
         self.begin_value();
         // `depth` is below the capacity: `Limits::depth()` is capped by it.
         if let Some(frame) = self.stack.get_mut(self.depth) {
-            *frame = Frame { element_type, remaining: len };
+            *frame = Frame {
+                element_type,
+                remaining: len,
+            };
             self.depth += 1;
         }
         self.emit(RawKind::ArrayStart { element_type, len }, size, 0)
@@ -648,7 +831,12 @@ impl Parser {
             return Ok(step);
         }
         let name_len = self.len_at(input, 0);
-        Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, name_len, self.pos)?;
+        Self::check_limit(
+            Limit::KeyBytes,
+            self.limits.max_key_bytes,
+            name_len,
+            self.pos,
+        )?;
         self.check_fits(Field::TensorName, name_len, 1, width as u64, self.pos)?;
         let dims_at = width as u64 + name_len;
         if let Some(step) = self.lack(input, dims_at + 4, feed, Field::DimensionCount)? {
@@ -656,7 +844,12 @@ impl Parser {
         }
         let dims_at = dims_at as usize;
         let n_dims = self.u32_at(input, dims_at);
-        Self::check_limit(Limit::Dims, u64::from(self.limits.dims()), u64::from(n_dims), self.pos + dims_at as u64)?;
+        Self::check_limit(
+            Limit::Dims,
+            u64::from(self.limits.dims()),
+            u64::from(n_dims),
+            self.pos + dims_at as u64,
+        )?;
         let dim_width = width; // u32 dimensions in version 1, u64 after
         let type_at = dims_at + 4 + n_dims as usize * dim_width;
         let size = type_at + 4 + 8;
@@ -669,21 +862,38 @@ impl Parser {
             let at = dims_at + 4 + i * dim_width;
             *d = self.len_at(input, at);
             if *d > i64::MAX as u64 {
-                return Err(Error::DimensionTooLarge { value: *d, offset: self.pos + at as u64 });
+                return Err(Error::DimensionTooLarge {
+                    value: *d,
+                    offset: self.pos + at as u64,
+                });
             }
-            elements = elements.checked_mul(*d).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+            elements = elements
+                .checked_mul(*d)
+                .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         }
         let code = self.u32_at(input, type_at);
         let type_offset = self.pos + type_at as u64;
         let ggml_type = GgmlType::from_code(code).map_err(|e| match e {
-            TypeCodeError::Removed => Error::RemovedGgmlType { code, offset: type_offset },
-            TypeCodeError::Unknown => Error::UnknownGgmlType { code, offset: type_offset },
+            TypeCodeError::Removed => Error::RemovedGgmlType {
+                code,
+                offset: type_offset,
+            },
+            TypeCodeError::Unknown => Error::UnknownGgmlType {
+                code,
+                offset: type_offset,
+            },
         })?;
         let ne0 = if n_dims == 0 { 1 } else { ne[0] };
         if ne0 % u64::from(ggml_type.block_size()) != 0 {
-            return Err(Error::NotWholeBlocks { ggml_type, ne0, offset: self.pos });
+            return Err(Error::NotWholeBlocks {
+                ggml_type,
+                ne0,
+                offset: self.pos,
+            });
         }
-        let bytes = ggml_type.bytes_for(elements).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        let bytes = ggml_type
+            .bytes_for(elements)
+            .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         let offset = self.u64_at(input, type_at + 4);
         let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
         if offset % u64::from(alignment) != 0 {
@@ -697,8 +907,19 @@ impl Parser {
             return Err(Error::ShapeOverflow { offset: self.pos });
         }
         self.tensors_read += 1;
-        let info = TensorInfo { name: "", n_dims, ne, ggml_type, offset, elements, bytes };
-        let name = Span { start: width, len: name_len as usize };
+        let info = TensorInfo {
+            name: "",
+            n_dims,
+            ne,
+            ggml_type,
+            offset,
+            elements,
+            bytes,
+        };
+        let name = Span {
+            start: width,
+            len: name_len as usize,
+        };
         self.emit(RawKind::Tensor { name, info }, size, width)
     }
 
@@ -709,7 +930,14 @@ impl Parser {
             .checked_next_multiple_of(u64::from(alignment))
             .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         self.phase = Phase::Done;
-        self.emit(RawKind::End(DataSection { alignment, data_offset }), 0, 0)
+        self.emit(
+            RawKind::End(DataSection {
+                alignment,
+                data_offset,
+            }),
+            0,
+            0,
+        )
     }
 }
 
@@ -719,6 +947,9 @@ fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
     match core::str::from_utf8(bytes) {
         Ok(_) => Ok(bytes.len()),
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),
-        Err(e) => Err(Error::InvalidUtf8 { field: Field::String, offset: offset + e.valid_up_to() as u64 }),
+        Err(e) => Err(Error::InvalidUtf8 {
+            field: Field::String,
+            offset: offset + e.valid_up_to() as u64,
+        }),
     }
 }

@@ -20,6 +20,9 @@ mod slice;
 mod value;
 mod window;
 
+#[cfg(test)]
+mod tests;
+
 pub use catalog::{Catalog, FoundKey, FoundTensor};
 pub use event::{ByteOrder, DataSection, Event, Header, Shape, StrPiece, TensorInfo};
 pub use limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
