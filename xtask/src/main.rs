@@ -35,7 +35,10 @@ fn main() -> ExitCode {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// Runs a command from the workspace root, echoing it, and fails if it fails.
@@ -65,7 +68,17 @@ fn fetch() -> Result<(), String> {
 
 fn checks() -> Result<(), String> {
     run("cargo", &["fmt", "--all", "--", "--check"])?;
-    run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     no_std_build()
 }
 
@@ -75,12 +88,29 @@ fn no_std_build() -> Result<(), String> {
     if lib.contains("extern crate alloc") {
         return Err("core/src/lib.rs must not use `alloc`".into());
     }
-    run("cargo", &["build", "-p", "miniquant", "--target", NO_STD_TARGET])?;
-    run("cargo", &["build", "-p", "miniquant", "--target", NO_STD_TARGET, "--features", "defmt"])
+    run(
+        "cargo",
+        &["build", "-p", "miniquant", "--target", NO_STD_TARGET],
+    )?;
+    run(
+        "cargo",
+        &[
+            "build",
+            "-p",
+            "miniquant",
+            "--target",
+            NO_STD_TARGET,
+            "--features",
+            "defmt",
+        ],
+    )
 }
 
 fn tests() -> Result<(), String> {
-    run("cargo", &["test", "--workspace", "--release", "--no-fail-fast"])
+    run(
+        "cargo",
+        &["test", "--workspace", "--release", "--no-fail-fast"],
+    )
 }
 
 fn bench() -> Result<(), String> {

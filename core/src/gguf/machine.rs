@@ -122,6 +122,7 @@ impl RawEvent {
     /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
     /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
     /// names no NUL byte.
+    #[inline]
     pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
         let text_offset = self.offset + u64::from(self.text_skip);
         Ok(match self.kind {
@@ -147,6 +148,7 @@ impl RawEvent {
     }
 }
 
+#[inline]
 fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let bytes = span
         .start
@@ -164,6 +166,7 @@ fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     })
 }
 
+#[inline]
 fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let text = utf8(input, span, field, offset)?;
     match text.bytes().position(|b| b == 0) {
@@ -299,6 +302,7 @@ impl Parser {
     }
 
     /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
+    #[inline]
     pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
         Ok(match self.next_raw(input, feed)? {
             RawStep::Event { event, consumed } => Step::Event {
@@ -312,6 +316,7 @@ impl Parser {
 
     /// Like [`next`](Self::next), but the event's strings stay byte ranges until
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
+    #[inline]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.phase {
             Phase::Start => self.header_event(input, feed),
@@ -323,12 +328,14 @@ impl Parser {
 
     // ----- helpers -------------------------------------------------------------------------
 
+    #[inline]
     fn remaining_after(&self, consumed: u64) -> Option<u64> {
         self.total_len
             .map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
     }
 
     /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
+    #[inline]
     fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<RawStep>> {
         if input.len() as u64 >= needed {
             return Ok(None);
@@ -351,6 +358,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
         let bytes: [u8; 4] = input
             .get(at..at + 4)
@@ -362,6 +370,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
         let bytes: [u8; 8] = input
             .get(at..at + 8)
@@ -373,11 +382,13 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn is_v1(&self) -> bool {
         matches!(self.header, Some(Header { version: 1, .. }))
     }
 
     /// Width of a length or count field: 4 bytes in version 1, 8 after.
+    #[inline]
     fn len_width(&self) -> usize {
         if self.is_v1() {
             4
@@ -386,6 +397,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn len_at(&self, input: &[u8], at: usize) -> u64 {
         if self.is_v1() {
             u64::from(self.u32_at(input, at))
@@ -394,6 +406,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
         let offset = self.pos;
         self.pos += consumed as u64;
@@ -416,6 +429,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn check_fits(
         &self,
         field: Field,
@@ -439,6 +453,7 @@ impl Parser {
         Ok(())
     }
 
+    #[inline]
     fn check_limit(limit: Limit, max: u64, found: u64, offset: u64) -> Result<()> {
         if found > max {
             return Err(Error::LimitExceeded {
@@ -538,6 +553,7 @@ impl Parser {
 
     // ----- metadata ------------------------------------------------------------------------
 
+    #[inline]
     fn metadata_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.pending {
             Pending::StrRest { at, len } => return self.string_rest(input, feed, at, len),
@@ -619,6 +635,7 @@ impl Parser {
     }
 
     /// One value of type `t`: a top-level value (`pending` is `Value`) or an array element.
+    #[inline]
     fn value(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         match t {
             ValueType::String => self.string_start(input, feed),
@@ -628,6 +645,7 @@ impl Parser {
     }
 
     /// Marks the start of one element of the innermost array (or of the pending top-level value).
+    #[inline]
     fn begin_value(&mut self) {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
@@ -636,6 +654,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn scalar(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         let size = t.scalar_size().unwrap_or(0);
         if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
@@ -701,6 +720,7 @@ impl Parser {
         self.emit(RawKind::Scalar(scalar), size, 0)
     }
 
+    #[inline]
     fn string_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
         if let Some(step) = self.lack(input, width as u64, feed, Field::String)? {
