@@ -137,7 +137,7 @@ impl GgufWriter {
 }
 
 fn pad(n: u64, alignment: u64) -> u64 {
-    n.div_ceil(alignment) * alignment
+    n.div_ceil(alignment).saturating_mul(alignment)
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
