@@ -3,12 +3,11 @@
 //! Arrays being read sit on an explicit stack (no recursion); a finished nested array is moved into
 //! its parent. String values delivered in pieces are appended to the string they start.
 
-use std::collections::hash_map::Entry;
-
 use miniquant::gguf::{Event, StrPiece, DEFAULT_ALIGNMENT};
 use miniquant::{Error, Result};
 
 use crate::index::{Index, MetadataEntry, TensorEntry};
+use crate::names::Inserted;
 use crate::value::{Array, Value};
 
 /// The key whose value is being read.
@@ -99,21 +98,23 @@ impl Builder {
                 match self.open.last_mut() {
                     Some(Array::Array(parent)) => parent.push(done),
                     Some(_) => return Err(out_of_place(offset)),
-                    None => self.finish_value(Value::Array(done))?,
+                    None => self.finish_value(Value::Array(Box::new(done)))?,
                 }
             }
             Event::Tensor(ref info) => {
-                let i = self.index.tensors.len();
-                match self.index.tensor_lookup.entry(info.name.to_owned()) {
-                    Entry::Occupied(_) => self
-                        .index
-                        .duplicates
-                        .push(Error::DuplicateTensor { offset }),
-                    Entry::Vacant(v) => {
-                        v.insert(i);
-                    }
+                let Index {
+                    tensors,
+                    tensor_lookup,
+                    duplicates,
+                    ..
+                } = &mut self.index;
+                let i = tensors.len();
+                if tensor_lookup.insert(info.name, i, |j| tensors.get(j).map(|t| t.name.as_str()))
+                    == Inserted::Duplicate
+                {
+                    duplicates.push(Error::DuplicateTensor { offset });
                 }
-                self.index.tensors.push(TensorEntry {
+                tensors.push(TensorEntry {
                     name: info.name.to_owned(),
                     ggml_type: info.ggml_type,
                     n_dims: info.n_dims,
@@ -173,15 +174,17 @@ impl Builder {
             .pending
             .take()
             .ok_or(out_of_place(self.index.data_offset))?;
-        let i = self.index.metadata.len();
-        match self.index.key_lookup.entry(key.clone()) {
-            Entry::Occupied(_) => self
-                .index
-                .duplicates
-                .push(Error::DuplicateKey { offset: key_offset }),
-            Entry::Vacant(v) => {
-                v.insert(i);
-            }
+        let Index {
+            metadata,
+            key_lookup,
+            duplicates,
+            ..
+        } = &mut self.index;
+        let i = metadata.len();
+        if key_lookup.insert(&key, i, |j| metadata.get(j).map(|e| e.key.as_str()))
+            == Inserted::Duplicate
+        {
+            duplicates.push(Error::DuplicateKey { offset: key_offset });
         }
         self.index.metadata.push(MetadataEntry {
             key,

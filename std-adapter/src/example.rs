@@ -11,7 +11,7 @@ use miniquant::gguf::Scalar;
 use miniquant::quant;
 use miniquant::GgmlType;
 
-use crate::value::{Array, Strings};
+use crate::value::Array;
 use crate::writer::GgufWriter;
 
 /// The example file's bytes.
@@ -42,7 +42,7 @@ pub fn tiny_gguf() -> Vec<u8> {
         .kv("example.nested", Array::Array(vec![Array::U16(vec![1, 2, 3]), Array::U16(vec![4]), Array::U16(vec![])]))
         .kv(
             "tokenizer.ggml.tokens",
-            Array::String(["<unk>", "<s>", "</s>", "hello", "world", "tiny"].into_iter().collect::<Strings>()),
+            ["<unk>", "<s>", "</s>", "hello", "world", "tiny"].into_iter().collect::<Array>(),
         )
         .kv("tokenizer.ggml.scores", Array::F32(vec![0.0, 0.0, 0.0, -1.5, -2.25, -3.0]));
 

@@ -138,17 +138,14 @@ mod tests {
     fn arrays_show_three_elements_and_the_length() {
         let tokens: Strings = ["<s>", "</s>", "a", "b"].into_iter().collect();
         assert_eq!(
-            value(&Value::Array(Array::String(tokens))),
+            value(&Array::from(tokens).into()),
             "[\"<s>\", \"</s>\", \"a\", ...] (len 4)"
         );
         assert_eq!(
-            value(&Value::Array(Array::I32(vec![3, 3]))),
+            value(&Array::I32(vec![3, 3]).into()),
             "[3i32, 3i32] (len 2)"
         );
         let nested = Array::Array(vec![Array::U8(vec![1]), Array::U8(vec![])]);
-        assert_eq!(
-            value(&Value::Array(nested)),
-            "[[1u8] (len 1), [] (len 0)] (len 2)"
-        );
+        assert_eq!(value(&nested.into()), "[[1u8] (len 1), [] (len 0)] (len 2)");
     }
 }

@@ -10,12 +10,11 @@
 //! recorded, not rejected, and lookups by name return the first occurrence; the whole-file checks
 //! (duplicates, tensor bounds, overlaps, layout warnings) are in [`crate::validate`].
 
-use std::collections::HashMap;
-
 use miniquant::gguf::{ByteOrder, Limits, ReadParser, SliceParser, MAX_DIMS_CAPACITY};
 use miniquant::{Error, GgmlType, Result};
 
 use crate::build::Builder;
+use crate::names::NameIndex;
 use crate::value::Value;
 
 /// One metadata key/value pair.
@@ -78,8 +77,8 @@ pub struct Index {
     pub(crate) complete: bool,
     pub(crate) metadata: Vec<MetadataEntry>,
     pub(crate) tensors: Vec<TensorEntry>,
-    pub(crate) key_lookup: HashMap<String, usize>,
-    pub(crate) tensor_lookup: HashMap<String, usize>,
+    pub(crate) key_lookup: NameIndex,
+    pub(crate) tensor_lookup: NameIndex,
     /// `DuplicateKey` / `DuplicateTensor` errors, in file order.
     pub(crate) duplicates: Vec<Error>,
 }
@@ -216,7 +215,10 @@ impl Index {
 
     /// The metadata pair with this key (the first, if the key is duplicated).
     pub fn entry(&self, key: &str) -> Option<&MetadataEntry> {
-        self.key_lookup.get(key).and_then(|&i| self.metadata.get(i))
+        let i = self
+            .key_lookup
+            .find(key, |i| self.metadata.get(i).map(|e| e.key.as_str()))?;
+        self.metadata.get(i)
     }
 
     /// The value of this key (the first, if the key is duplicated).
@@ -226,9 +228,10 @@ impl Index {
 
     /// The tensor with this name (the first, if the name is duplicated).
     pub fn tensor(&self, name: &str) -> Option<&TensorEntry> {
-        self.tensor_lookup
-            .get(name)
-            .and_then(|&i| self.tensors.get(i))
+        let i = self
+            .tensor_lookup
+            .find(name, |i| self.tensors.get(i).map(|t| t.name.as_str()))?;
+        self.tensors.get(i)
     }
 
     /// The duplicate keys and tensor names found, as errors at the second occurrence.

@@ -24,6 +24,7 @@ pub mod format;
 pub mod index;
 pub mod json;
 pub mod matvec_fallback;
+mod names;
 pub mod stats;
 pub mod validate;
 pub mod value;

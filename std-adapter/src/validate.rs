@@ -211,7 +211,7 @@ fn long_names(index: &Index, report: &mut Report) {
 
 fn nested_arrays(index: &Index, report: &mut Report) {
     for e in index.metadata() {
-        if let Value::Array(Array::Array(_)) = e.value {
+        if matches!(&e.value, Value::Array(a) if matches!(**a, Array::Array(_))) {
             report.warnings.push(Warning::NestedArray {
                 key: e.key.clone(),
                 value_offset: e.value_offset,

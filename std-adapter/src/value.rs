@@ -14,8 +14,9 @@ pub enum Value {
     Scalar(Scalar),
     /// A string.
     String(String),
-    /// An array (its elements may themselves be arrays).
-    Array(Array),
+    /// An array (its elements may themselves be arrays). Boxed: arrays are rare and large, scalars
+    /// common and small, so this keeps every value small.
+    Array(Box<Array>),
 }
 
 impl Value {
@@ -77,7 +78,7 @@ impl From<&str> for Value {
 
 impl From<Array> for Value {
     fn from(a: Array) -> Self {
-        Self::Array(a)
+        Self::Array(Box::new(a))
     }
 }
 
@@ -160,9 +161,23 @@ pub enum Array {
     U64(Vec<u64>),
     I64(Vec<i64>),
     F64(Vec<f64>),
-    String(Strings),
+    /// Strings (boxed: this keeps every array, and so every element of a nested array, small).
+    String(Box<Strings>),
     /// Nested arrays; each has its own element type.
     Array(Vec<Array>),
+}
+
+impl From<Strings> for Array {
+    fn from(s: Strings) -> Self {
+        Self::String(Box::new(s))
+    }
+}
+
+impl<'a> FromIterator<&'a str> for Array {
+    /// An array of strings.
+    fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
+        Self::from(iter.into_iter().collect::<Strings>())
+    }
 }
 
 /// One element of an [`Array`], borrowed.
@@ -191,7 +206,7 @@ impl Array {
             ValueType::U64 => Self::U64(Vec::new()),
             ValueType::I64 => Self::I64(Vec::new()),
             ValueType::F64 => Self::F64(Vec::new()),
-            ValueType::String => Self::String(Strings::new()),
+            ValueType::String => Self::String(Box::default()),
             ValueType::Array => Self::Array(Vec::new()),
         }
     }

@@ -12,7 +12,7 @@ use miniquant_std::{Array, Index, Value};
 use serde_json::Value as Json;
 
 fn strings(items: &[&str]) -> Array {
-    Array::String(items.iter().copied().collect())
+    items.iter().copied().collect()
 }
 
 const UNICODE: &str = "héllo \"quoted\" \\ back\nslash\ttab 🦀";

@@ -19,16 +19,14 @@ fn long_strings_file() -> Vec<u8> {
         .kv("n", Scalar::U32(7))
         .kv(
             "list",
-            Array::String(
-                [long.as_str(), "", "x", long.as_str()]
-                    .into_iter()
-                    .collect(),
-            ),
+            [long.as_str(), "", "x", long.as_str()]
+                .into_iter()
+                .collect::<Array>(),
         )
         .kv(
             "nested",
             Array::Array(vec![
-                Array::String([long.as_str()].into_iter().collect()),
+                [long.as_str()].into_iter().collect::<Array>(),
                 Array::F64(vec![0.5]),
             ]),
         )
