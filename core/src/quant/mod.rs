@@ -21,6 +21,8 @@ pub mod cast;
 mod float;
 pub mod iq;
 pub mod k_quants;
+#[cfg(test)]
+mod kernel_tests;
 pub mod legacy;
 pub mod matvec;
 pub mod misc;

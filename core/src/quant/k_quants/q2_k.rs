@@ -153,3 +153,29 @@ pub fn vec_dot(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
     }
     sumf
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = e % 4: every sub-block is 0,1,2,3 repeated, so the search finds scale 1 and min 0 with
+        // zero error. Scales quantize to 15/15 (byte 0x0f, min nibble 0), d = f16(1/15) = 0x2c44,
+        // dmin = 0. Each qs byte packs four elements with the same e % 4: (l % 4) * 0b01010101.
+        let x: [f32; QK_K] = core::array::from_fn(|e| (e % 4) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(block.scales, [0x0f; 16]);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2c44);
+        assert_eq!(block.dmin, [0, 0]);
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 4) as u8 * 0x55, "qs[{l}]");
+        }
+        // d * 15 = 1092/16384 * 15 = 0.999755859375 exactly.
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        for (e, &v) in y.iter().enumerate() {
+            assert_eq!(v, 0.999_755_86 * (e % 4) as f32, "y[{e}]");
+        }
+    }
+}

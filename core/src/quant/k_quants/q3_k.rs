@@ -155,3 +155,30 @@ pub fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     }
     sumf
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = -(e % 8 - 4) / 2 = 2, 1.5, ..., -1.5: the signed max is 2, so make_q3_quants starts at
+        // iscale = -4/2 and gets levels e % 8 - 4 with scale -0.5 exactly (the fit is exact, no
+        // level moves). All 16 scales are -0.5: iscale = -32/-0.5 = 64, each scale level
+        // nearest_int(64 * -0.5) = -32 -> stored 0, d = f16(1/64) = 0x2400. Re-quantizing with
+        // d * (0 - 32) = -0.5 gives levels e % 8; the third bit is set for e % 8 >= 4.
+        let x: [f32; QK_K] = core::array::from_fn(|e| -((e % 8) as f32 - 4.0) * 0.5);
+        let block = quantize_block(&x);
+        assert_eq!(block.scales, [0; 12]);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2400);
+        for (b, &h) in block.hmask.iter().enumerate() {
+            assert_eq!(h, if b % 8 >= 4 { 0xff } else { 0 }, "hmask[{b}]");
+        }
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 4) as u8 * 0x55, "qs[{l}]");
+        }
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        assert_eq!(y, x);
+    }
+}

@@ -234,3 +234,33 @@ pub fn vec_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
         (quants, b.scales, f16_le(b.d), f16_le(b.dmin))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = e % 16: every 32-value sub-block is 0..15 twice: scale 1, min 0, zero error. Scales
+        // quantize to 63 and mins to 0; d = f16(1/63) = 1040 * 2^-16 (0x2410), dmin = 0. Packed:
+        // bytes 0..4 = 63 | (63 >> 4) << 6 = 0xff, bytes 4..8 = mins 0, bytes 8..12 = 63 & 15.
+        // Each qs byte holds elements l and l + 32 of a 64-chunk, both l % 16: (l % 16) * 0x11.
+        let x: [f32; QK_K] = core::array::from_fn(|e| (e % 16) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2410);
+        assert_eq!(block.dmin, [0, 0]);
+        assert_eq!(
+            block.scales,
+            [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0x0f, 0x0f, 0x0f, 0x0f]
+        );
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 16) as u8 * 0x11, "qs[{l}]");
+        }
+        // d * 63 = 65520 / 65536 = 0.999755859375.
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        for (e, &v) in y.iter().enumerate() {
+            assert_eq!(v, 0.999_755_86 * (e % 16) as f32, "y[{e}]");
+        }
+    }
+}

@@ -100,3 +100,30 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ5K {
 pub fn vec_dot(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     vec_dot_with_mins(w, x, |b| (quants(b), b.scales, f16_le(b.d), f16_le(b.dmin)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = e % 32: each sub-block is 0..31: scale 1, min 0; d = f16(1/63) as in Q4_K. The fifth
+        // bit of element e is set when e % 32 >= 16, so qh[b] is 0xff for b >= 16; the low nibbles
+        // of elements l and l + 32 of a 64-chunk are both l % 16.
+        let x: [f32; QK_K] = core::array::from_fn(|e| (e % 32) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2410);
+        assert_eq!(block.dmin, [0, 0]);
+        for (b, &h) in block.qh.iter().enumerate() {
+            assert_eq!(h, if b >= 16 { 0xff } else { 0 }, "qh[{b}]");
+        }
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 16) as u8 * 0x11, "qs[{l}]");
+        }
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        for (e, &v) in y.iter().enumerate() {
+            assert_eq!(v, 0.999_755_86 * (e % 32) as f32, "y[{e}]");
+        }
+    }
+}

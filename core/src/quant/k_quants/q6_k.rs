@@ -153,3 +153,40 @@ pub fn vec_dot(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     }
     sumf
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = 8 - e % 16: each sub-block is 8, 7, ..., -7 with signed max 8, so make_qx_quants uses
+        // iscale = -32/8 and levels l = 4 * (e % 16) - 32 with scale -0.25 exactly. Then
+        // iscale = -128 / -0.25 = 512, d = f16(1/512) = 0x1800 and every scale
+        // min(127, nearest_int(512 * -0.25)) = -128. Re-quantizing with d * -128 = -0.25 stores
+        // L = 4 * (e % 16): low nibble (4k) & 15 in ql, high bits k / 4 in qh.
+        let x: [f32; QK_K] = core::array::from_fn(|e| 8.0 - (e % 16) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(u16::from_le_bytes(block.d), 0x1800);
+        assert_eq!(block.scales, [-128; 16]);
+        for (i, &q) in block.ql.iter().enumerate() {
+            let k = (i % 16) as u8;
+            assert_eq!(q, ((4 * k) & 15) * 0x11, "ql[{i}]");
+        }
+        for (i, &q) in block.qh.iter().enumerate() {
+            let k = (i % 16) as u8;
+            assert_eq!(q, (k / 4) * 0x55, "qh[{i}]");
+        }
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        assert_eq!(y, x);
+    }
+
+    #[test]
+    fn zero_block_is_zero_bytes() {
+        let block = quantize_block(&[0.0; QK_K]);
+        assert_eq!(block, BlockQ6K::zeroed());
+        let block = quantize_block(&[1e-16; QK_K]);
+        assert_eq!(block, BlockQ6K::zeroed());
+    }
+}
