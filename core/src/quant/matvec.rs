@@ -11,10 +11,7 @@ use crate::ggml_type::GgmlType;
 /// Scratch bytes [`matvec`] needs for `cols` activations against weights of type `t`: the size of
 /// `cols` values in `t`'s vec-dot type.
 pub fn matvec_scratch_bytes(t: GgmlType, cols: usize) -> Result<usize> {
-    let vd = vec_dot_type(t).ok_or(Error::Unsupported {
-        ggml_type: t,
-        op: Op::VecDot,
-    })?;
+    let vd = vec_dot_type_of(t)?;
     bytes_for(t, cols)?;
     bytes_for(vd, cols)
 }
@@ -45,8 +42,9 @@ pub fn matvec(
     scratch: &mut [u8],
     y: &mut [f32],
 ) -> Result<()> {
-    let scratch_len = matvec_scratch_bytes(t, cols)?;
+    let vd = vec_dot_type_of(t)?;
     let row_bytes = bytes_for(t, cols)?;
+    let scratch_len = bytes_for(vd, cols)?;
     let weight_bytes = row_bytes.checked_mul(rows).ok_or(Error::LengthMismatch {
         expected: u64::MAX,
         found: w.len() as u64,
@@ -61,7 +59,7 @@ pub fn matvec(
             expected: scratch_len as u64,
             found: available as u64,
         })?;
-    quantize(vec_dot_type_of(t)?, x, xq)?;
+    quantize(vd, x, xq)?;
     let xq: &[u8] = xq;
 
     if row_bytes == 0 {

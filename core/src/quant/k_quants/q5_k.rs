@@ -1,6 +1,6 @@
 //! Q5_K: Q4_K with a fifth bit per quant in `qh`: value = `d*sc * q - dmin*m` with `q` in `0..32`.
 
-use super::common::Qkx2Search;
+use super::common::{scale_min_k4, Qkx2Search};
 use super::q4_k::{requantize, search_sub_blocks, vec_dot_with_mins};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
@@ -53,7 +53,7 @@ pub fn dequantize_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
         .zip(quants.chunks_exact(32))
         .enumerate()
     {
-        let (sc, m) = super::common::scale_min_k4(j, &block.scales);
+        let (sc, m) = scale_min_k4(j, &block.scales);
         let (dl, ml) = (d * sc as f32, min * m as f32);
         for (y, &q) in values.iter_mut().zip(qs) {
             *y = dl * q as f32 - ml;
