@@ -16,10 +16,15 @@
 //! - [`misc`]: TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0.
 
 pub mod activation;
+mod blockwise;
 pub mod cast;
+mod float;
 pub mod iq;
 pub mod k_quants;
+#[cfg(test)]
+mod kernel_tests;
 pub mod legacy;
+pub mod matvec;
 pub mod misc;
 
 use crate::error::{Error, Op, Result};
