@@ -23,7 +23,6 @@ pub mod file;
 pub mod format;
 pub mod index;
 pub mod json;
-pub mod matvec_fallback;
 mod names;
 pub mod stats;
 pub mod validate;

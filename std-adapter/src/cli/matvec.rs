@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 // TEMPORARY: switch to `miniquant::quant::matvec::{matvec, matvec_scratch_bytes}` when it merges.
-use crate::matvec_fallback::{matvec, matvec_scratch_bytes};
+use miniquant::quant::matvec::{matvec, matvec_scratch_bytes};
 
 use super::{open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
 use crate::stats::Stats;
