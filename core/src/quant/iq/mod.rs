@@ -21,13 +21,11 @@ pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 
-#[allow(dead_code)] // parts used by the misc family
 pub(in crate::quant) mod cmath;
 mod grid_iq1;
 mod grid_iq2;
 mod grid_iq3;
 mod iq4_search;
-#[allow(dead_code)] // parts used by the misc family
 pub(in crate::quant) mod rows;
 mod tables;
 #[cfg(test)]
