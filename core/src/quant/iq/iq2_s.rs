@@ -1,6 +1,6 @@
 //! IQ2_S: 256 values in 82 bytes (2.5625 bits per weight).
 //!
-//! After the f16 super-block scale `d`: 32 low bytes of 10-bit indices into [`IQ2S_GRID`] (8
+//! After the f16 super-block scale `d`: 32 low bytes of 10-bit indices into `iq2s_grid` (8
 //! magnitudes each), 32 sign bytes (bit `j` set = value `j` negative), 8 `qh` bytes holding the
 //! two high index bits of each of a group's 4 indices, and 8 scale bytes (low nibble for the first
 //! 16 values of a 32-value group, high nibble for the rest).

@@ -1,7 +1,7 @@
 //! IQ2_XS: 256 values in 74 bytes (2.3125 bits per weight).
 //!
 //! After the f16 super-block scale `d` come 32 little-endian u16 codes, one per 8 values: the low
-//! 9 bits index [`IQ2XS_GRID`], the high 7 bits are a sign code (expanded by `ksigns_iq2xs`). Then
+//! 9 bits index `iq2xs_grid`, the high 7 bits are a sign code (expanded by `ksigns_iq2xs`). Then
 //! 8 scale bytes, one per 32 values: the low nibble scales its first 16 values, the high nibble the
 //! next 16. Value = `d * (0.5 + nibble) * 0.25 * magnitude * sign`.
 

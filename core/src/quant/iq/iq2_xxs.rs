@@ -1,7 +1,7 @@
 //! IQ2_XXS: 256 values in 66 bytes (2.0625 bits per weight).
 //!
 //! After the f16 super-block scale `d` come 8 groups of 32 values, 8 bytes each: four indices into
-//! [`IQ2XXS_GRID`] (8 magnitudes each), then a little-endian u32 whose bits `7l..7l+7` are the sign
+//! `iq2xxs_grid` (8 magnitudes each), then a little-endian u32 whose bits `7l..7l+7` are the sign
 //! code of sub-group `l` (expanded by `ksigns_iq2xs`) and whose top 4 bits are the group scale `s`.
 //! Value = `d * (0.5 + s) * 0.25 * magnitude * sign`.
 

@@ -1,6 +1,6 @@
 //! IQ3_S: 256 values in 110 bytes (3.4375 bits per weight).
 //!
-//! After the f16 super-block scale `d`: the low 8 bits of 64 nine-bit indices into [`IQ3S_GRID`]
+//! After the f16 super-block scale `d`: the low 8 bits of 64 nine-bit indices into `iq3s_grid`
 //! (4 magnitudes each), 8 per group of 32 values; one `qh` byte per group holding the ninth bit of
 //! its 8 indices (bit `k` for index `k`); 32 sign bytes (bit `j` set = value `j` of 8 negative);
 //! 4 scale bytes, a 4-bit scale `s` per group (low nibble for even groups).

@@ -1,6 +1,6 @@
 //! IQ3_XXS: 256 values in 98 bytes (3.0625 bits per weight).
 //!
-//! After the f16 super-block scale `d`: 64 indices into [`IQ3XXS_GRID`] (4 magnitudes each), 8 per
+//! After the f16 super-block scale `d`: 64 indices into `iq3xxs_grid` (4 magnitudes each), 8 per
 //! group of 32 values, then one little-endian u32 per group whose bits `7l..7l+7` are the sign code
 //! of its 8-value sub-group `l` (expanded by `ksigns_iq2xs`) and whose top 4 bits are the scale `s`.
 //! Value = `d * (0.5 + s) * 0.5 * magnitude * sign`.
