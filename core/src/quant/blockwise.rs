@@ -107,3 +107,36 @@ where
     let len = bytes.len() as u64;
     bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::PartialBlock { ggml_type: t, len })
 }
+
+/// The two operands of a vec_dot: `w` as blocks of `B` and `x` as blocks of `Y`, `per_block` of
+/// them for each `B` (a 64-value NVFP4 block pairs with two 32-value Q8_0 blocks).
+pub(crate) fn vec_dot_operands<'a, B: Block, Y: Block>(
+    w: &'a [u8],
+    x: &'a [u8],
+    per_block: usize,
+) -> Result<(&'a [B], &'a [Y])> {
+    let ws = blocks::<B>(w)?;
+    let ys = blocks::<Y>(x)?;
+    let expected = ws
+        .len()
+        .checked_mul(per_block)
+        .and_then(|n| n.checked_mul(core::mem::size_of::<Y>()));
+    if expected != Some(x.len()) {
+        return Err(Error::LengthMismatch {
+            expected: expected.map_or(u64::MAX, |e| e as u64),
+            found: x.len() as u64,
+        });
+    }
+    Ok((ws, ys))
+}
+
+/// Pairs each block of `ws` with its `R` activation blocks.
+pub(crate) fn with_groups<'a, B, Y, const R: usize>(
+    ws: &'a [B],
+    ys: &'a [Y],
+) -> impl Iterator<Item = (&'a B, &'a [Y; R])> {
+    ws.iter().zip(
+        ys.chunks_exact(R)
+            .filter_map(|g| <&[Y; R]>::try_from(g).ok()),
+    )
+}

@@ -46,6 +46,24 @@ pub(crate) fn round_half_away(x: f32) -> f32 {
     rounded.copysign(x)
 }
 
+/// C's `fabsf`: clears the sign bit (NaN payloads are kept).
+#[inline(always)]
+pub(crate) fn fabsf(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0x7fff_ffff)
+}
+
+/// glibc's `lroundf` on x86-64: `roundf` converted to `long`; NaN, infinities and values beyond the
+/// `long` range give `i64::MIN` (the conversion's "integer indefinite" value).
+#[inline(always)]
+pub(crate) fn lroundf(x: f32) -> i64 {
+    let r = round_half_away(x);
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&r) {
+        r as i64
+    } else {
+        i64::MIN
+    }
+}
+
 /// C's `MAX(a, b)` macro: `a > b ? a : b` (so a NaN in `a` is dropped, a NaN in `b` is kept).
 #[inline(always)]
 pub(crate) fn c_max(a: f32, b: f32) -> f32 {
@@ -148,6 +166,21 @@ pub(crate) fn bf16_bits_to_f32(bits: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lroundf_and_casts_follow_x86_for_undefined_inputs() {
+        assert_eq!(lroundf(-1.5), -2);
+        assert_eq!(lroundf(0.49), 0);
+        assert_eq!(lroundf(f32::NAN), i64::MIN);
+        assert_eq!(lroundf(f32::INFINITY), i64::MIN);
+        assert_eq!(lroundf(1e19), i64::MIN);
+        assert_eq!(c_cast_i32(-1.9), -1);
+        assert_eq!(c_cast_i32(f32::NAN), i32::MIN);
+        assert_eq!(c_cast_i32(3e9), i32::MIN);
+        assert_eq!(fabsf(-0.0).to_bits(), 0);
+        assert_eq!(f16_le_bytes(f32::from_bits(0xff80_0001)), [0x00, 0xfe]);
+        assert_eq!(f16_le_bytes(65520.0), [0x00, 0x7c]);
+    }
 
     /// A small deterministic generator for bit patterns (xorshift64*).
     struct Bits(u64);

@@ -3,8 +3,8 @@
 //! non-linear levels (weights `x²`), optionally refined by restarting from `2·ntry + 1` nearby
 //! scales. Float operations follow ggml's order exactly, unfused.
 
-use super::cmath::fabsf;
 use super::tables::KVALUES_IQ4NL;
+use crate::quant::float::fabsf;
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest |x| is below this is treated as all zero.
 pub(super) const GROUP_MAX_EPS: f32 = 1e-15;

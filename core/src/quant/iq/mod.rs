@@ -21,12 +21,10 @@ pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 
-pub(in crate::quant) mod cmath;
 mod grid_iq1;
 mod grid_iq2;
 mod grid_iq3;
 mod iq4_search;
-pub(in crate::quant) mod rows;
 mod tables;
 #[cfg(test)]
 pub(in crate::quant) mod test_support;
@@ -36,7 +34,7 @@ mod tests;
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK_K};
-use rows::{dequantize_blocks, quantize_blocks, vec_dot_operands};
+use crate::quant::blockwise::{dequantize_blocks, quantize_blocks, vec_dot_operands};
 
 pub(crate) fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     match t {

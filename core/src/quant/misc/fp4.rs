@@ -2,7 +2,7 @@
 //! bare power of two, MXFP4) and UE4M3 (an unsigned 8-bit float, NVFP4). Conversions are exact and
 //! built from bits, so they need no libm (`ldexpf`) and give the same bits on every target.
 
-use crate::quant::iq::cmath::fabsf;
+use crate::quant::float::fabsf;
 
 /// `kvalues_mxfp4`: the E2M1 values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives become
 /// integers); the scale conversions below return half the scale to compensate.

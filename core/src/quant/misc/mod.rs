@@ -20,7 +20,7 @@ mod tests;
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK_K};
-use crate::quant::iq::rows::{dequantize_blocks, quantize_blocks, vec_dot_operands, with_groups};
+use crate::quant::blockwise::{dequantize_blocks, quantize_blocks, vec_dot_operands, with_groups};
 
 pub(crate) fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     match t {

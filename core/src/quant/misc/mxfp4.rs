@@ -8,7 +8,7 @@ use super::fp4::{best_index_fp4, e8m0_to_f32_half, fp4_level};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::{fabsf, trunc_to_int};
+use crate::quant::float::{c_cast_i32, fabsf};
 
 /// Values per MXFP4 block.
 pub const QK_MXFP4: usize = 32;
@@ -82,7 +82,7 @@ fn e8m0_for(amax: f32) -> u8 {
     } else {
         floor_log2f(amax) as f32
     };
-    trunc_to_int(exponent - 2.0 + 127.0) as u8
+    c_cast_i32(exponent - 2.0 + 127.0) as u8
 }
 
 /// `dequantize_row_mxfp4` for one block.

@@ -8,7 +8,7 @@ use super::fp4::{best_index_fp4, f32_to_ue4m3, fp4_level, ue4m3_to_f32_half};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::fabsf;
+use crate::quant::float::fabsf;
 
 /// Values per NVFP4 block.
 pub const QK_NVFP4: usize = 64;

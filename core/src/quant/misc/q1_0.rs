@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8_0, QK8_0};
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::{f16_bytes, fabsf};
+use crate::quant::float::{f16_le_bytes, fabsf};
 
 /// Values per Q1_0 block.
 pub const QK1_0: usize = 128;
@@ -49,7 +49,7 @@ pub(super) fn quantize_block(x: &[f32; QK1_0]) -> BlockQ1_0 {
     }
     let d = sum_abs / QK1_0 as f32;
     let mut block = BlockQ1_0 {
-        d: f16_bytes(d),
+        d: f16_le_bytes(d),
         qs: [[0; QK8_0 / 8]; Q8_PER_BLOCK],
     };
     for (byte, xs) in block.qs.iter_mut().flatten().zip(x.chunks_exact(8)) {

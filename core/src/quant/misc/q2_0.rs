@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8_0, QK8_0};
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::{f16_bytes, fabsf, roundf, trunc_to_int};
+use crate::quant::float::{c_cast_i32, f16_le_bytes, fabsf, round_half_away};
 
 /// Values per Q2_0 block.
 pub const QK2_0: usize = 64;
@@ -44,7 +44,7 @@ pub(super) fn dequantize_block(block: &BlockQ2_0, out: &mut [f32; QK2_0]) {
     }
 }
 
-/// `quantize_row_q2_0_ref` for one block: `d = max |x|`, codes `(int)roundf(x / d) + 1` clamped to
+/// `quantize_row_q2_0_ref` for one block: `d = max |x|`, codes `(int)round_half_away(x / d) + 1` clamped to
 /// 0..=3. The C `(int)` of NaN (from an infinite or NaN input) is undefined; x86-64 gives
 /// `INT_MIN`, hence code 0, which we reproduce.
 pub(super) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
@@ -58,12 +58,14 @@ pub(super) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
     let d = amax;
     let id = if d > 0.0 { 1.0 / d } else { 0.0 };
     let mut block = BlockQ2_0 {
-        d: f16_bytes(d),
+        d: f16_le_bytes(d),
         qs: [[0; QK8_0 / 4]; Q8_PER_BLOCK],
     };
     for (byte, xs) in block.qs.iter_mut().flatten().zip(x.chunks_exact(4)) {
         for (slot, &w) in xs.iter().enumerate() {
-            let q = trunc_to_int(roundf(w * id)).saturating_add(1).clamp(0, 3) as u8;
+            let q = c_cast_i32(round_half_away(w * id))
+                .saturating_add(1)
+                .clamp(0, 3) as u8;
             *byte |= q << (2 * slot);
         }
     }
@@ -116,7 +118,7 @@ mod tests {
 
     #[test]
     fn quantize_rounds_ties_away_from_zero() {
-        // max |x| = 1 -> d = 1. -0.5 -> roundf = -1 -> code 0; 0 -> 1; 0.5 -> 1 -> code 2;
+        // max |x| = 1 -> d = 1. -0.5 -> round_half_away = -1 -> code 0; 0 -> 1; 0.5 -> 1 -> code 2;
         // 1 -> code 2. Byte 0 = 0 | 1 << 2 | 2 << 4 | 2 << 6 = 0xa4; the zero values -> code 1 (0x55).
         let mut x = [0.0f32; QK2_0];
         x[..4].copy_from_slice(&[-0.5, 0.0, 0.5, 1.0]);

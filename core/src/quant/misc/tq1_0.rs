@@ -11,7 +11,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::{c_max, f16_bytes, fabsf, lroundf};
+use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
 
 /// `block_tq1_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -85,7 +85,7 @@ pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq1_0 {
     let mut block = BlockTq1_0 {
         qs: [0; 48],
         qh: [0; 4],
-        d: f16_bytes(d),
+        d: f16_le_bytes(d),
     };
     let (head, tail) = block.qs.split_at_mut(32);
     for (m, q) in head.iter_mut().enumerate() {

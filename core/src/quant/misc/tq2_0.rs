@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::iq::cmath::{c_max, f16_bytes, fabsf, lroundf};
+use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
 
 /// `block_tq2_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -51,7 +51,7 @@ pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq2_0 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut block = BlockTq2_0 {
         qs: [[0; 32]; 2],
-        d: f16_bytes(d),
+        d: f16_le_bytes(d),
     };
     for (half, xh) in block.qs.iter_mut().zip(x.chunks_exact(128)) {
         for (m, q) in half.iter_mut().enumerate() {
