@@ -32,6 +32,7 @@ impl<'a> SliceParser<'a> {
     }
 
     /// The next event, or `None` after [`Event::End`].
+    #[inline]
     pub fn next_event(&mut self) -> Result<Option<Event<'a>>> {
         if self.failed {
             return Ok(None);
@@ -71,6 +72,7 @@ impl<'a> SliceParser<'a> {
 impl<'a> Iterator for SliceParser<'a> {
     type Item = Result<Event<'a>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.next_event().transpose()
     }
