@@ -280,3 +280,24 @@ pub fn push(bytes: &[u8], sizes: &[usize], buf_len: usize, limits: Limits) -> Ou
         }
     }
 }
+
+/// The header of a real file: its bytes from 0 to the data section (found with the `Read` driver
+/// over the file), and the data offset.
+///
+/// # Panics
+/// If the file cannot be read or its header does not parse.
+pub fn real_header(path: &std::path::Path) -> (Vec<u8>, u64) {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file_len = file.metadata().expect("file size").len();
+    let reader = embedded_io_adapters::std::FromStd::new(std::io::BufReader::new(file));
+    let outcome = read(reader, 4096, Some(file_len), Limits::DEFAULT);
+    assert!(outcome.is_complete(), "{}: {:?}", path.display(), outcome.error);
+    let Some(Ev::End(section)) = outcome.events.last() else { unreachable!("complete") };
+    let mut header = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(section.data_offset).read_to_end(&mut header))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(header.len() as u64, section.data_offset, "short read");
+    (header, section.data_offset)
+}
