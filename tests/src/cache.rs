@@ -19,6 +19,10 @@ pub fn cache_dir() -> PathBuf {
 /// If the file is absent: the tests need it, so they fail (never skip) and say how to get it.
 pub fn model_path(file_name: &str) -> PathBuf {
     let path = cache_dir().join(file_name);
-    assert!(path.is_file(), "{} is missing: run scripts/fetch-models.sh", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-models.sh",
+        path.display()
+    );
     path
 }

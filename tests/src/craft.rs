@@ -67,12 +67,20 @@ macro_rules! put_number {
 impl Writer {
     /// A little-endian writer with 64-bit lengths (versions 2 and 3).
     pub fn new() -> Self {
-        Self { bytes: Vec::new(), endian: Endian::Little, wide: true }
+        Self {
+            bytes: Vec::new(),
+            endian: Endian::Little,
+            wide: true,
+        }
     }
 
     /// A writer with the given byte order and length width (`wide` = 64-bit lengths).
     pub fn with(endian: Endian, wide: bool) -> Self {
-        Self { bytes: Vec::new(), endian, wide }
+        Self {
+            bytes: Vec::new(),
+            endian,
+            wide,
+        }
     }
 
     /// A writer for a file of `version` (1 means 32-bit lengths) in byte order `endian`.
@@ -117,7 +125,10 @@ impl Writer {
 
     /// Appends the magic, the version and the two counts.
     pub fn header(&mut self, version: u32, tensor_count: u64, metadata_count: u64) -> &mut Self {
-        self.raw(b"GGUF").u32(version).len(tensor_count).len(metadata_count)
+        self.raw(b"GGUF")
+            .u32(version)
+            .len(tensor_count)
+            .len(metadata_count)
     }
 
     /// Appends a string: its length, then its bytes (any bytes: invalid UTF-8, NULs).
@@ -143,7 +154,12 @@ impl Writer {
     /// Appends `depth` array headers, each declaring one element of type array, except the
     /// innermost, which declares `innermost_len` elements of `innermost_type`. Iterative, so any
     /// depth can be written.
-    pub fn nested_arrays(&mut self, depth: usize, innermost_type: u32, innermost_len: u64) -> &mut Self {
+    pub fn nested_arrays(
+        &mut self,
+        depth: usize,
+        innermost_type: u32,
+        innermost_len: u64,
+    ) -> &mut Self {
         for _ in 1..depth {
             self.array_header(code::ARRAY, 1);
         }
@@ -168,7 +184,10 @@ impl Writer {
             Value::U64(v) => self.u64(*v),
             Value::I64(v) => self.i64(*v),
             Value::F64(v) => self.f64(*v),
-            Value::Array { element_type, items } => {
+            Value::Array {
+                element_type,
+                items,
+            } => {
                 self.array_header(*element_type, items.len() as u64);
                 for item in items {
                     self.value(item);
@@ -184,7 +203,13 @@ impl Writer {
     }
 
     /// Appends a tensor info with `n_dims = ne.len()`.
-    pub fn tensor_info(&mut self, name: &[u8], ne: &[u64], type_code: u32, offset: u64) -> &mut Self {
+    pub fn tensor_info(
+        &mut self,
+        name: &[u8],
+        ne: &[u64],
+        type_code: u32,
+        offset: u64,
+    ) -> &mut Self {
         self.tensor_info_claiming(name, ne.len() as u32, ne, type_code, offset)
     }
 
@@ -258,7 +283,10 @@ impl Value {
     /// An array whose element type is taken from its first item (u8 when empty).
     pub fn array(items: Vec<Value>) -> Self {
         let element_type = items.first().map_or(code::U8, Value::type_code);
-        Self::Array { element_type, items }
+        Self::Array {
+            element_type,
+            items,
+        }
     }
 
     /// The value's type code.
@@ -328,7 +356,11 @@ impl GgufFile {
     /// Writes the header up to the end of the tensor directory (no padding).
     pub fn directory(&self) -> Writer {
         let mut w = Writer::for_version(self.version, self.endian);
-        w.header(self.version, self.tensors.len() as u64, self.metadata.len() as u64);
+        w.header(
+            self.version,
+            self.tensors.len() as u64,
+            self.metadata.len() as u64,
+        );
         for (key, value) in &self.metadata {
             w.kv(key, value);
         }
@@ -376,7 +408,12 @@ mod tests {
         expected.resize(expected.len().next_multiple_of(32), 0);
         let file = GgufFile {
             metadata: vec![(b"k".to_vec(), Value::U32(7))],
-            tensors: vec![Tensor { name: b"w".to_vec(), ne: vec![4], type_code: 0, offset: 0 }],
+            tensors: vec![Tensor {
+                name: b"w".to_vec(),
+                ne: vec![4],
+                type_code: 0,
+                offset: 0,
+            }],
             ..GgufFile::default()
         };
         assert_eq!(file.to_bytes(), expected);
@@ -389,7 +426,10 @@ mod tests {
         assert_eq!(v1.bytes(), b"GGUF\x01\0\0\0\x02\0\0\0\x03\0\0\0");
         let mut be = Writer::for_version(3, Endian::Big);
         be.header(3, 1, 0);
-        assert_eq!(be.bytes(), b"GGUF\0\0\0\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\0");
+        assert_eq!(
+            be.bytes(),
+            b"GGUF\0\0\0\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\0"
+        );
     }
 
     #[test]

@@ -94,7 +94,10 @@ impl Outcome {
 
     /// Number of whole strings among the events.
     pub fn strings(&self) -> usize {
-        self.events.iter().filter(|e| matches!(e, Ev::String(_))).count()
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Ev::String(_)))
+            .count()
     }
 }
 
@@ -119,15 +122,25 @@ impl Collector {
             if text.is_empty() {
                 assert_eq!(piece.at, 0, "a string must start at 0: {piece:?}");
             } else {
-                assert_eq!(piece.len, len, "a piece changed the string's length: {piece:?}");
+                assert_eq!(
+                    piece.len, len,
+                    "a piece changed the string's length: {piece:?}"
+                );
             }
-            assert_eq!(piece.at, text.len() as u64, "pieces must be contiguous: {piece:?}");
+            assert_eq!(
+                piece.at,
+                text.len() as u64,
+                "pieces must be contiguous: {piece:?}"
+            );
             assert!(
                 !piece.text.is_empty() || piece.len == 0,
                 "an empty piece of a non-empty string: {piece:?}"
             );
             text.push_str(piece.text);
-            assert!(text.len() as u64 <= piece.len, "pieces overrun the string: {piece:?}");
+            assert!(
+                text.len() as u64 <= piece.len,
+                "pieces overrun the string: {piece:?}"
+            );
             if piece.is_last() {
                 self.events.push(Ev::String(text));
             } else {
@@ -135,10 +148,16 @@ impl Collector {
             }
             return;
         }
-        assert!(self.open.is_none(), "{event:?} interrupts an unfinished string");
+        assert!(
+            self.open.is_none(),
+            "{event:?} interrupts an unfinished string"
+        );
         self.events.push(match *event {
             Event::Header(h) => Ev::Header(h),
-            Event::Key { key, value_type } => Ev::Key { key: key.to_owned(), value_type },
+            Event::Key { key, value_type } => Ev::Key {
+                key: key.to_owned(),
+                value_type,
+            },
             Event::Scalar(s) => {
                 let (value_type, bits) = scalar_bits(s);
                 Ev::Scalar { value_type, bits }
@@ -160,7 +179,11 @@ impl Collector {
 
     /// The outcome, with the error that ended the parse (an unfinished string stays out).
     pub fn finish(self, error: Option<Error>) -> Outcome {
-        Outcome { events: self.events, error, string_pieces: self.pieces }
+        Outcome {
+            events: self.events,
+            error,
+            string_pieces: self.pieces,
+        }
     }
 }
 
@@ -189,7 +212,11 @@ impl<'a> ChunkReader<'a> {
     /// Reads of `sizes[0]`, `sizes[1]`, ... bytes, cycling (each at least 1).
     pub fn new(data: &'a [u8], sizes: Vec<usize>) -> Self {
         assert!(!sizes.is_empty(), "at least one read size");
-        Self { data, sizes, calls: 0 }
+        Self {
+            data,
+            sizes,
+            calls: 0,
+        }
     }
 }
 
@@ -210,7 +237,12 @@ impl embedded_io::Read for ChunkReader<'_> {
 
 /// The `Read` driver over any reader, through a buffer of `buf_len` bytes; `total_len` is passed
 /// to [`ReadParser::with_total_len`] when given.
-pub fn read<R: embedded_io::Read>(reader: R, buf_len: usize, total_len: Option<u64>, limits: Limits) -> Outcome {
+pub fn read<R: embedded_io::Read>(
+    reader: R,
+    buf_len: usize,
+    total_len: Option<u64>,
+    limits: Limits,
+) -> Outcome {
     let mut buf = vec![0u8; buf_len];
     let mut out = Collector::default();
     let mut parser = match ReadParser::new(reader, &mut buf, limits) {
@@ -230,7 +262,13 @@ pub fn read<R: embedded_io::Read>(reader: R, buf_len: usize, total_len: Option<u
 }
 
 /// The `Read` driver over `bytes` delivered `sizes` bytes per read (cycled).
-pub fn read_chunked(bytes: &[u8], sizes: Vec<usize>, buf_len: usize, total_len: Option<u64>, limits: Limits) -> Outcome {
+pub fn read_chunked(
+    bytes: &[u8],
+    sizes: Vec<usize>,
+    buf_len: usize,
+    total_len: Option<u64>,
+    limits: Limits,
+) -> Outcome {
     read(ChunkReader::new(bytes, sizes), buf_len, total_len, limits)
 }
 
@@ -268,7 +306,11 @@ pub fn push(bytes: &[u8], sizes: &[usize], buf_len: usize, limits: Limits) -> Ou
                     Err(e) => return out.finish(Some(e)),
                 }
             }
-            assert!(taken > 0 || yielded || parser.is_done(), "push parser stalled at {}", parser.parser().offset());
+            assert!(
+                taken > 0 || yielded || parser.is_done(),
+                "push parser stalled at {}",
+                parser.parser().offset()
+            );
         }
     }
     parser.finish();
@@ -292,8 +334,15 @@ pub fn real_header(path: &std::path::Path) -> (Vec<u8>, u64) {
     let file_len = file.metadata().expect("file size").len();
     let reader = embedded_io_adapters::std::FromStd::new(std::io::BufReader::new(file));
     let outcome = read(reader, 4096, Some(file_len), Limits::DEFAULT);
-    assert!(outcome.is_complete(), "{}: {:?}", path.display(), outcome.error);
-    let Some(Ev::End(section)) = outcome.events.last() else { unreachable!("complete") };
+    assert!(
+        outcome.is_complete(),
+        "{}: {:?}",
+        path.display(),
+        outcome.error
+    );
+    let Some(Ev::End(section)) = outcome.events.last() else {
+        unreachable!("complete")
+    };
     let mut header = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(section.data_offset).read_to_end(&mut header))

@@ -16,9 +16,15 @@ const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 /// A metadata value rebuilt from our events.
 #[derive(Debug)]
 enum Value {
-    Scalar { value_type: ValueType, bits: u64 },
+    Scalar {
+        value_type: ValueType,
+        bits: u64,
+    },
     String(String),
-    Array { element_type: ValueType, items: Vec<Value> },
+    Array {
+        element_type: ValueType,
+        items: Vec<Value>,
+    },
 }
 
 struct Tensor {
@@ -53,7 +59,10 @@ fn rebuild(events: &[Ev]) -> Parsed {
                 key = Some(k.clone());
                 continue;
             }
-            Ev::Scalar { value_type, bits } => Value::Scalar { value_type: *value_type, bits: *bits },
+            Ev::Scalar { value_type, bits } => Value::Scalar {
+                value_type: *value_type,
+                bits: *bits,
+            },
             Ev::String(s) => Value::String(s.clone()),
             Ev::ArrayStart { element_type, len } => {
                 open.push((*element_type, Vec::with_capacity(*len as usize)));
@@ -61,9 +70,19 @@ fn rebuild(events: &[Ev]) -> Parsed {
             }
             Ev::ArrayEnd => {
                 let (element_type, items) = open.pop().expect("ArrayEnd closes an array");
-                Value::Array { element_type, items }
+                Value::Array {
+                    element_type,
+                    items,
+                }
             }
-            Ev::Tensor { name, ne, ggml_type, offset, bytes, .. } => {
+            Ev::Tensor {
+                name,
+                ne,
+                ggml_type,
+                offset,
+                bytes,
+                ..
+            } => {
                 parsed.tensors.push(Tensor {
                     name: name.clone(),
                     ne: ne.clone(),
@@ -81,7 +100,9 @@ fn rebuild(events: &[Ev]) -> Parsed {
         };
         match open.last_mut() {
             Some((_, items)) => items.push(value),
-            None => parsed.metadata.push((key.take().expect("a value follows a key"), value)),
+            None => parsed
+                .metadata
+                .push((key.take().expect("a value follows a key"), value)),
         }
     }
     assert!(open.is_empty(), "unclosed array");
@@ -123,7 +144,8 @@ fn compare_value(path: &str, ours: &Value, theirs: &CValue, counts: &mut Counts)
     while let Some((path, ours, theirs)) = pending.pop() {
         match (ours, theirs) {
             (Value::Scalar { value_type, bits }, theirs) => {
-                let candle = candle_scalar(theirs).unwrap_or_else(|| panic!("{path}: candle has {theirs:?}"));
+                let candle = candle_scalar(theirs)
+                    .unwrap_or_else(|| panic!("{path}: candle has {theirs:?}"));
                 assert_eq!((*value_type, *bits), candle, "{path}: scalar differs");
                 counts.scalars += 1;
             }
@@ -136,7 +158,13 @@ fn compare_value(path: &str, ours: &Value, theirs: &CValue, counts: &mut Counts)
                 assert_eq!(trimmed, c.as_str(), "{path}: string differs");
                 counts.strings += 1;
             }
-            (Value::Array { element_type, items }, CValue::Array(c)) => {
+            (
+                Value::Array {
+                    element_type,
+                    items,
+                },
+                CValue::Array(c),
+            ) => {
                 assert_eq!(items.len(), c.len(), "{path}: array length differs");
                 counts.arrays += 1;
                 counts.array_elements += items.len();
@@ -190,8 +218,16 @@ fn compare_file(file_name: &str) {
 
     // Metadata: same key set and count, no duplicates on our side.
     let our_keys: HashSet<&str> = ours.metadata.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(our_keys.len(), ours.metadata.len(), "{file_name}: duplicate keys");
-    assert_eq!(ours.metadata.len() as u64, ours.metadata_count, "{file_name}: key count vs header");
+    assert_eq!(
+        our_keys.len(),
+        ours.metadata.len(),
+        "{file_name}: duplicate keys"
+    );
+    assert_eq!(
+        ours.metadata.len() as u64,
+        ours.metadata_count,
+        "{file_name}: key count vs header"
+    );
     let candle_keys: HashSet<&str> = candle.metadata.keys().map(String::as_str).collect();
     assert_eq!(our_keys, candle_keys, "{file_name}: key sets differ");
     let mut counts = Counts::default();
@@ -200,21 +236,32 @@ fn compare_file(file_name: &str) {
     }
 
     // Tensors: shape, type, offset, byte size.
-    assert_eq!(ours.tensors.len(), candle.tensor_infos.len(), "{file_name}: tensor count");
+    assert_eq!(
+        ours.tensors.len(),
+        candle.tensor_infos.len(),
+        "{file_name}: tensor count"
+    );
     let mut types = std::collections::BTreeMap::<GgmlType, usize>::new();
     for t in &ours.tensors {
-        let c = candle.tensor_infos.get(&t.name).unwrap_or_else(|| panic!("{file_name}: candle lacks {}", t.name));
+        let c = candle
+            .tensor_infos
+            .get(&t.name)
+            .unwrap_or_else(|| panic!("{file_name}: candle lacks {}", t.name));
         let row_major: Vec<u64> = t.ne.iter().rev().copied().collect();
         let candle_dims: Vec<u64> = c.shape.dims().iter().map(|&d| d as u64).collect();
         assert_eq!(row_major, candle_dims, "{}: shape", t.name);
         assert_eq!(t.ggml_type, our_type(c.ggml_dtype), "{}: type", t.name);
         assert_eq!(t.offset, c.offset, "{}: offset", t.name);
-        let candle_bytes = c.shape.elem_count() / c.ggml_dtype.block_size() * c.ggml_dtype.type_size();
+        let candle_bytes =
+            c.shape.elem_count() / c.ggml_dtype.block_size() * c.ggml_dtype.type_size();
         assert_eq!(t.bytes, candle_bytes as u64, "{}: byte size", t.name);
         *types.entry(t.ggml_type).or_default() += 1;
     }
 
-    assert_eq!(ours.data_offset, candle.tensor_data_offset, "{file_name}: data offset");
+    assert_eq!(
+        ours.data_offset, candle.tensor_data_offset,
+        "{file_name}: data offset"
+    );
     assert_eq!(ours.data_offset, data_offset);
     println!(
         "{file_name}: {} keys ({} scalars, {} strings, {} arrays with {} elements compared one by one, \
@@ -248,7 +295,13 @@ fn comparison_catches_a_changed_nested_element() {
     use miniquant_tests::craft::{GgufFile, Value as W};
     let file = GgufFile {
         metadata: vec![
-            (b"nested".to_vec(), W::array(vec![W::array(vec![W::U8(1)]), W::array(vec![W::U8(2), W::U8(3)])])),
+            (
+                b"nested".to_vec(),
+                W::array(vec![
+                    W::array(vec![W::U8(1)]),
+                    W::array(vec![W::U8(2), W::U8(3)]),
+                ]),
+            ),
             (b"pi".to_vec(), W::F32(std::f32::consts::PI)),
         ],
         ..GgufFile::default()
@@ -260,16 +313,31 @@ fn comparison_catches_a_changed_nested_element() {
     for (key, value) in &ours.metadata {
         compare_value(key, value, &candle.metadata[key], &mut counts);
     }
-    assert_eq!((counts.arrays, counts.array_elements, counts.scalars), (3, 5, 4));
+    assert_eq!(
+        (counts.arrays, counts.array_elements, counts.scalars),
+        (3, 5, 4)
+    );
 
-    let CValue::Array(outer) = candle.metadata.get_mut("nested").unwrap() else { panic!("array") };
-    let CValue::Array(inner) = &mut outer[1] else { panic!("array") };
+    let CValue::Array(outer) = candle.metadata.get_mut("nested").unwrap() else {
+        panic!("array")
+    };
+    let CValue::Array(inner) = &mut outer[1] else {
+        panic!("array")
+    };
     inner[1] = CValue::U8(4);
     let nested = &ours.metadata[0].1;
-    let changed = std::panic::catch_unwind(|| compare_value("nested", nested, &candle.metadata["nested"], &mut Counts::default()));
+    let changed = std::panic::catch_unwind(|| {
+        compare_value(
+            "nested",
+            nested,
+            &candle.metadata["nested"],
+            &mut Counts::default(),
+        )
+    });
     assert!(changed.is_err(), "a changed nested element went unnoticed");
     let pi = &ours.metadata[1].1;
     let next_float = CValue::F32(f32::from_bits(std::f32::consts::PI.to_bits() + 1));
-    let changed = std::panic::catch_unwind(|| compare_value("pi", pi, &next_float, &mut Counts::default()));
+    let changed =
+        std::panic::catch_unwind(|| compare_value("pi", pi, &next_float, &mut Counts::default()));
     assert!(changed.is_err(), "a one-ulp float change went unnoticed");
 }

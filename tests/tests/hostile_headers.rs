@@ -25,16 +25,31 @@ const Q4_0: u32 = 2;
 /// 4096 bytes (plus 1 and 7 bytes for files up to 64 KiB).
 fn error_of(case: &str, bytes: &[u8], limits: Limits, buffers: &[usize]) -> Error {
     let slice = drive::slice(bytes, limits);
-    let error = slice.error.unwrap_or_else(|| panic!("{case}: the slice driver accepted the file"));
+    let error = slice
+        .error
+        .unwrap_or_else(|| panic!("{case}: the slice driver accepted the file"));
     let mut read_sizes = vec![vec![4096]];
     if bytes.len() <= 64 * KIB {
         read_sizes.extend([vec![1], vec![7]]);
     }
     for &buffer in [4096].iter().chain(buffers) {
         for sizes in &read_sizes {
-            let read = drive::read_chunked(bytes, sizes.clone(), buffer, Some(bytes.len() as u64), limits);
-            assert_eq!(read.error, Some(error), "{case}: read driver (buffer {buffer}, reads {sizes:?})");
-            assert_eq!(read.events, slice.events, "{case}: events before the error (buffer {buffer})");
+            let read = drive::read_chunked(
+                bytes,
+                sizes.clone(),
+                buffer,
+                Some(bytes.len() as u64),
+                limits,
+            );
+            assert_eq!(
+                read.error,
+                Some(error),
+                "{case}: read driver (buffer {buffer}, reads {sizes:?})"
+            );
+            assert_eq!(
+                read.events, slice.events,
+                "{case}: events before the error (buffer {buffer})"
+            );
         }
     }
     error
@@ -53,7 +68,13 @@ fn rejects_within(case: &str, bytes: &[u8], limits: Limits, expected: Error) {
 
 /// Asserts that every driver rejects `bytes` with the same error, one that `check` accepts (for
 /// errors with implementation-defined fields, such as a saturated byte count).
-fn rejects_as(case: &str, bytes: &[u8], limits: Limits, what: &str, check: impl Fn(&Error) -> bool) -> Error {
+fn rejects_as(
+    case: &str,
+    bytes: &[u8],
+    limits: Limits,
+    what: &str,
+    check: impl Fn(&Error) -> bool,
+) -> Error {
     let error = error_of(case, bytes, limits, &[]);
     assert!(check(&error), "{case}: expected {what}, got {error:?}");
     println!("{case}: ours: {error}");
@@ -63,9 +84,14 @@ fn rejects_as(case: &str, bytes: &[u8], limits: Limits, what: &str, check: impl 
 /// Asserts that every driver parses `bytes` through `End` with the same events; returns them.
 fn accepts(case: &str, bytes: &[u8], limits: Limits) -> Vec<Ev> {
     let slice = drive::slice(bytes, limits);
-    assert!(slice.is_complete(), "{case}: slice driver: {:?}", slice.error);
+    assert!(
+        slice.is_complete(),
+        "{case}: slice driver: {:?}",
+        slice.error
+    );
     for sizes in [vec![4096], vec![1], vec![7]] {
-        let read = drive::read_chunked(bytes, sizes.clone(), 4096, Some(bytes.len() as u64), limits);
+        let read =
+            drive::read_chunked(bytes, sizes.clone(), 4096, Some(bytes.len() as u64), limits);
         assert_eq!(read, slice, "{case}: read driver (reads {sizes:?})");
     }
     slice.events
@@ -105,7 +131,8 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// candle's `Content::read` over the bytes, panics caught.
 fn candle(case: &str, bytes: &[u8]) -> Candle {
-    let outcome = match std::panic::catch_unwind(|| Content::read(&mut std::io::Cursor::new(bytes))) {
+    let outcome = match std::panic::catch_unwind(|| Content::read(&mut std::io::Cursor::new(bytes)))
+    {
         Ok(Ok(content)) => Candle::Read(content),
         Ok(Err(e)) => Candle::Failed(e.to_string().lines().next().unwrap_or("").to_owned()),
         Err(payload) => Candle::Panicked(panic_message(payload)),
@@ -163,7 +190,14 @@ fn tensor(w: &mut Writer, ne: &[u64], type_code: u32, offset: u64) {
 #[test]
 fn alignment_u32_zero_is_rejected_where_candle_panics() {
     let (bytes, _, value_at) = alignment_file(code::U32, &Value::U32(0));
-    rejects("alignment u32 0", &bytes, Error::BadAlignment { problem: AlignmentProblem::Zero, offset: value_at });
+    rejects(
+        "alignment u32 0",
+        &bytes,
+        Error::BadAlignment {
+            problem: AlignmentProblem::Zero,
+            offset: value_at,
+        },
+    );
     assert_candle_panics("alignment u32 0", &bytes, "divide by zero");
 }
 
@@ -171,7 +205,14 @@ fn alignment_u32_zero_is_rejected_where_candle_panics() {
 fn alignment_u8_zero_is_rejected_where_candle_panics() {
     let (bytes, type_at, _) = alignment_file(code::U8, &Value::U8(0));
     let problem = AlignmentProblem::NotU32(ValueType::U8);
-    rejects("alignment u8 0", &bytes, Error::BadAlignment { problem, offset: type_at });
+    rejects(
+        "alignment u8 0",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: type_at,
+        },
+    );
     assert_candle_panics("alignment u8 0", &bytes, "divide by zero");
 }
 
@@ -179,7 +220,14 @@ fn alignment_u8_zero_is_rejected_where_candle_panics() {
 fn alignment_u64_zero_is_rejected() {
     let (bytes, type_at, _) = alignment_file(code::U64, &Value::U64(0));
     let problem = AlignmentProblem::NotU32(ValueType::U64);
-    rejects("alignment u64 0", &bytes, Error::BadAlignment { problem, offset: type_at });
+    rejects(
+        "alignment u64 0",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: type_at,
+        },
+    );
     candle("alignment u64 0", &bytes);
 }
 
@@ -187,7 +235,14 @@ fn alignment_u64_zero_is_rejected() {
 fn alignment_u32_three_is_rejected() {
     let (bytes, _, value_at) = alignment_file(code::U32, &Value::U32(3));
     let problem = AlignmentProblem::NotPowerOfTwo(3);
-    rejects("alignment u32 3", &bytes, Error::BadAlignment { problem, offset: value_at });
+    rejects(
+        "alignment u32 3",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: value_at,
+        },
+    );
     if let Candle::Read(c) = candle("alignment u32 3", &bytes) {
         assert_eq!(c.tensor_data_offset % 3, 0, "candle aligns to 3");
     }
@@ -197,7 +252,14 @@ fn alignment_u32_three_is_rejected() {
 fn alignment_u64_64_is_rejected() {
     let (bytes, type_at, _) = alignment_file(code::U64, &Value::U64(64));
     let problem = AlignmentProblem::NotU32(ValueType::U64);
-    rejects("alignment u64 64", &bytes, Error::BadAlignment { problem, offset: type_at });
+    rejects(
+        "alignment u64 64",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: type_at,
+        },
+    );
     candle("alignment u64 64", &bytes);
 }
 
@@ -205,7 +267,14 @@ fn alignment_u64_64_is_rejected() {
 fn alignment_string_32_is_rejected() {
     let (bytes, type_at, _) = alignment_file(code::STRING, &Value::str("32"));
     let problem = AlignmentProblem::NotU32(ValueType::String);
-    rejects("alignment string \"32\"", &bytes, Error::BadAlignment { problem, offset: type_at });
+    rejects(
+        "alignment string \"32\"",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: type_at,
+        },
+    );
     candle("alignment string \"32\"", &bytes);
 }
 
@@ -217,7 +286,14 @@ fn alignment_duplicate_32_then_0_is_rejected_where_candle_panics() {
     w.kv(b"general.alignment", &Value::U32(0));
     let bytes = w.into_bytes();
     let problem = AlignmentProblem::Duplicate;
-    rejects("alignment 32 then 0", &bytes, Error::BadAlignment { problem, offset: second });
+    rejects(
+        "alignment 32 then 0",
+        &bytes,
+        Error::BadAlignment {
+            problem,
+            offset: second,
+        },
+    );
     assert_candle_panics("alignment 32 then 0", &bytes, "divide by zero");
 }
 
@@ -226,7 +302,12 @@ fn alignment_duplicate_32_then_0_is_rejected_where_candle_panics() {
 #[test]
 fn metadata_count_2_62_is_rejected() {
     let bytes = file(0, 1 << 62).into_bytes();
-    let expected = Error::LimitExceeded { limit: Limit::MetadataCount, max: 1 << 20, found: 1 << 62, offset: 16 };
+    let expected = Error::LimitExceeded {
+        limit: Limit::MetadataCount,
+        max: 1 << 20,
+        found: 1 << 62,
+        offset: 16,
+    };
     rejects("metadata count 2^62", &bytes, expected);
     candle("metadata count 2^62", &bytes);
 }
@@ -234,7 +315,12 @@ fn metadata_count_2_62_is_rejected() {
 #[test]
 fn metadata_count_2_40_is_rejected() {
     let bytes = file(0, 1 << 40).into_bytes();
-    let expected = Error::LimitExceeded { limit: Limit::MetadataCount, max: 1 << 20, found: 1 << 40, offset: 16 };
+    let expected = Error::LimitExceeded {
+        limit: Limit::MetadataCount,
+        max: 1 << 20,
+        found: 1 << 40,
+        offset: 16,
+    };
     rejects("metadata count 2^40", &bytes, expected);
     candle("metadata count 2^40", &bytes);
 }
@@ -242,7 +328,12 @@ fn metadata_count_2_40_is_rejected() {
 #[test]
 fn tensor_count_2_40_is_rejected() {
     let bytes = file(1 << 40, 0).into_bytes();
-    let expected = Error::LimitExceeded { limit: Limit::TensorCount, max: 1 << 20, found: 1 << 40, offset: 8 };
+    let expected = Error::LimitExceeded {
+        limit: Limit::TensorCount,
+        max: 1 << 20,
+        found: 1 << 40,
+        offset: 8,
+    };
     rejects("tensor count 2^40", &bytes, expected);
     candle("tensor count 2^40", &bytes);
 }
@@ -250,7 +341,12 @@ fn tensor_count_2_40_is_rejected() {
 #[test]
 fn tensor_count_2_62_is_rejected() {
     let bytes = file(1 << 62, 0).into_bytes();
-    let expected = Error::LimitExceeded { limit: Limit::TensorCount, max: 1 << 20, found: 1 << 62, offset: 8 };
+    let expected = Error::LimitExceeded {
+        limit: Limit::TensorCount,
+        max: 1 << 20,
+        found: 1 << 62,
+        offset: 8,
+    };
     rejects("tensor count 2^62", &bytes, expected);
 }
 
@@ -258,17 +354,32 @@ fn tensor_count_2_62_is_rejected() {
 fn counts_within_limits_but_beyond_the_input_are_rejected() {
     // 2^20 tensors need at least 24 bytes each; the file ends after the header.
     let bytes = file(1 << 20, 0).into_bytes();
-    rejects_as("2^20 tensors in 24 bytes", &bytes, Limits::DEFAULT, "ExceedsInput(TensorCount) at 8", |e| {
-        matches!(*e, Error::ExceedsInput { field: Field::TensorCount, found, needed, available: 0, offset: 8 }
+    rejects_as(
+        "2^20 tensors in 24 bytes",
+        &bytes,
+        Limits::DEFAULT,
+        "ExceedsInput(TensorCount) at 8",
+        |e| {
+            matches!(*e, Error::ExceedsInput { field: Field::TensorCount, found, needed, available: 0, offset: 8 }
             if found == 1 << 20 && needed >= 24 << 20)
-    });
+        },
+    );
     // With the limits lifted, a 2^40 count is caught by the same check: no allocation, no loop.
     let bytes = file(0, 1 << 40).into_bytes();
-    let lifted = Limits { max_metadata: u64::MAX, ..Limits::DEFAULT };
-    rejects_as("2^40 keys, no limit", &bytes, lifted, "ExceedsInput(MetadataCount) at 16", |e| {
-        matches!(*e, Error::ExceedsInput { field: Field::MetadataCount, found, available: 0, offset: 16, .. }
+    let lifted = Limits {
+        max_metadata: u64::MAX,
+        ..Limits::DEFAULT
+    };
+    rejects_as(
+        "2^40 keys, no limit",
+        &bytes,
+        lifted,
+        "ExceedsInput(MetadataCount) at 16",
+        |e| {
+            matches!(*e, Error::ExceedsInput { field: Field::MetadataCount, found, available: 0, offset: 16, .. }
             if found == 1 << 40)
-    });
+        },
+    );
 }
 
 #[test]
@@ -278,7 +389,12 @@ fn string_length_2_40_in_a_tiny_file_is_rejected() {
     let at = w.position();
     w.lying_string(1 << 40, b"short");
     let bytes = w.into_bytes();
-    let expected = Error::LimitExceeded { limit: Limit::StringBytes, max: 1 << 30, found: 1 << 40, offset: at };
+    let expected = Error::LimitExceeded {
+        limit: Limit::StringBytes,
+        max: 1 << 30,
+        found: 1 << 40,
+        offset: at,
+    };
     rejects("string length 2^40", &bytes, expected);
     candle("string length 2^40", &bytes);
 }
@@ -312,14 +428,28 @@ fn array_file(element_type: u32, len: u64) -> (Vec<u8>, u64) {
     (w.into_bytes(), at)
 }
 
-const NO_ARRAY_CAP: Limits = Limits { max_array_len: u64::MAX, ..Limits::DEFAULT };
+const NO_ARRAY_CAP: Limits = Limits {
+    max_array_len: u64::MAX,
+    ..Limits::DEFAULT
+};
 
 #[test]
 fn u8_array_of_2_62_is_rejected() {
     let (bytes, at) = array_file(code::U8, 1 << 62);
-    let limit = Error::LimitExceeded { limit: Limit::ArrayLen, max: 1 << 30, found: 1 << 62, offset: at + 4 };
+    let limit = Error::LimitExceeded {
+        limit: Limit::ArrayLen,
+        max: 1 << 30,
+        found: 1 << 62,
+        offset: at + 4,
+    };
     rejects("u8 array of 2^62", &bytes, limit);
-    let exceeds = Error::ExceedsInput { field: Field::ArrayHeader, found: 1 << 62, needed: 1 << 62, available: 16, offset: at };
+    let exceeds = Error::ExceedsInput {
+        field: Field::ArrayHeader,
+        found: 1 << 62,
+        needed: 1 << 62,
+        available: 16,
+        offset: at,
+    };
     rejects_within("u8 array of 2^62, no cap", &bytes, NO_ARRAY_CAP, exceeds);
     candle("u8 array of 2^62", &bytes);
 }
@@ -327,26 +457,48 @@ fn u8_array_of_2_62_is_rejected() {
 #[test]
 fn u64_array_of_2_61_is_rejected_without_wrapping() {
     let (bytes, at) = array_file(code::U64, 1 << 61);
-    let limit = Error::LimitExceeded { limit: Limit::ArrayLen, max: 1 << 30, found: 1 << 61, offset: at + 4 };
+    let limit = Error::LimitExceeded {
+        limit: Limit::ArrayLen,
+        max: 1 << 30,
+        found: 1 << 61,
+        offset: at + 4,
+    };
     rejects("u64 array of 2^61", &bytes, limit);
     // 2^61 × 8 bytes is 2^64: a wrapping multiplication would say 0 bytes are needed.
-    rejects_as("u64 array of 2^61, no cap", &bytes, NO_ARRAY_CAP, "ExceedsInput without wrap", |e| {
-        matches!(*e, Error::ExceedsInput { field: Field::ArrayHeader, found, needed, available: 16, offset }
+    rejects_as(
+        "u64 array of 2^61, no cap",
+        &bytes,
+        NO_ARRAY_CAP,
+        "ExceedsInput without wrap",
+        |e| {
+            matches!(*e, Error::ExceedsInput { field: Field::ArrayHeader, found, needed, available: 16, offset }
             if found == 1 << 61 && needed >= 1 << 61 && offset == at)
-    });
+        },
+    );
     candle("u64 array of 2^61", &bytes);
 }
 
 #[test]
 fn string_array_of_2_61_is_rejected_without_wrapping() {
     let (bytes, at) = array_file(code::STRING, 1 << 61);
-    let limit = Error::LimitExceeded { limit: Limit::ArrayLen, max: 1 << 30, found: 1 << 61, offset: at + 4 };
+    let limit = Error::LimitExceeded {
+        limit: Limit::ArrayLen,
+        max: 1 << 30,
+        found: 1 << 61,
+        offset: at + 4,
+    };
     rejects("string array of 2^61", &bytes, limit);
     // Each string needs at least its 8-byte length: 2^64 bytes in all.
-    rejects_as("string array of 2^61, no cap", &bytes, NO_ARRAY_CAP, "ExceedsInput without wrap", |e| {
-        matches!(*e, Error::ExceedsInput { field: Field::ArrayHeader, found, needed, available: 16, offset }
+    rejects_as(
+        "string array of 2^61, no cap",
+        &bytes,
+        NO_ARRAY_CAP,
+        "ExceedsInput without wrap",
+        |e| {
+            matches!(*e, Error::ExceedsInput { field: Field::ArrayHeader, found, needed, available: 16, offset }
             if found == 1 << 61 && needed >= 1 << 61 && offset == at)
-    });
+        },
+    );
     candle("string array of 2^61", &bytes);
 }
 
@@ -363,28 +515,56 @@ fn value_type_file(type_code: u32) -> (Vec<u8>, u64) {
 #[test]
 fn value_type_13_is_rejected() {
     let (bytes, at) = value_type_file(13);
-    rejects("value type 13", &bytes, Error::InvalidValueType { code: 13, offset: at });
+    rejects(
+        "value type 13",
+        &bytes,
+        Error::InvalidValueType {
+            code: 13,
+            offset: at,
+        },
+    );
     candle("value type 13", &bytes);
 }
 
 #[test]
 fn value_type_u32_max_is_rejected() {
     let (bytes, at) = value_type_file(u32::MAX);
-    rejects("value type 0xFFFFFFFF", &bytes, Error::InvalidValueType { code: u32::MAX, offset: at });
+    rejects(
+        "value type 0xFFFFFFFF",
+        &bytes,
+        Error::InvalidValueType {
+            code: u32::MAX,
+            offset: at,
+        },
+    );
     candle("value type 0xFFFFFFFF", &bytes);
 }
 
 #[test]
 fn array_element_type_13_is_rejected() {
     let (bytes, at) = array_file(13, 1);
-    rejects("array element type 13", &bytes, Error::InvalidValueType { code: 13, offset: at });
+    rejects(
+        "array element type 13",
+        &bytes,
+        Error::InvalidValueType {
+            code: 13,
+            offset: at,
+        },
+    );
     candle("array element type 13", &bytes);
 }
 
 #[test]
 fn array_element_type_u32_max_is_rejected() {
     let (bytes, at) = array_file(u32::MAX, 1);
-    rejects("array element type 0xFFFFFFFF", &bytes, Error::InvalidValueType { code: u32::MAX, offset: at });
+    rejects(
+        "array element type 0xFFFFFFFF",
+        &bytes,
+        Error::InvalidValueType {
+            code: u32::MAX,
+            offset: at,
+        },
+    );
     candle("array element type 0xFFFFFFFF", &bytes);
 }
 
@@ -404,7 +584,12 @@ fn nested_file(depth: usize) -> (Vec<u8>, u64) {
 fn a_million_nested_arrays_hit_the_depth_limit_without_recursion() {
     let (bytes, at) = nested_file(1_000_000);
     // The 9th array header (12 bytes each) exceeds the default depth of 8.
-    let expected = Error::LimitExceeded { limit: Limit::Depth, max: 8, found: 9, offset: at + 8 * 12 };
+    let expected = Error::LimitExceeded {
+        limit: Limit::Depth,
+        max: 8,
+        found: 9,
+        offset: at + 8 * 12,
+    };
     rejects("1,000,000 nested arrays", &bytes, expected);
     candle("1,000,000 nested arrays", &bytes);
 }
@@ -413,25 +598,56 @@ fn a_million_nested_arrays_hit_the_depth_limit_without_recursion() {
 fn a_hundred_thousand_nested_arrays_hit_the_depth_capacity() {
     let (bytes, at) = nested_file(100_000);
     // Asking for unlimited depth still stops at the fixed stack's capacity.
-    let unlimited = Limits { max_depth: u32::MAX, ..Limits::DEFAULT };
+    let unlimited = Limits {
+        max_depth: u32::MAX,
+        ..Limits::DEFAULT
+    };
     let cap = miniquant::gguf::MAX_DEPTH_CAPACITY as u64;
-    let expected = Error::LimitExceeded { limit: Limit::Depth, max: cap, found: cap + 1, offset: at + cap * 12 };
-    rejects_within("100,000 nested arrays, unlimited depth", &bytes, unlimited, expected);
+    let expected = Error::LimitExceeded {
+        limit: Limit::Depth,
+        max: cap,
+        found: cap + 1,
+        offset: at + cap * 12,
+    };
+    rejects_within(
+        "100,000 nested arrays, unlimited depth",
+        &bytes,
+        unlimited,
+        expected,
+    );
 }
 
 #[test]
 fn an_array_of_two_arrays_of_one_u8_parses() {
     let mut w = file(0, 1);
-    w.kv(b"aa", &Value::array(vec![Value::array(vec![Value::U8(7)]), Value::array(vec![Value::U8(9)])]));
+    w.kv(
+        b"aa",
+        &Value::array(vec![
+            Value::array(vec![Value::U8(7)]),
+            Value::array(vec![Value::U8(9)]),
+        ]),
+    );
     let bytes = w.into_bytes();
     let events = accepts("array of 2 arrays of [u8; 1]", &bytes, Limits::DEFAULT);
-    let u8_start = Ev::ArrayStart { element_type: ValueType::U8, len: 1 };
-    let u8_value = |v: u64| Ev::Scalar { value_type: ValueType::U8, bits: v };
+    let u8_start = Ev::ArrayStart {
+        element_type: ValueType::U8,
+        len: 1,
+    };
+    let u8_value = |v: u64| Ev::Scalar {
+        value_type: ValueType::U8,
+        bits: v,
+    };
     assert_eq!(
         events[1..events.len() - 1],
         [
-            Ev::Key { key: "aa".into(), value_type: ValueType::Array },
-            Ev::ArrayStart { element_type: ValueType::Array, len: 2 },
+            Ev::Key {
+                key: "aa".into(),
+                value_type: ValueType::Array
+            },
+            Ev::ArrayStart {
+                element_type: ValueType::Array,
+                len: 2
+            },
             u8_start.clone(),
             u8_value(7),
             Ev::ArrayEnd,
@@ -441,9 +657,16 @@ fn an_array_of_two_arrays_of_one_u8_parses() {
             Ev::ArrayEnd,
         ]
     );
-    let Candle::Read(c) = candle("array of 2 arrays of [u8; 1]", &bytes) else { panic!("candle reads it") };
-    let CValue::Array(outer) = &c.metadata["aa"] else { panic!("array") };
-    let inner: Vec<u8> = outer.iter().map(|v| v.to_vec().unwrap()[0].to_u8().unwrap()).collect();
+    let Candle::Read(c) = candle("array of 2 arrays of [u8; 1]", &bytes) else {
+        panic!("candle reads it")
+    };
+    let CValue::Array(outer) = &c.metadata["aa"] else {
+        panic!("array")
+    };
+    let inner: Vec<u8> = outer
+        .iter()
+        .map(|v| v.to_vec().unwrap()[0].to_u8().unwrap())
+        .collect();
     assert_eq!(inner, [7, 9]);
 }
 
@@ -452,7 +675,11 @@ fn an_array_of_two_arrays_of_one_u8_parses() {
 #[test]
 fn shape_2_32_cubed_overflows() {
     let (bytes, at) = one_tensor(None, |w| tensor(w, &[1 << 32, 1 << 32, 1 << 32], F32, 0));
-    rejects("shape [2^32, 2^32, 2^32] F32", &bytes, Error::ShapeOverflow { offset: at });
+    rejects(
+        "shape [2^32, 2^32, 2^32] F32",
+        &bytes,
+        Error::ShapeOverflow { offset: at },
+    );
     if let Candle::Read(c) = candle("shape [2^32, 2^32, 2^32] F32", &bytes) {
         let info = &c.tensor_infos["t"];
         let count = std::panic::catch_unwind(|| info.shape.elem_count());
@@ -463,16 +690,24 @@ fn shape_2_32_cubed_overflows() {
 #[test]
 fn shape_2_62_f32_overflows_the_byte_count() {
     let (mut bytes, at) = one_tensor(None, |w| tensor(w, &[1 << 62], F32, 0));
-    rejects("shape [2^62] F32", &bytes, Error::ShapeOverflow { offset: at });
+    rejects(
+        "shape [2^62] F32",
+        &bytes,
+        Error::ShapeOverflow { offset: at },
+    );
     bytes.resize(bytes.len().next_multiple_of(32) + 64, 0);
     if let Candle::Read(c) = candle("shape [2^62] F32", &bytes) {
         let info = &c.tensor_infos["t"];
         let load = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut cursor = std::io::Cursor::new(&bytes);
-            info.read(&mut cursor, c.tensor_data_offset, &candle_core::Device::Cpu).map(|t| t.shape().clone())
+            info.read(&mut cursor, c.tensor_data_offset, &candle_core::Device::Cpu)
+                .map(|t| t.shape().clone())
         }));
         match load {
-            Ok(r) => println!("  candle TensorInfo::read: {:?}", r.map_err(|e| e.to_string())),
+            Ok(r) => println!(
+                "  candle TensorInfo::read: {:?}",
+                r.map_err(|e| e.to_string())
+            ),
             Err(p) => println!("  candle TensorInfo::read: PANIC: {}", panic_message(p)),
         }
     }
@@ -486,7 +721,14 @@ fn dimension_u64_max_is_rejected() {
         dim_at = w.position();
         w.u64(u64::MAX).u32(F32).u64(0);
     });
-    rejects("dimension 2^64-1", &bytes, Error::DimensionTooLarge { value: u64::MAX, offset: dim_at });
+    rejects(
+        "dimension 2^64-1",
+        &bytes,
+        Error::DimensionTooLarge {
+            value: u64::MAX,
+            offset: dim_at,
+        },
+    );
     candle("dimension 2^64-1", &bytes);
 }
 
@@ -501,14 +743,28 @@ fn n_dims_file(n_dims: u32, ne: &[u64]) -> (Vec<u8>, u64) {
 #[test]
 fn five_dimensions_are_rejected() {
     let (bytes, at) = n_dims_file(5, &[1; 5]);
-    rejects("n_dims 5", &bytes, Error::LimitExceeded { limit: Limit::Dims, max: 4, found: 5, offset: at });
+    rejects(
+        "n_dims 5",
+        &bytes,
+        Error::LimitExceeded {
+            limit: Limit::Dims,
+            max: 4,
+            found: 5,
+            offset: at,
+        },
+    );
     candle("n_dims 5", &bytes);
 }
 
 #[test]
 fn n_dims_u32_max_is_rejected() {
     let (bytes, at) = n_dims_file(u32::MAX, &[]);
-    let expected = Error::LimitExceeded { limit: Limit::Dims, max: 4, found: u32::MAX.into(), offset: at };
+    let expected = Error::LimitExceeded {
+        limit: Limit::Dims,
+        max: 4,
+        found: u32::MAX.into(),
+        offset: at,
+    };
     rejects("n_dims 0xFFFFFFFF", &bytes, expected);
     candle("n_dims 0xFFFFFFFF", &bytes);
 }
@@ -517,7 +773,14 @@ fn n_dims_u32_max_is_rejected() {
 fn zero_dimensions_make_a_scalar() {
     let (bytes, _) = one_tensor(None, |w| tensor(w, &[], F32, 0));
     let events = accepts("n_dims 0", &bytes, Limits::DEFAULT);
-    let scalar = Ev::Tensor { name: "t".into(), ne: vec![], ggml_type: GgmlType::F32, offset: 0, elements: 1, bytes: 4 };
+    let scalar = Ev::Tensor {
+        name: "t".into(),
+        ne: vec![],
+        ggml_type: GgmlType::F32,
+        offset: 0,
+        elements: 1,
+        bytes: 4,
+    };
     assert_eq!(events[1], scalar);
     if let Candle::Read(c) = candle("n_dims 0", &bytes) {
         assert_eq!(c.tensor_infos["t"].shape.rank(), 0);
@@ -538,11 +801,21 @@ fn padding_wrap_keeps_the_exact_size() {
     w.tensor_info(b"b", &[8], F32, 0);
     let bytes = w.into_bytes();
     let events = accepts("padding wrap", &bytes, Limits::DEFAULT);
-    let Ev::Tensor { bytes: size, .. } = &events[1] else { panic!("tensor") };
+    let Ev::Tensor { bytes: size, .. } = &events[1] else {
+        panic!("tensor")
+    };
     assert_eq!(*size, u64::MAX - 3, "no wrap");
-    let Some(Ev::End(section)) = events.last() else { panic!("end") };
-    assert_eq!(section.data_offset.checked_add(*size), None, "the absolute end overflows");
-    println!("padding wrap: ours: accepted, tensor a = {size} bytes; its absolute end overflows u64");
+    let Some(Ev::End(section)) = events.last() else {
+        panic!("end")
+    };
+    assert_eq!(
+        section.data_offset.checked_add(*size),
+        None,
+        "the absolute end overflows"
+    );
+    println!(
+        "padding wrap: ours: accepted, tensor a = {size} bytes; its absolute end overflows u64"
+    );
     candle("padding wrap", &bytes);
 }
 
@@ -556,7 +829,11 @@ fn offset_4_with_alignment_32_is_misaligned() {
         offset_at = w.position();
         w.u64(4);
     });
-    let expected = Error::MisalignedTensor { tensor_offset: 4, alignment: 32, offset: offset_at };
+    let expected = Error::MisalignedTensor {
+        tensor_offset: 4,
+        alignment: 32,
+        offset: offset_at,
+    };
     rejects("offset 4, alignment 32", &bytes, expected);
     candle("offset 4, alignment 32", &bytes);
 }
@@ -565,10 +842,18 @@ fn offset_4_with_alignment_32_is_misaligned() {
 fn offset_near_2_64_overflows_offset_plus_size() {
     // Alignment 16 makes 2^64 - 16 a valid multiple; adding 32 bytes of F32 overflows.
     let (bytes, at) = one_tensor(Some(16), |w| tensor(w, &[8], F32, u64::MAX - 15));
-    rejects("offset 2^64-16 (alignment 16)", &bytes, Error::ShapeOverflow { offset: at });
+    rejects(
+        "offset 2^64-16 (alignment 16)",
+        &bytes,
+        Error::ShapeOverflow { offset: at },
+    );
     candle("offset 2^64-16 (alignment 16)", &bytes);
     let (bytes, at) = one_tensor(None, |w| tensor(w, &[8], F32, u64::MAX - 31));
-    rejects("offset 2^64-32", &bytes, Error::ShapeOverflow { offset: at });
+    rejects(
+        "offset 2^64-32",
+        &bytes,
+        Error::ShapeOverflow { offset: at },
+    );
 }
 
 // ----- 9. key identity -----------------------------------------------------------------------
@@ -580,7 +865,14 @@ fn an_empty_key_is_rejected() {
     // Padded: a pair needs at least 14 bytes with a 1-byte key, which the header check assumes.
     w.kv(b"", &Value::U8(1)).raw(&[0; 8]);
     let bytes = w.into_bytes();
-    rejects("empty key", &bytes, Error::EmptyName { field: Field::Key, offset: at });
+    rejects(
+        "empty key",
+        &bytes,
+        Error::EmptyName {
+            field: Field::Key,
+            offset: at,
+        },
+    );
     candle("empty key", &bytes);
 }
 
@@ -592,7 +884,14 @@ fn a_key_with_a_nul_is_rejected() {
     w.kv(b"general.name", &Value::str("real"));
     let bytes = w.into_bytes();
     let nul = at + 8 + "general.name".len() as u64;
-    rejects("key general.name\\0evil", &bytes, Error::NulInName { field: Field::Key, offset: nul });
+    rejects(
+        "key general.name\\0evil",
+        &bytes,
+        Error::NulInName {
+            field: Field::Key,
+            offset: nul,
+        },
+    );
     if let Candle::Read(c) = candle("key general.name\\0evil", &bytes) {
         println!("  candle keys: {:?}", c.metadata.keys().collect::<Vec<_>>());
     }
@@ -603,7 +902,14 @@ fn a_tensor_name_with_a_nul_is_rejected() {
     let (bytes, at) = one_tensor(None, |w| {
         w.tensor_info(b"w\0x", &[8], F32, 0);
     });
-    rejects("tensor name w\\0x", &bytes, Error::NulInName { field: Field::TensorName, offset: at + 9 });
+    rejects(
+        "tensor name w\\0x",
+        &bytes,
+        Error::NulInName {
+            field: Field::TensorName,
+            offset: at + 9,
+        },
+    );
 }
 
 /// The core has no heap, so it cannot remember keys: duplicates (other than `general.alignment`)
@@ -614,8 +920,14 @@ fn duplicate_keys_reach_the_consumer_in_order() {
     w.kv(b"general.name", &Value::str("first"));
     w.kv(b"general.name", &Value::str("second"));
     let events = accepts("duplicate key", &w.into_bytes(), Limits::DEFAULT);
-    let strings: Vec<&Ev> = events.iter().filter(|e| matches!(e, Ev::String(_))).collect();
-    assert_eq!(strings, [&Ev::String("first".into()), &Ev::String("second".into())]);
+    let strings: Vec<&Ev> = events
+        .iter()
+        .filter(|e| matches!(e, Ev::String(_)))
+        .collect();
+    assert_eq!(
+        strings,
+        [&Ev::String("first".into()), &Ev::String("second".into())]
+    );
 }
 
 // ----- 10. tensor types ----------------------------------------------------------------------
@@ -636,26 +948,54 @@ fn tensor_type_file(type_code: u32, ne: &[u64]) -> (Vec<u8>, u64, u64) {
 #[test]
 fn removed_tensor_type_4_is_rejected() {
     let (bytes, _, at) = tensor_type_file(4, &[32]);
-    rejects("tensor type 4", &bytes, Error::RemovedGgmlType { code: 4, offset: at });
+    rejects(
+        "tensor type 4",
+        &bytes,
+        Error::RemovedGgmlType {
+            code: 4,
+            offset: at,
+        },
+    );
     candle("tensor type 4", &bytes);
 }
 
 #[test]
 fn removed_tensor_type_31_is_rejected() {
     let (bytes, _, at) = tensor_type_file(31, &[32]);
-    rejects("tensor type 31", &bytes, Error::RemovedGgmlType { code: 31, offset: at });
+    rejects(
+        "tensor type 31",
+        &bytes,
+        Error::RemovedGgmlType {
+            code: 31,
+            offset: at,
+        },
+    );
 }
 
 #[test]
 fn unknown_tensor_type_43_is_rejected() {
     let (bytes, _, at) = tensor_type_file(43, &[32]);
-    rejects("tensor type 43", &bytes, Error::UnknownGgmlType { code: 43, offset: at });
+    rejects(
+        "tensor type 43",
+        &bytes,
+        Error::UnknownGgmlType {
+            code: 43,
+            offset: at,
+        },
+    );
 }
 
 #[test]
 fn unknown_tensor_type_u32_max_is_rejected() {
     let (bytes, _, at) = tensor_type_file(u32::MAX, &[32]);
-    rejects("tensor type 0xFFFFFFFF", &bytes, Error::UnknownGgmlType { code: u32::MAX, offset: at });
+    rejects(
+        "tensor type 0xFFFFFFFF",
+        &bytes,
+        Error::UnknownGgmlType {
+            code: u32::MAX,
+            offset: at,
+        },
+    );
     candle("tensor type 0xFFFFFFFF", &bytes);
 }
 
@@ -663,13 +1003,25 @@ fn unknown_tensor_type_u32_max_is_rejected() {
 /// a [2 blocks, 3 rows] tensor of each.
 #[test]
 fn newer_tensor_types_are_accepted_with_their_sizes() {
-    for (code, name, block, block_bytes) in
-        [(34, "TQ1_0", 256, 54), (39, "MXFP4", 32, 17), (40, "NVFP4", 64, 36), (41, "Q1_0", 128, 18), (42, "Q2_0", 64, 18)]
-    {
+    for (code, name, block, block_bytes) in [
+        (34, "TQ1_0", 256, 54),
+        (39, "MXFP4", 32, 17),
+        (40, "NVFP4", 64, 36),
+        (41, "Q1_0", 128, 18),
+        (42, "Q2_0", 64, 18),
+    ] {
         let case = format!("tensor type {code} ({name})");
         let (bytes, _, _) = tensor_type_file(code, &[2 * block, 3]);
         let events = accepts(&case, &bytes, Limits::DEFAULT);
-        let Ev::Tensor { ggml_type, elements, bytes: size, .. } = &events[1] else { panic!("{case}: tensor") };
+        let Ev::Tensor {
+            ggml_type,
+            elements,
+            bytes: size,
+            ..
+        } = &events[1]
+        else {
+            panic!("{case}: tensor")
+        };
         assert_eq!((ggml_type.code(), ggml_type.name()), (code, name), "{case}");
         assert_eq!((*elements, *size), (6 * block, 6 * block_bytes), "{case}");
         println!("{case}: ours: {size} bytes");
@@ -680,7 +1032,15 @@ fn newer_tensor_types_are_accepted_with_their_sizes() {
 #[test]
 fn q4_0_with_ne0_1_is_rejected() {
     let (bytes, at, _) = tensor_type_file(Q4_0, &[1]);
-    rejects("Q4_0 with ne0 = 1", &bytes, Error::NotWholeBlocks { ggml_type: GgmlType::Q4_0, ne0: 1, offset: at });
+    rejects(
+        "Q4_0 with ne0 = 1",
+        &bytes,
+        Error::NotWholeBlocks {
+            ggml_type: GgmlType::Q4_0,
+            ne0: 1,
+            offset: at,
+        },
+    );
     candle("Q4_0 with ne0 = 1", &bytes);
 }
 
@@ -689,14 +1049,22 @@ fn q4_0_with_ne0_1_is_rejected() {
 #[test]
 fn version_0_is_rejected() {
     let bytes = Writer::new().header(0, 0, 0).bytes().to_vec();
-    rejects("version 0", &bytes, Error::UnsupportedVersion { version: 0 });
+    rejects(
+        "version 0",
+        &bytes,
+        Error::UnsupportedVersion { version: 0 },
+    );
     candle("version 0", &bytes);
 }
 
 #[test]
 fn version_4_is_rejected() {
     let bytes = Writer::new().header(4, 0, 0).bytes().to_vec();
-    rejects("version 4", &bytes, Error::UnsupportedVersion { version: 4 });
+    rejects(
+        "version 4",
+        &bytes,
+        Error::UnsupportedVersion { version: 4 },
+    );
     candle("version 4", &bytes);
 }
 
@@ -713,12 +1081,28 @@ fn sample_file(version: u32, endian: Endian) -> GgufFile {
             (b"f32".to_vec(), Value::F32(-1.5)),
             (b"f64".to_vec(), Value::F64(std::f64::consts::E)),
             (b"flag".to_vec(), Value::Bool(true)),
-            (b"tokens".to_vec(), Value::array(vec![Value::str("<s>"), Value::str("é"), Value::str("")])),
-            (b"nested".to_vec(), Value::array(vec![Value::array(vec![Value::I32(-1), Value::I32(2)])])),
+            (
+                b"tokens".to_vec(),
+                Value::array(vec![Value::str("<s>"), Value::str("é"), Value::str("")]),
+            ),
+            (
+                b"nested".to_vec(),
+                Value::array(vec![Value::array(vec![Value::I32(-1), Value::I32(2)])]),
+            ),
         ],
         tensors: vec![
-            Tensor { name: b"a".to_vec(), ne: vec![32, 2], type_code: 8, offset: 0 },
-            Tensor { name: b"b".to_vec(), ne: vec![3], type_code: 0, offset: 128 },
+            Tensor {
+                name: b"a".to_vec(),
+                ne: vec![32, 2],
+                type_code: 8,
+                offset: 0,
+            },
+            Tensor {
+                name: b"b".to_vec(),
+                ne: vec![3],
+                type_code: 0,
+                offset: 128,
+            },
         ],
         alignment: 64,
         data: Vec::new(),
@@ -730,7 +1114,11 @@ fn without_header_format(events: &[Ev]) -> Vec<Ev> {
     events
         .iter()
         .map(|e| match e {
-            Ev::Header(h) => Ev::Header(miniquant::gguf::Header { version: 0, byte_order: ByteOrder::Little, ..*h }),
+            Ev::Header(h) => Ev::Header(miniquant::gguf::Header {
+                version: 0,
+                byte_order: ByteOrder::Little,
+                ..*h
+            }),
             e => e.clone(),
         })
         .collect()
@@ -743,15 +1131,25 @@ fn version_1_with_32_bit_lengths_parses_like_version_3() {
     let v1_bytes = v1.to_bytes();
     let v1_events = accepts("version 1", &v1_bytes, Limits::DEFAULT);
     let v3_events = accepts("version 3 twin", &v3.to_bytes(), Limits::DEFAULT);
-    let Ev::Header(h) = v1_events[0] else { panic!("header") };
+    let Ev::Header(h) = v1_events[0] else {
+        panic!("header")
+    };
     assert_eq!(h.version, 1);
-    assert!(v1_bytes.len() < v3.to_bytes().len(), "v1 lengths are narrower");
+    assert!(
+        v1_bytes.len() < v3.to_bytes().len(),
+        "v1 lengths are narrower"
+    );
     // Everything but the version and the data offset (the directory is shorter) is the same.
     let strip = |events: &[Ev]| -> Vec<Ev> {
-        without_header_format(events).into_iter().filter(|e| !matches!(e, Ev::End(_))).collect()
+        without_header_format(events)
+            .into_iter()
+            .filter(|e| !matches!(e, Ev::End(_)))
+            .collect()
     };
     assert_eq!(strip(&v1_events), strip(&v3_events));
-    let Some(Ev::End(section)) = v1_events.last() else { panic!("end") };
+    let Some(Ev::End(section)) = v1_events.last() else {
+        panic!("end")
+    };
     assert_eq!(section.data_offset, v1.data_offset());
     if let Candle::Read(c) = candle("version 1", &v1_bytes) {
         assert_eq!(c.tensor_data_offset, v1.data_offset());
@@ -766,9 +1164,14 @@ fn big_endian_version_3_parses_like_its_little_endian_twin() {
     assert_ne!(be, le);
     let be_events = accepts("big-endian v3", &be, Limits::DEFAULT);
     let le_events = accepts("little-endian twin", &le, Limits::DEFAULT);
-    let Ev::Header(h) = be_events[0] else { panic!("header") };
+    let Ev::Header(h) = be_events[0] else {
+        panic!("header")
+    };
     assert_eq!((h.version, h.byte_order), (3, ByteOrder::Big));
-    assert_eq!(without_header_format(&be_events), without_header_format(&le_events));
+    assert_eq!(
+        without_header_format(&be_events),
+        without_header_format(&le_events)
+    );
     candle("big-endian v3", &be);
 }
 
@@ -787,7 +1190,14 @@ fn bool_2_is_rejected() {
     let at = w.position();
     w.u8(2);
     let bytes = w.into_bytes();
-    rejects("bool 2", &bytes, Error::InvalidBool { value: 2, offset: at });
+    rejects(
+        "bool 2",
+        &bytes,
+        Error::InvalidBool {
+            value: 2,
+            offset: at,
+        },
+    );
     candle("bool 2", &bytes);
 }
 
@@ -797,7 +1207,14 @@ fn invalid_utf8_in_a_key_is_rejected_at_the_bad_byte() {
     let at = w.position();
     w.kv(b"ab\xffcd", &Value::U8(1));
     let bytes = w.into_bytes();
-    rejects("invalid UTF-8 in a key", &bytes, Error::InvalidUtf8 { field: Field::Key, offset: at + 8 + 2 });
+    rejects(
+        "invalid UTF-8 in a key",
+        &bytes,
+        Error::InvalidUtf8 {
+            field: Field::Key,
+            offset: at + 8 + 2,
+        },
+    );
     candle("invalid UTF-8 in a key", &bytes);
 }
 
@@ -809,7 +1226,14 @@ fn invalid_utf8_in_a_string_value_is_rejected_at_the_bad_byte() {
     w.string(b"caf\xc3\xa9 \xc3(");
     let bytes = w.into_bytes();
     // The second `\xc3` starts a sequence that `(` does not continue.
-    rejects("invalid UTF-8 in a string", &bytes, Error::InvalidUtf8 { field: Field::String, offset: at + 8 + 6 });
+    rejects(
+        "invalid UTF-8 in a string",
+        &bytes,
+        Error::InvalidUtf8 {
+            field: Field::String,
+            offset: at + 8 + 6,
+        },
+    );
     candle("invalid UTF-8 in a string", &bytes);
 }
 
@@ -825,8 +1249,16 @@ fn invalid_utf8_deep_in_a_long_string_is_found_by_streaming_drivers_too() {
     w.string(&text);
     let bytes = w.into_bytes();
     // Bytes 0..248 are 124 whole "é"; byte 248 is the lead byte of the 125th, byte 249 is 0xff.
-    let expected = Error::InvalidUtf8 { field: Field::String, offset: at + 8 + 248 };
-    let error = error_of("invalid UTF-8 in a split string", &bytes, Limits::DEFAULT, &[64, 100]);
+    let expected = Error::InvalidUtf8 {
+        field: Field::String,
+        offset: at + 8 + 248,
+    };
+    let error = error_of(
+        "invalid UTF-8 in a split string",
+        &bytes,
+        Limits::DEFAULT,
+        &[64, 100],
+    );
     assert_eq!(error, expected);
 }
 
@@ -835,7 +1267,14 @@ fn invalid_utf8_in_a_tensor_name_is_rejected_at_the_bad_byte() {
     let (bytes, at) = one_tensor(None, |w| {
         w.tensor_info(b"w\xe2\x82", &[8], F32, 0);
     });
-    rejects("invalid UTF-8 in a tensor name", &bytes, Error::InvalidUtf8 { field: Field::TensorName, offset: at + 9 });
+    rejects(
+        "invalid UTF-8 in a tensor name",
+        &bytes,
+        Error::InvalidUtf8 {
+            field: Field::TensorName,
+            offset: at + 9,
+        },
+    );
     candle("invalid UTF-8 in a tensor name", &bytes);
 }
 
@@ -845,7 +1284,8 @@ fn invalid_utf8_in_a_tensor_name_is_rejected_at_the_bad_byte() {
 fn a_10_mb_u8_array_parses() {
     const LEN: usize = 10_000_000;
     let mut w = file(0, 1);
-    w.key(b"blob", code::ARRAY).array_header(code::U8, LEN as u64);
+    w.key(b"blob", code::ARRAY)
+        .array_header(code::U8, LEN as u64);
     w.raw(&(0..LEN).map(|i| (i % 251) as u8).collect::<Vec<_>>());
     let bytes = w.into_bytes();
 
@@ -864,7 +1304,8 @@ fn a_10_mb_u8_array_parses() {
     let start = Instant::now();
     let mut buf = [0u8; 4096];
     let reader = drive::ChunkReader::new(&bytes, vec![4096]);
-    let mut parser = miniquant::gguf::ReadParser::new(reader, &mut buf, Limits::DEFAULT).expect("buffer");
+    let mut parser =
+        miniquant::gguf::ReadParser::new(reader, &mut buf, Limits::DEFAULT).expect("buffer");
     let mut read_values = 0usize;
     while let Some(event) = parser.next_event().expect("valid") {
         read_values += matches!(event, miniquant::gguf::Event::Scalar(_)) as usize;
@@ -873,7 +1314,9 @@ fn a_10_mb_u8_array_parses() {
     assert_eq!(read_values, LEN);
 
     let start = Instant::now();
-    let Candle::Read(c) = candle("10 MB u8 array", &bytes) else { panic!("candle reads it") };
+    let Candle::Read(c) = candle("10 MB u8 array", &bytes) else {
+        panic!("candle reads it")
+    };
     let candle_time = start.elapsed();
     assert_eq!(c.metadata["blob"].to_vec().unwrap().len(), LEN);
     println!(
@@ -914,9 +1357,14 @@ fn truncations(file_name: &str) {
     let mut lengths = 0usize;
     let directory_end = loop {
         let before = whole.clone();
-        let step = whole.next(&header[at..], Feed::End).expect("the whole header parses");
+        let step = whole
+            .next(&header[at..], Feed::End)
+            .expect("the whole header parses");
         let consumed = match step {
-            Step::Event { event: miniquant::gguf::Event::End(_), .. } => break at,
+            Step::Event {
+                event: miniquant::gguf::Event::End(_),
+                ..
+            } => break at,
             Step::Event { consumed, .. } => consumed,
             other => panic!("{file_name}: unexpected {other:?}"),
         };
@@ -927,7 +1375,10 @@ fn truncations(file_name: &str) {
                 matches!(error, Error::Truncated { .. } | Error::ExceedsInput { .. }),
                 "{file_name}: prefix of {l} bytes: {error:?}"
             );
-            assert!(error.offset().is_some_and(|o| o <= l as u64), "{file_name}: prefix {l}: {error:?}");
+            assert!(
+                error.offset().is_some_and(|o| o <= l as u64),
+                "{file_name}: prefix {l}: {error:?}"
+            );
             if direct_lengths.contains(&l) {
                 resumed_errors.insert(l, error);
             }
@@ -941,8 +1392,14 @@ fn truncations(file_name: &str) {
     let mut padding_prefixes = 0;
     for l in directory_end..data_offset as usize {
         let outcome = drive::slice(&header[..l], Limits::DEFAULT);
-        assert!(outcome.is_complete(), "{file_name}: prefix {l} in the padding: {:?}", outcome.error);
-        let Some(Ev::End(section)) = outcome.events.last() else { unreachable!() };
+        assert!(
+            outcome.is_complete(),
+            "{file_name}: prefix {l} in the padding: {:?}",
+            outcome.error
+        );
+        let Some(Ev::End(section)) = outcome.events.last() else {
+            unreachable!()
+        };
         assert_eq!(section.data_offset, data_offset);
         padding_prefixes += 1;
     }
@@ -954,7 +1411,9 @@ fn truncations(file_name: &str) {
     let mut earlier = 0;
     for l in direct_lengths.into_iter().filter(|&l| l < directory_end) {
         let outcome = drive::slice(&header[..l], Limits::DEFAULT);
-        let error = outcome.error.unwrap_or_else(|| panic!("{file_name}: prefix {l} accepted"));
+        let error = outcome
+            .error
+            .unwrap_or_else(|| panic!("{file_name}: prefix {l} accepted"));
         let resumed = resumed_errors[&l];
         if error != resumed {
             assert!(
