@@ -92,6 +92,12 @@ impl Outcome {
         self.error.is_none() && matches!(self.events.last(), Some(Ev::End(_)))
     }
 
+    /// The events and the error: what must agree across drivers (the number of string pieces
+    /// depends on the buffer).
+    pub fn result(&self) -> (&[Ev], Option<Error>) {
+        (&self.events, self.error)
+    }
+
     /// Number of whole strings among the events.
     pub fn strings(&self) -> usize {
         self.events
