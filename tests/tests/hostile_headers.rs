@@ -1179,6 +1179,32 @@ fn big_endian_version_3_parses_like_its_little_endian_twin() {
     candle("big-endian v3", &be);
 }
 
+/// Regression: the streaming drivers re-enter the header step when its bytes arrive in parts. The
+/// byte order found from the version must not depend on how many attempts came before (it once
+/// flipped on every attempt, so a big-endian header split after its version was read with the
+/// wrong order or not, depending on the parity of the number of reads).
+#[test]
+fn big_endian_header_arriving_in_small_reads_keeps_its_byte_order() {
+    for version in [1, 3] {
+        let bytes = sample_file(version, Endian::Big).to_bytes();
+        let slice = drive::slice(&bytes, Limits::DEFAULT);
+        assert!(slice.is_complete());
+        for size in 1..=30 {
+            let case = format!("big-endian v{version}, reads of {size}");
+            let read = drive::read_chunked(
+                &bytes,
+                vec![size],
+                4096,
+                Some(bytes.len() as u64),
+                Limits::DEFAULT,
+            );
+            assert_eq!(read.result(), slice.result(), "{case}");
+            let push = drive::push(&bytes, &[size], 4096, Limits::DEFAULT);
+            assert_eq!(push.result(), slice.result(), "{case} (push)");
+        }
+    }
+}
+
 #[test]
 fn fugg_magic_is_rejected() {
     let mut bytes = sample_file(3, Endian::Little).to_bytes();
