@@ -1,10 +1,10 @@
 //! A byte-level GGUF writer for tests.
 //!
-//! [`Writer`] emits every field of a GGUF header one by one, with no validation at all, so a test can
-//! write a wrong magic or version, counts and lengths that lie, any value or tensor type code, nested
-//! arrays of any depth, tensors with arbitrary dimensions and offsets, version-1 (32-bit) lengths and
-//! big-endian files. [`GgufFile`] builds a *valid* header from a plain description (keys, values,
-//! tensors) on top of it.
+//! [`Writer`] emits every field of a GGUF header one by one, with no validation at all, so a test
+//! can write a wrong magic or version, counts and lengths that lie, any value or tensor type code,
+//! nested arrays of any depth, tensors with arbitrary dimensions and offsets, version-1 (32-bit)
+//! lengths and big-endian files. [`GgufFile`] builds a *valid* header from a plain description
+//! (keys, values, tensors) on top of it.
 //!
 //! It is independent of the parser under test: it knows the format, not the parser's code, so the
 //! files it writes (and the offsets it reports while writing) can serve as an oracle.
@@ -109,7 +109,8 @@ impl Writer {
         self
     }
 
-    put_number!(u8: u8, i8: i8, u16: u16, i16: i16, u32: u32, i32: i32, u64: u64, i64: i64, f32: f32, f64: f64);
+    put_number!(u8: u8, i8: i8, u16: u16, i16: i16, u32: u32, i32: i32);
+    put_number!(u64: u64, i64: i64, f32: f32, f64: f64);
 
     /// Appends a length, count or dimension in the file's width (u32 in version 1).
     ///

@@ -279,11 +279,18 @@ pub fn read_chunked(
 }
 
 /// The push driver through a buffer of `buf_len` bytes, fed chunks of `sizes[0]`, `sizes[1]`, ...
-/// bytes (cycled), then finished.
+/// bytes (cycled), then finished; `total_len` is passed to [`PushParser::with_total_len`] when
+/// given.
 ///
 /// # Panics
 /// If the parser neither takes input nor yields an event (it would stall forever).
-pub fn push(bytes: &[u8], sizes: &[usize], buf_len: usize, limits: Limits) -> Outcome {
+pub fn push(
+    bytes: &[u8],
+    sizes: &[usize],
+    buf_len: usize,
+    total_len: Option<u64>,
+    limits: Limits,
+) -> Outcome {
     assert!(!sizes.is_empty(), "at least one chunk size");
     let mut buf = vec![0u8; buf_len];
     let mut out = Collector::default();
@@ -291,6 +298,9 @@ pub fn push(bytes: &[u8], sizes: &[usize], buf_len: usize, limits: Limits) -> Ou
         Ok(p) => p,
         Err(e) => return out.finish(Some(e)),
     };
+    if let Some(total) = total_len {
+        parser = parser.with_total_len(total);
+    }
     let mut rest = bytes;
     let mut chunk_no = 0;
     while !rest.is_empty() && !parser.is_done() {

@@ -1199,7 +1199,7 @@ fn big_endian_header_arriving_in_small_reads_keeps_its_byte_order() {
                 Limits::DEFAULT,
             );
             assert_eq!(read.result(), slice.result(), "{case}");
-            let push = drive::push(&bytes, &[size], 4096, Limits::DEFAULT);
+            let push = drive::push(&bytes, &[size], 4096, None, Limits::DEFAULT);
             assert_eq!(push.result(), slice.result(), "{case} (push)");
         }
     }

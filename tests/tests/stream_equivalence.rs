@@ -276,8 +276,8 @@ fn gguf_file() -> impl Strategy<Value = GgufFile> {
 
 // ----- running every driver ----------------------------------------------------------------
 
-/// Every way of delivering `bytes`, by name: slice; `Read` with each buffer, each reader, with and
-/// without the total length; push with each buffer and each chunking.
+/// Every way of delivering `bytes`, by name: slice; `Read` with each buffer and each reader, push
+/// with each buffer and each chunking, each told the total length and not.
 fn every_driver(bytes: &[u8], random: &[usize], buffers: &[usize]) -> Vec<(String, Outcome)> {
     let total = Some(bytes.len() as u64);
     let mut runs = vec![("slice".to_owned(), drive::slice(bytes, LIMITS))];
@@ -300,10 +300,12 @@ fn every_driver(bytes: &[u8], random: &[usize], buffers: &[usize]) -> Vec<(Strin
             ("random", random),
             ("all", &all[..]),
         ] {
-            runs.push((
-                format!("push buf {buffer}, chunks of {name}"),
-                drive::push(bytes, sizes, buffer, LIMITS),
-            ));
+            for (told, total_len) in [("told length", total), ("untold", None)] {
+                runs.push((
+                    format!("push buf {buffer}, chunks of {name}, {told}"),
+                    drive::push(bytes, sizes, buffer, total_len, LIMITS),
+                ));
+            }
         }
     }
     runs
@@ -444,12 +446,13 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// The same (mutated) file gives the same outcome in every driver. Drivers that know the
-    /// input's length (slice; `Read` told the total length) agree exactly. Drivers that do not
-    /// (`Read` untold; push) agree exactly among themselves, and with the first group, except where
-    /// the first group rejects a count or length as exceeding the input (`ExceedsInput`): the
-    /// others cannot know that, so they read on and must fail later, after the same events.
-    /// Buffers hold the whole file here, so no item is too large for them; a 100-byte buffer is
-    /// also run, and must agree or stop early with `BufferTooSmall` after the same events.
+    /// input's length (slice; `Read` and push told the total length) agree exactly. Drivers that
+    /// do not (`Read` and push untold) agree exactly among themselves, and with the first group,
+    /// except where the first group rejects a count or length as exceeding the input
+    /// (`ExceedsInput`): the others cannot know that, so they read on and must fail later, after
+    /// the same events. Buffers hold the whole file here, so no item is too large for them; a
+    /// 100-byte buffer is also run, and must agree or stop early with `BufferTooSmall` after the
+    /// same events.
     #[test]
     fn a_mutated_file_fails_the_same_way_in_every_driver(
         file in gguf_file(),
@@ -467,6 +470,9 @@ proptest! {
         for (name, sizes) in &readers {
             let told = drive::read_chunked(&bytes, sizes.clone(), big, total, LIMITS);
             prop_assert_eq!(told.result(), reference.result(), "read told the length, reads of {}", name);
+            let chunks = if *name == "whole" { vec![bytes.len().max(1)] } else { sizes.clone() };
+            let push = drive::push(&bytes, &chunks, big, total, LIMITS);
+            prop_assert_eq!(push.result(), reference.result(), "push told the length, chunks of {}", name);
         }
 
         let untold = drive::read_chunked(&bytes, vec![big], big, None, LIMITS);
@@ -474,7 +480,7 @@ proptest! {
             let read = drive::read_chunked(&bytes, sizes.clone(), big, None, LIMITS);
             prop_assert_eq!(read.result(), untold.result(), "read untold, reads of {}", name);
             let chunks = if *name == "whole" { vec![bytes.len().max(1)] } else { sizes.clone() };
-            let push = drive::push(&bytes, &chunks, big, LIMITS);
+            let push = drive::push(&bytes, &chunks, big, None, LIMITS);
             prop_assert_eq!(push.result(), untold.result(), "push, chunks of {}", name);
         }
 
