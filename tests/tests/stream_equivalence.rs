@@ -219,7 +219,7 @@ fn tensor_shapes() -> impl Strategy<Value = Vec<(Vec<u8>, u32, Vec<u64>)>> {
             }
             (name, code, ne)
         });
-    proptest::collection::vec(one, 0..8)
+    proptest::collection::vec(one, 0..24)
 }
 
 fn gguf_file() -> impl Strategy<Value = GgufFile> {
