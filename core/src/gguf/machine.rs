@@ -479,7 +479,12 @@ impl Parser {
         if &magic != b"GGUF" {
             return Err(Error::BadMagic { found: magic });
         }
-        let raw_version = self.u32_at(input, 4);
+        // Little-endian whatever `self.order` says: this step runs again after `NeedMore`.
+        let version_bytes = input
+            .get(4..8)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
+        let raw_version = u32::from_le_bytes(version_bytes);
         let (version, order) = if (1..=3).contains(&raw_version) {
             (raw_version, ByteOrder::Little)
         } else if (1..=3).contains(&raw_version.swap_bytes()) {
