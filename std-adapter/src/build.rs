@@ -85,6 +85,14 @@ impl Builder {
                     self.finish_value(Value::Scalar(s))?;
                 }
             },
+            Event::Scalars(run) => {
+                let array = self.open.last_mut().ok_or(out_of_place(offset))?;
+                for s in run.iter() {
+                    if !array.push_scalar(s) {
+                        return Err(out_of_place(offset));
+                    }
+                }
+            }
             Event::String(piece) => self.string_piece(piece, offset)?,
             Event::ArrayStart { element_type, .. } => {
                 if self.open.is_empty() {

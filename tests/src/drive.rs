@@ -168,6 +168,14 @@ impl Collector {
                 let (value_type, bits) = scalar_bits(s);
                 Ev::Scalar { value_type, bits }
             }
+            Event::Scalars(run) => {
+                // Runs are cut where a streaming driver's buffer ends: record each element.
+                for s in run.iter() {
+                    let (value_type, bits) = scalar_bits(s);
+                    self.events.push(Ev::Scalar { value_type, bits });
+                }
+                return;
+            }
             Event::String(_) => unreachable!("handled above"),
             Event::ArrayStart { element_type, len } => Ev::ArrayStart { element_type, len },
             Event::ArrayEnd => Ev::ArrayEnd,

@@ -1323,9 +1323,11 @@ fn a_10_mb_u8_array_parses() {
     let mut parser = miniquant::gguf::SliceParser::new(&bytes, Limits::DEFAULT);
     let mut values = 0usize;
     while let Some(event) = parser.next_event().expect("valid") {
-        if let miniquant::gguf::Event::Scalar(miniquant::gguf::Scalar::U8(v)) = event {
-            assert_eq!(usize::from(v), values % 251, "element {values}");
-            values += 1;
+        if let miniquant::gguf::Event::Scalars(run) = event {
+            for (i, &v) in run.raw().iter().enumerate() {
+                assert_eq!(usize::from(v), (values + i) % 251, "element {}", values + i);
+            }
+            values += run.len();
         }
     }
     let slice_time = start.elapsed();
@@ -1338,7 +1340,9 @@ fn a_10_mb_u8_array_parses() {
         miniquant::gguf::ReadParser::new(reader, &mut buf, Limits::DEFAULT).expect("buffer");
     let mut read_values = 0usize;
     while let Some(event) = parser.next_event().expect("valid") {
-        read_values += matches!(event, miniquant::gguf::Event::Scalar(_)) as usize;
+        if let miniquant::gguf::Event::Scalars(run) = event {
+            read_values += run.len();
+        }
     }
     let read_time = start.elapsed();
     assert_eq!(read_values, LEN);

@@ -151,7 +151,7 @@ impl<'n, const K: usize, const T: usize> Catalog<'n, K, T> {
                 }
             }
             Event::End(d) => self.data_offset = Some(d.data_offset),
-            Event::Header(_) | Event::Key { .. } => {}
+            Event::Header(_) | Event::Key { .. } | Event::Scalars(_) => {}
         }
     }
 

@@ -8,7 +8,7 @@
 
 use super::event::{ByteOrder, DataSection, Event, Header, StrPiece, TensorInfo};
 use super::limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
-use super::value::{Scalar, ValueType};
+use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::{GgmlType, TypeCodeError};
 
@@ -65,6 +65,10 @@ enum RawKind {
         value_type: ValueType,
     },
     Scalar(Scalar),
+    Scalars {
+        raw: Span,
+        element_type: ValueType,
+    },
     Str {
         text: Span,
         at: u64,
@@ -92,6 +96,8 @@ pub struct RawEvent {
     offset: u64,
     /// Offset of the event's string within its bytes (after the length prefix).
     text_skip: u8,
+    /// Byte order of the file, for scalar runs.
+    order: ByteOrder,
 }
 
 /// What [`Parser::next_raw`] produced.
@@ -132,6 +138,11 @@ impl RawEvent {
                 value_type,
             },
             RawKind::Scalar(s) => Event::Scalar(s),
+            RawKind::Scalars { raw, element_type } => Event::Scalars(ScalarRun::new(
+                element_type,
+                self.order,
+                input.get(raw.start..raw.start + raw.len).unwrap_or(&[]),
+            )),
             RawKind::Str { text, at, len } => Event::String(StrPiece {
                 text: utf8(input, text, Field::String, text_offset)?,
                 at,
@@ -415,6 +426,7 @@ impl Parser {
                 kind,
                 offset,
                 text_skip: text_skip as u8,
+                order: self.order,
             },
             consumed,
         })
@@ -571,6 +583,9 @@ impl Parser {
                 self.depth -= 1;
                 return self.emit(RawKind::ArrayEnd, 0, 0);
             }
+            if let Some(size) = top.element_type.scalar_size() {
+                return self.scalar_run(input, feed, top.element_type, size, top.remaining);
+            }
             return self.value(input, feed, top.element_type);
         }
         let header = self.header.unwrap_or(Header {
@@ -665,39 +680,20 @@ impl Parser {
         if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
             return Ok(step);
         }
-        let b = |i: usize| input.get(i).copied().unwrap_or(0);
-        let scalar = match t {
-            ValueType::U8 => Scalar::U8(b(0)),
-            ValueType::I8 => Scalar::I8(b(0) as i8),
-            ValueType::Bool => match b(0) {
-                0 => Scalar::Bool(false),
-                1 => Scalar::Bool(true),
-                value => {
+        let bytes = input.get(..size).unwrap_or(&[]);
+        let scalar = match Scalar::decode(t, bytes, self.order) {
+            Some(Scalar::Bool(_)) | None if t == ValueType::Bool => {
+                let value = bytes.first().copied().unwrap_or(0);
+                if value > 1 {
                     return Err(Error::InvalidBool {
                         value,
                         offset: self.pos,
-                    })
+                    });
                 }
-            },
-            ValueType::U16 | ValueType::I16 => {
-                let raw = [b(0), b(1)];
-                let v = match self.order {
-                    ByteOrder::Little => u16::from_le_bytes(raw),
-                    ByteOrder::Big => u16::from_be_bytes(raw),
-                };
-                if t == ValueType::U16 {
-                    Scalar::U16(v)
-                } else {
-                    Scalar::I16(v as i16)
-                }
+                Scalar::Bool(value == 1)
             }
-            ValueType::U32 => Scalar::U32(self.u32_at(input, 0)),
-            ValueType::I32 => Scalar::I32(self.u32_at(input, 0) as i32),
-            ValueType::F32 => Scalar::F32(f32::from_bits(self.u32_at(input, 0))),
-            ValueType::U64 => Scalar::U64(self.u64_at(input, 0)),
-            ValueType::I64 => Scalar::I64(self.u64_at(input, 0) as i64),
-            ValueType::F64 => Scalar::F64(f64::from_bits(self.u64_at(input, 0))),
-            ValueType::String | ValueType::Array => {
+            Some(scalar) => scalar,
+            None => {
                 return Err(Error::InvalidValueType {
                     code: t.code(),
                     offset: self.pos,
@@ -723,6 +719,50 @@ impl Parser {
         }
         self.begin_value();
         self.emit(RawKind::Scalar(scalar), size, 0)
+    }
+
+    /// As many elements of the innermost (scalar) array as `input` holds, at least one: arrays of
+    /// numbers come as a few runs of raw bytes instead of one event per element.
+    #[inline]
+    fn scalar_run(
+        &mut self,
+        input: &[u8],
+        feed: Feed,
+        t: ValueType,
+        size: usize,
+        remaining: u64,
+    ) -> Result<RawStep> {
+        if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
+            return Ok(step);
+        }
+        let count = remaining.min((input.len() / size) as u64) as usize;
+        let len = count * size;
+        if t == ValueType::Bool {
+            let run = input.get(..len).unwrap_or(&[]);
+            if let Some(at) = run.iter().position(|&b| b > 1) {
+                let value = run.get(at).copied().unwrap_or(0);
+                return Err(Error::InvalidBool {
+                    value,
+                    offset: self.pos + at as u64,
+                });
+            }
+        }
+        if let Some(frame) = self
+            .depth
+            .checked_sub(1)
+            .and_then(|d| self.stack.get_mut(d))
+        {
+            frame.remaining -= count as u64;
+        }
+        let raw = Span { start: 0, len };
+        self.emit(
+            RawKind::Scalars {
+                raw,
+                element_type: t,
+            },
+            len,
+            0,
+        )
     }
 
     #[inline]

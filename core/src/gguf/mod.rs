@@ -30,7 +30,7 @@ pub use machine::{Feed, Parser, RawEvent, RawStep, Step, DEFAULT_ALIGNMENT};
 pub use push::PushParser;
 pub use read::ReadParser;
 pub use slice::SliceParser;
-pub use value::{Scalar, ValueType};
+pub use value::{Scalar, ScalarRun, ValueType};
 pub use window::MIN_BUFFER;
 
 /// A small valid GGUF v3 header (one string key, one F32 tensor `w` of 4 elements), for examples.

@@ -101,6 +101,11 @@ fn push_event(out: &mut Vec<Owned>, e: &Event<'_>) {
         Event::Scalar(Scalar::F32(f)) => out.push(Owned::Float(f.to_bits().into())),
         Event::Scalar(Scalar::F64(f)) => out.push(Owned::Float(f.to_bits())),
         Event::Scalar(s) => out.push(Owned::Scalar(s)),
+        Event::Scalars(run) => {
+            for s in run.iter() {
+                push_event(out, &Event::Scalar(s));
+            }
+        }
         Event::String(p) => {
             if p.at == 0 {
                 out.push(Owned::Str(String::new()));
