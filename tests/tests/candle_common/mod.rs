@@ -53,6 +53,7 @@ pub fn candle_dtype(t: GgmlType) -> Option<GgmlDType> {
 }
 
 /// Calls `$f::<Block>($args)` with candle's block struct for `$t` (one of [`CANDLE_TYPES`]).
+#[allow(unused_macros)]
 macro_rules! with_candle_block {
     ($t:expr, $f:ident($($arg:expr),* $(,)?)) => {{
         use candle_core::quantized::k_quants as kq;
@@ -76,6 +77,7 @@ macro_rules! with_candle_block {
         }
     }};
 }
+#[allow(unused_imports)]
 pub(crate) use with_candle_block;
 
 /// Copies `bytes` (whole blocks) into a vector of candle's block struct `T`.
