@@ -222,7 +222,7 @@ fn main() {
         );
         for row in &rows {
             println!(
-                "  {:<11} {:<8} {:>9.1} {:>9.1} {:>7.2}",
+                "  {:<11} {:<8} {:>9.2} {:>9.2} {:>7.2}",
                 row.op,
                 row.unit,
                 row.rate(row.ours),
