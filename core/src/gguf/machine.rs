@@ -125,6 +125,33 @@ impl RawEvent {
         self.offset
     }
 
+    /// For a string (piece): where its text lies in the input, as (start, length).
+    pub(crate) fn string_span(&self) -> Option<(usize, usize)> {
+        match self.kind {
+            RawKind::Str { text, .. } => Some((text.start, text.len)),
+            _ => None,
+        }
+    }
+
+    /// For a string (piece): the event, with `text` already checked by the caller.
+    pub(crate) fn string_event<'a>(&self, text: &'a str) -> Option<Event<'a>> {
+        match self.kind {
+            RawKind::Str { at, len, .. } => Some(Event::String(StrPiece { text, at, len })),
+            _ => None,
+        }
+    }
+
+    /// For the start of an array of strings: its length.
+    pub(crate) fn string_array_len(&self) -> Option<u64> {
+        match self.kind {
+            RawKind::ArrayStart {
+                element_type: ValueType::String,
+                len,
+            } => Some(len),
+            _ => None,
+        }
+    }
+
     /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
     /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
     /// names no NUL byte.
@@ -302,6 +329,11 @@ impl Parser {
         self.header
     }
 
+    /// Byte order of the file (little-endian until the header is read).
+    pub fn byte_order(&self) -> ByteOrder {
+        self.order
+    }
+
     /// Current array nesting depth.
     pub fn depth(&self) -> usize {
         self.depth
@@ -400,7 +432,7 @@ impl Parser {
 
     /// Width of a length or count field: 4 bytes in version 1, 8 after.
     #[inline]
-    fn len_width(&self) -> usize {
+    pub(crate) fn len_width(&self) -> usize {
         if self.is_v1() {
             4
         } else {

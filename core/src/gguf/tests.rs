@@ -485,3 +485,62 @@ fn buffer_too_small_for_a_key_is_a_clear_error() {
         slice_events(&b.out).unwrap()
     );
 }
+
+/// An array of strings mixing short, long (128+ bytes, which end a checked run) and multi-byte
+/// strings, in both byte orders and version 1: the slice driver (checks runs of strings at once)
+/// and the push driver (checks each string) agree.
+#[test]
+fn string_arrays_checked_in_runs_match_string_by_string() {
+    let strings: Vec<String> = (0..300)
+        .map(|i| match i % 7 {
+            0 => "é".repeat(i % 50),
+            1 => "x".repeat(128 + i),
+            2 => String::new(),
+            _ => std::format!("tok{i}-日本"),
+        })
+        .collect();
+    for mut b in [
+        Bytes::new(3, 0, 1),
+        Bytes::big(3, 0, 1),
+        Bytes::new(1, 0, 1),
+    ] {
+        b.key("tokenizer.ggml.tokens", ValueType::Array)
+            .u32(ValueType::String.code());
+        b.len(strings.len() as u64);
+        for s in &strings {
+            b.str(s.as_bytes());
+        }
+        let events = slice_events(&b.out).unwrap();
+        assert_eq!(events, push_events(&b.out, &[1000], 4096).unwrap());
+        let got: Vec<&Owned> = events
+            .iter()
+            .filter(|e| matches!(e, Owned::Str(_)))
+            .collect();
+        assert_eq!(got.len(), strings.len());
+        for (g, s) in got.iter().zip(&strings) {
+            assert_eq!(**g, Owned::Str(s.clone()));
+        }
+    }
+}
+
+/// Invalid UTF-8 inside a run of short strings is reported at the exact byte.
+#[test]
+fn invalid_utf8_in_a_string_array_has_its_offset() {
+    let mut b = Bytes::new(3, 0, 1);
+    b.key("k", ValueType::Array)
+        .u32(ValueType::String.code())
+        .u64(3);
+    b.str(b"ok").str(b"ab\xffcd").str(b"fine");
+    let bad = 24 + 8 + 1 + 4 + 4 + 8 + (8 + 2) + 8 + 2;
+    assert_eq!(
+        slice_events(&b.out).unwrap_err(),
+        Error::InvalidUtf8 {
+            field: Field::String,
+            offset: bad as u64
+        }
+    );
+    assert_eq!(
+        push_events(&b.out, &[3], 64).unwrap_err(),
+        slice_events(&b.out).unwrap_err()
+    );
+}
