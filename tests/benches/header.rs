@@ -77,6 +77,7 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
 // ----- the parses --------------------------------------------------------------------------
 
 /// Our slice driver over the file in memory; returns the number of events.
+#[inline(never)]
 fn ours_slice(file: &[u8]) -> usize {
     let mut parser = SliceParser::new(file, Limits::DEFAULT);
     let mut events = 0;

@@ -155,7 +155,7 @@ impl RawEvent {
     /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
     /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
     /// names no NUL byte.
-    #[inline]
+    #[inline(always)]
     pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
         let text_offset = self.offset + u64::from(self.text_skip);
         Ok(match self.kind {
@@ -186,7 +186,7 @@ impl RawEvent {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let bytes = span
         .start
@@ -204,7 +204,7 @@ fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     })
 }
 
-#[inline]
+#[inline(always)]
 fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let text = utf8(input, span, field, offset)?;
     match text.bytes().position(|b| b == 0) {
@@ -359,7 +359,7 @@ impl Parser {
 
     /// Like [`next`](Self::next), but the event's strings stay byte ranges until
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
-    #[inline]
+    #[inline(always)]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.phase {
             Phase::Start => self.header_event(input, feed),
@@ -371,14 +371,14 @@ impl Parser {
 
     // ----- helpers -------------------------------------------------------------------------
 
-    #[inline]
+    #[inline(always)]
     fn remaining_after(&self, consumed: u64) -> Option<u64> {
         self.total_len
             .map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
     }
 
     /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
-    #[inline]
+    #[inline(always)]
     fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<RawStep>> {
         if input.len() as u64 >= needed {
             return Ok(None);
@@ -401,7 +401,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
         let bytes: [u8; 4] = input
             .get(at..at + 4)
@@ -413,7 +413,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
         let bytes: [u8; 8] = input
             .get(at..at + 8)
@@ -425,13 +425,13 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn is_v1(&self) -> bool {
         matches!(self.header, Some(Header { version: 1, .. }))
     }
 
     /// Width of a length or count field: 4 bytes in version 1, 8 after.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn len_width(&self) -> usize {
         if self.is_v1() {
             4
@@ -440,7 +440,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn len_at(&self, input: &[u8], at: usize) -> u64 {
         if self.is_v1() {
             u64::from(self.u32_at(input, at))
@@ -449,7 +449,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
         let offset = self.pos;
         self.pos += consumed as u64;
@@ -473,7 +473,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_fits(
         &self,
         field: Field,
@@ -497,7 +497,7 @@ impl Parser {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_limit(limit: Limit, max: u64, found: u64, offset: u64) -> Result<()> {
         if found > max {
             return Err(Error::LimitExceeded {
@@ -602,7 +602,7 @@ impl Parser {
 
     // ----- metadata ------------------------------------------------------------------------
 
-    #[inline]
+    #[inline(always)]
     fn metadata_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.pending {
             Pending::StrRest { at, len } => return self.string_rest(input, feed, at, len),
@@ -687,7 +687,7 @@ impl Parser {
     }
 
     /// One value of type `t`: a top-level value (`pending` is `Value`) or an array element.
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         match t {
             ValueType::String => self.string_start(input, feed),
@@ -697,7 +697,7 @@ impl Parser {
     }
 
     /// Marks the start of one element of the innermost array (or of the pending top-level value).
-    #[inline]
+    #[inline(always)]
     fn begin_value(&mut self) {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
@@ -706,7 +706,7 @@ impl Parser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn scalar(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         let size = t.scalar_size().unwrap_or(0);
         if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
@@ -755,7 +755,7 @@ impl Parser {
 
     /// As many elements of the innermost (scalar) array as `input` holds, at least one: arrays of
     /// numbers come as a few runs of raw bytes instead of one event per element.
-    #[inline]
+    #[inline(always)]
     fn scalar_run(
         &mut self,
         input: &[u8],
@@ -797,7 +797,7 @@ impl Parser {
         )
     }
 
-    #[inline]
+    #[inline(always)]
     fn string_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
         if let Some(step) = self.lack(input, width as u64, feed, Field::String)? {

@@ -74,6 +74,7 @@ impl<'b> PushParser<'b> {
 
     /// The next event the buffered input completes, or `None` when more input is needed (or the
     /// header is done, see [`is_done`](Self::is_done)).
+    #[inline(always)]
     pub fn next_event(&mut self) -> Result<Option<Event<'_>>> {
         if self.failed {
             return Ok(None);

@@ -40,6 +40,7 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
 
     /// The next event, or `None` after [`Event::End`]. The event borrows the buffer until the next
     /// call.
+    #[inline(always)]
     pub fn next_event(&mut self) -> Result<Option<Event<'_>>> {
         if self.failed {
             return Ok(None);
@@ -59,6 +60,7 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
         event.map(Some)
     }
 
+    #[inline(always)]
     fn pull(&mut self) -> Result<Option<super::machine::RawEvent>> {
         let mut slot = None;
         loop {

@@ -45,7 +45,7 @@ impl<'a> SliceParser<'a> {
     }
 
     /// The next event, or `None` after [`Event::End`].
-    #[inline]
+    #[inline(always)]
     pub fn next_event(&mut self) -> Result<Option<Event<'a>>> {
         if self.failed {
             return Ok(None);

@@ -51,11 +51,13 @@ impl<'b> Window<'b> {
     }
 
     /// The free tail of the buffer, for the driver to fill.
+    #[inline(always)]
     pub(crate) fn space(&mut self) -> &mut [u8] {
         self.buf.get_mut(self.end..).unwrap_or(&mut [])
     }
 
     /// Records that `n` bytes were written into [`space`](Self::space).
+    #[inline(always)]
     pub(crate) fn filled(&mut self, n: usize) {
         self.end = (self.end + n).min(self.buf.len());
     }
@@ -69,6 +71,7 @@ impl<'b> Window<'b> {
     }
 
     /// Runs the parser over the buffered bytes. On `Want::Event` the raw event is stored in `slot`.
+    #[inline(always)]
     pub(crate) fn step(
         &mut self,
         parser: &mut Parser,
@@ -102,6 +105,7 @@ impl<'b> Window<'b> {
     }
 
     /// The event stored by the last `step`, borrowing the buffer.
+    #[inline(always)]
     pub(crate) fn resolve(&self, raw: &super::machine::RawEvent) -> Result<Event<'_>> {
         raw.resolve(self.buf.get(self.start..self.end).unwrap_or(&[]))
     }
