@@ -39,8 +39,6 @@ pub enum Field {
     TensorType,
     /// A tensor's data offset.
     TensorOffset,
-    /// The padding between the tensor directory and the data section.
-    Padding,
     /// A tensor's data.
     TensorData,
 }
@@ -63,7 +61,6 @@ impl Field {
             Self::Dimension => "dimension",
             Self::TensorType => "tensor type",
             Self::TensorOffset => "tensor offset",
-            Self::Padding => "padding",
             Self::TensorData => "tensor data",
         }
     }

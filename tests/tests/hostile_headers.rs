@@ -794,32 +794,17 @@ fn zero_dimensions_make_a_scalar() {
 // ----- 7. padding wrap -----------------------------------------------------------------------
 
 /// ggml pads each tensor's size to the alignment when it sums offsets; F32 with ne0 = 2^62 - 1 is
-/// 2^64 - 4 bytes, which a wrapping pad turns into 0 so that a second tensor "fits" at offset 0.
-/// The core does not sum padded sizes (it checks each offset's alignment and `offset + bytes`), so
-/// it reports the exact size, never 0; the absolute end (data offset + 2^64 - 4) overflows, which a
-/// consumer's checked bounds test rejects.
+/// 2^64 - 4 bytes, which a wrapping pad turns into 0 so that a second tensor "fits" at offset 0
+/// (ggml HEAD accepts this file). The core pads with checked arithmetic: the first tensor info is
+/// rejected.
 #[test]
-fn padding_wrap_keeps_the_exact_size() {
+fn padding_wrap_is_rejected() {
     let mut w = file(2, 0);
+    let at = w.position();
     tensor(&mut w, &[(1 << 62) - 1], F32, 0);
     w.tensor_info(b"b", &[8], F32, 0);
     let bytes = w.into_bytes();
-    let events = accepts("padding wrap", &bytes, Limits::DEFAULT);
-    let Ev::Tensor { bytes: size, .. } = &events[1] else {
-        panic!("tensor")
-    };
-    assert_eq!(*size, u64::MAX - 3, "no wrap");
-    let Some(Ev::End(section)) = events.last() else {
-        panic!("end")
-    };
-    assert_eq!(
-        section.data_offset.checked_add(*size),
-        None,
-        "the absolute end overflows"
-    );
-    println!(
-        "padding wrap: ours: accepted, tensor a = {size} bytes; its absolute end overflows u64"
-    );
+    rejects("padding wrap", &bytes, Error::ShapeOverflow { offset: at });
     candle("padding wrap", &bytes);
 }
 

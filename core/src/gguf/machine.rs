@@ -1000,7 +1000,12 @@ impl Parser {
                 offset: self.pos + type_at as u64 + 4,
             });
         }
-        if offset.checked_add(bytes).is_none() {
+        // The data section holds each tensor padded to the alignment (ggml's GGML_PAD, which
+        // wraps around for sizes near 2^64 and so let a second tensor alias the first).
+        let padded_end = bytes
+            .checked_next_multiple_of(u64::from(alignment))
+            .and_then(|padded| offset.checked_add(padded));
+        if padded_end.is_none() {
             return Err(Error::ShapeOverflow { offset: self.pos });
         }
         self.tensors_read += 1;
