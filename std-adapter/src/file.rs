@@ -89,12 +89,30 @@ impl GgufFile {
         }
     }
 
+    /// Runs every check of [`open`](Self::open) on the file without building an index
+    /// ([`validate::check_bytes`]): the lean path of `miniquant validate`.
+    pub fn validate(path: impl AsRef<Path>) -> Result<Report, std::io::Error> {
+        let bytes = Self::map(path)?;
+        Ok(validate::check_bytes(bytes.as_slice()))
+    }
+
     /// Maps and parses the file as far as it goes, without failing on GGUF errors: the index may be
     /// partial, and [`report`](Self::report) says what is wrong. Only I/O errors fail.
     pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, std::io::Error> {
+        let bytes = Self::map(path)?;
+        let (index, parse_error) = Index::from_bytes_partial(bytes.as_slice(), Limits::DEFAULT);
+        let report = validate::check(&index, parse_error);
+        Ok(Self {
+            bytes,
+            index,
+            report,
+        })
+    }
+
+    fn map(path: impl AsRef<Path>) -> Result<Bytes, std::io::Error> {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
-        let bytes = if len == 0 {
+        Ok(if len == 0 {
             Bytes::Empty
         } else {
             // SAFETY: the mapping is read-only and private to this process. Another process
@@ -102,13 +120,6 @@ impl GgufFile {
             // under us; like every mmap-based loader (ggml, candle, safetensors) we accept that the
             // model file is not modified while in use.
             Bytes::Mapped(unsafe { Mmap::map(&file)? })
-        };
-        let (index, parse_error) = Index::from_bytes_partial(bytes.as_slice(), Limits::DEFAULT);
-        let report = validate::check(&index, parse_error);
-        Ok(Self {
-            bytes,
-            index,
-            report,
         })
     }
 

@@ -6,8 +6,10 @@
 //! gaps between tensors, tensor offsets out of file order, tensor names of 64 bytes or more, and
 //! nested arrays. Every problem is collected, not just the first.
 
+use std::collections::HashSet;
 use std::fmt;
 
+use miniquant::gguf::{Event, Limits, SliceParser, ValueType};
 use miniquant::Error;
 
 use crate::index::Index;
@@ -99,6 +101,10 @@ pub struct Report {
     pub errors: Vec<Error>,
     /// Warnings, sorted by byte offset.
     pub warnings: Vec<Warning>,
+    /// Metadata keys checked.
+    pub keys: u64,
+    /// Tensor infos checked.
+    pub tensors: u64,
 }
 
 impl Report {
@@ -111,7 +117,7 @@ impl Report {
     pub fn from_error(e: Error) -> Self {
         Self {
             errors: vec![e],
-            warnings: Vec::new(),
+            ..Self::default()
         }
     }
 }
@@ -124,44 +130,164 @@ pub fn check(index: &Index, parse_error: Option<Error>) -> Report {
     let mut report = Report::default();
     report.errors.extend(parse_error);
     report.errors.extend_from_slice(index.duplicates());
+    report.keys = index.metadata().len() as u64;
+    report.tensors = index.tensors().len() as u64;
     nested_arrays(index, &mut report);
-    long_names(index, &mut report);
-    if index.is_complete() {
-        bounds(index, &mut report);
-        overlaps_and_gaps(index, &mut report);
-        file_order(index, &mut report);
-    }
-    report
-        .errors
-        .sort_by_key(|e| e.offset().unwrap_or(u64::MAX));
-    report.warnings.sort_by_key(Warning::offset);
-    report
+    let tensors: Vec<Placement<'_>> = index
+        .tensors()
+        .iter()
+        .map(|t| Placement {
+            name: &t.name,
+            offset: t.offset,
+            bytes: t.bytes,
+            info_offset: t.info_offset,
+        })
+        .collect();
+    let layout = Layout {
+        data_offset: index.data_offset(),
+        alignment: index.alignment(),
+        file_size: index.file_size(),
+    };
+    tensor_checks(&tensors, index.is_complete().then_some(layout), &mut report);
+    report.finish()
 }
 
-fn bounds(index: &Index, report: &mut Report) {
-    let Some(file_size) = index.file_size() else {
+/// The same checks as [`check`], streamed over the file's bytes without building an [`Index`]:
+/// names are borrowed from `bytes` and only what the checks need is kept (a hash set of names and
+/// one small record per tensor), so memory stays a fraction of the header's size.
+pub fn check_bytes(bytes: &[u8]) -> Report {
+    let mut report = Report::default();
+    let mut parser = SliceParser::new(bytes, Limits::DEFAULT);
+    let mut keys: HashSet<&str> = HashSet::new();
+    let mut names: HashSet<&str> = HashSet::new();
+    let mut tensors: Vec<Placement<'_>> = Vec::new();
+    let mut current_key: Option<&str> = None;
+    let mut depth = 0usize;
+    // A nested array is reported once it is complete, like a finished index entry.
+    let mut nested: Option<Warning> = None;
+    let mut layout = None;
+    loop {
+        let event = match parser.next_event() {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(e) => {
+                report.errors.push(e);
+                break;
+            }
+        };
+        let offset = parser.event_offset();
+        match event {
+            Event::Key { key, .. } => {
+                report.keys += 1;
+                if !keys.insert(key) {
+                    report.errors.push(Error::DuplicateKey { offset });
+                }
+                current_key = Some(key);
+            }
+            Event::ArrayStart { element_type, .. } => {
+                depth += 1;
+                if let (1, ValueType::Array, Some(key)) = (depth, element_type, current_key) {
+                    nested = Some(Warning::NestedArray {
+                        key: key.to_owned(),
+                        value_offset: offset,
+                    });
+                }
+            }
+            Event::ArrayEnd => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    report.warnings.extend(nested.take());
+                }
+            }
+            Event::Tensor(t) => {
+                report.tensors += 1;
+                if !names.insert(t.name) {
+                    report.errors.push(Error::DuplicateTensor { offset });
+                }
+                tensors.push(Placement {
+                    name: t.name,
+                    offset: t.offset,
+                    bytes: t.bytes,
+                    info_offset: offset,
+                });
+            }
+            Event::End(d) => {
+                layout = Some(Layout {
+                    data_offset: d.data_offset,
+                    alignment: d.alignment,
+                    file_size: Some(bytes.len() as u64),
+                })
+            }
+            Event::Header(_) | Event::Scalar(_) | Event::Scalars(_) | Event::String(_) => {}
+        }
+    }
+    tensor_checks(&tensors, layout, &mut report);
+    report.finish()
+}
+
+impl Report {
+    fn finish(mut self) -> Self {
+        self.errors.sort_by_key(|e| e.offset().unwrap_or(u64::MAX));
+        self.warnings.sort_by_key(Warning::offset);
+        self
+    }
+}
+
+/// Where a tensor's data lies, as the checks need it.
+struct Placement<'a> {
+    name: &'a str,
+    offset: u64,
+    bytes: u64,
+    info_offset: u64,
+}
+
+/// What the placement checks need of a complete header.
+#[derive(Clone, Copy)]
+struct Layout {
+    data_offset: u64,
+    alignment: u32,
+    file_size: Option<u64>,
+}
+
+/// Name lengths always; bounds, overlaps, gaps and order when the header is complete.
+fn tensor_checks(tensors: &[Placement<'_>], layout: Option<Layout>, report: &mut Report) {
+    long_names(tensors, report);
+    if let Some(layout) = layout {
+        bounds(tensors, layout, report);
+        overlaps_and_gaps(tensors, layout, report);
+        file_order(tensors, report);
+    }
+}
+
+fn bounds(tensors: &[Placement<'_>], layout: Layout, report: &mut Report) {
+    let Some(file_size) = layout.file_size else {
         return;
     };
-    for t in index.tensors() {
-        match index.data_range(t) {
-            Ok(range) if range.end > file_size => report.errors.push(Error::TensorOutOfBounds {
-                end: range.end,
+    for t in tensors {
+        let end = layout
+            .data_offset
+            .checked_add(t.offset)
+            .and_then(|start| start.checked_add(t.bytes));
+        match end {
+            Some(end) if end > file_size => report.errors.push(Error::TensorOutOfBounds {
+                end,
                 file_size,
                 offset: t.info_offset,
             }),
-            Ok(_) => {}
-            Err(e) => report.errors.push(e),
+            Some(_) => {}
+            None => report.errors.push(Error::ShapeOverflow {
+                offset: t.info_offset,
+            }),
         }
     }
 }
 
 /// Sorts the tensors by data offset, then walks them once: a tensor starting before the furthest
 /// end seen so far overlaps; one starting after that end rounded up to the alignment leaves a gap.
-fn overlaps_and_gaps(index: &Index, report: &mut Report) {
-    let tensors = index.tensors();
+fn overlaps_and_gaps(tensors: &[Placement<'_>], layout: Layout, report: &mut Report) {
     let mut order: Vec<usize> = (0..tensors.len()).collect();
     order.sort_unstable_by_key(|&i| tensors.get(i).map(|t| (t.offset, i)));
-    let alignment = u64::from(index.alignment());
+    let alignment = u64::from(layout.alignment);
     let mut furthest_end: u64 = 0;
     for t in order.iter().filter_map(|&i| tensors.get(i)) {
         let end = t.offset.saturating_add(t.bytes);
@@ -173,7 +299,7 @@ fn overlaps_and_gaps(index: &Index, report: &mut Report) {
         } else if let Some(expected) = furthest_end.checked_next_multiple_of(alignment) {
             if t.offset > expected {
                 report.warnings.push(Warning::Gap {
-                    name: t.name.clone(),
+                    name: t.name.to_owned(),
                     gap: t.offset - expected,
                     info_offset: t.info_offset,
                 });
@@ -183,12 +309,12 @@ fn overlaps_and_gaps(index: &Index, report: &mut Report) {
     }
 }
 
-fn file_order(index: &Index, report: &mut Report) {
-    for pair in index.tensors().windows(2) {
+fn file_order(tensors: &[Placement<'_>], report: &mut Report) {
+    for pair in tensors.windows(2) {
         if let [previous, t] = pair {
             if t.offset < previous.offset {
                 report.warnings.push(Warning::OutOfOrder {
-                    name: t.name.clone(),
+                    name: t.name.to_owned(),
                     data_offset: t.offset,
                     previous: previous.offset,
                     info_offset: t.info_offset,
@@ -198,8 +324,8 @@ fn file_order(index: &Index, report: &mut Report) {
     }
 }
 
-fn long_names(index: &Index, report: &mut Report) {
-    for t in index.tensors() {
+fn long_names(tensors: &[Placement<'_>], report: &mut Report) {
+    for t in tensors {
         if t.name.len() >= GGML_MAX_NAME {
             report.warnings.push(Warning::LongTensorName {
                 len: t.name.len(),

@@ -11,19 +11,17 @@ pub(super) fn run<O: Write, E: Write>(
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let file = GgufFile::open_unchecked(path)
+    let report = GgufFile::validate(path)
         .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))?;
-    let report = file.report();
     if !report.is_valid() {
-        return Err(CliError::Gguf(report.clone()));
+        return Err(CliError::Gguf(report));
     }
-    print_warnings(report, err).map_err(|e| CliError::io("cannot write the output", e))?;
-    let index = file.index();
+    print_warnings(&report, err).map_err(|e| CliError::io("cannot write the output", e))?;
     writeln!(
         out,
         "ok: {} metadata keys, {} tensors, {} warnings",
-        index.metadata().len(),
-        index.tensors().len(),
+        report.keys,
+        report.tensors,
         report.warnings.len()
     )
     .map_err(|e| CliError::io("cannot write the output", e))
