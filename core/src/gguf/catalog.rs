@@ -66,6 +66,7 @@ impl From<&TensorInfo<'_>> for FoundTensor {
 /// # Ok::<(), miniquant::Error>(())
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Catalog<'n, const K: usize, const T: usize> {
     key_names: heapless::Vec<&'n str, K>,
     keys: heapless::Vec<Option<FoundKey>, K>,

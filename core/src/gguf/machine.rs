@@ -32,6 +32,7 @@ pub enum Feed {
 
 /// What one call to [`Parser::next`] produced.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Step<'a> {
     /// An event; the caller drops `consumed` bytes from the front of its input.
     Event {
@@ -52,12 +53,14 @@ pub enum Step<'a> {
 
 /// A byte range of the input handed to [`Parser::next_raw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Span {
     start: usize,
     len: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum RawKind {
     Header(Header),
     Key {
@@ -90,6 +93,7 @@ enum RawKind {
 /// again before it is turned into an [`Event`] (this is what lets a driver refill its buffer in a
 /// loop). Produced by [`Parser::next_raw`], turned into an event by [`RawEvent::resolve`].
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RawEvent {
     kind: RawKind,
     /// Absolute offset of the event's first byte.
@@ -102,6 +106,7 @@ pub struct RawEvent {
 
 /// What [`Parser::next_raw`] produced.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum RawStep {
     /// An event of `consumed` bytes.
     Event {
@@ -217,6 +222,7 @@ fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase {
     Start,
     Metadata,
@@ -226,6 +232,7 @@ enum Phase {
 
 /// What must come next within the metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Pending {
     /// A key, an array element or an array end, depending on the stack.
     Nothing,
@@ -236,6 +243,7 @@ enum Pending {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Frame {
     element_type: ValueType,
     remaining: u64,
@@ -268,6 +276,7 @@ const EMPTY_FRAME: Frame = Frame {
 /// # Ok::<(), miniquant::Error>(())
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Parser {
     limits: Limits,
     /// Total input length, if the driver knows it.

@@ -102,3 +102,15 @@ impl<'b> PushParser<'b> {
         &self.parser
     }
 }
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for PushParser<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "PushParser {{ offset: {=u64}, done: {=bool} }}",
+            self.parser.offset(),
+            self.parser.is_done()
+        );
+    }
+}

@@ -96,3 +96,15 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
         self.reader
     }
 }
+
+#[cfg(feature = "defmt")]
+impl<R> defmt::Format for ReadParser<'_, R> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "ReadParser {{ offset: {=u64}, done: {=bool} }}",
+            self.parser.offset(),
+            self.parser.is_done()
+        );
+    }
+}

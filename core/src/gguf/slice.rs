@@ -15,6 +15,7 @@ const SHORT_STRING: u64 = 0x80;
 /// The input's length is known, so every count and length is checked against the bytes that
 /// remain. After an error the parser yields nothing more.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SliceParser<'a> {
     parser: Parser,
     input: &'a [u8],

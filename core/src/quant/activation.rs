@@ -13,6 +13,7 @@ pub const QK_K: usize = 256;
 /// `block_q8_0`: scale `d` (f16, little-endian bytes) and 32 signed quants; value = `q * d`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ8_0 {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],
@@ -23,6 +24,7 @@ pub struct BlockQ8_0 {
 /// `block_q8_1`: scale `d`, `s = d * sum(qs)` (both f16) and 32 signed quants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ8_1 {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],
@@ -35,6 +37,7 @@ pub struct BlockQ8_1 {
 /// `block_q8_K`: scale `d` (f32, little-endian bytes), 256 quants and the sums of each 16 quants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ8K {
     /// Scale, f32 little-endian.
     pub d: [u8; 4],

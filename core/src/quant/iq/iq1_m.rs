@@ -18,6 +18,7 @@ use crate::quant::cast::{f16_le, Block};
 /// `block_iq1_m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockIq1M {
     /// Low 8 bits of the grid indices, 4 per group of 32 values.
     pub qs: [[u8; 4]; QK_K / 32],

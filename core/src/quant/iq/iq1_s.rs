@@ -18,6 +18,7 @@ pub(super) const IQ1_DELTA: f32 = 0.125;
 /// `block_iq1_s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockIq1S {
     /// Super-block scale, f16 little-endian.
     pub d: [u8; 2],

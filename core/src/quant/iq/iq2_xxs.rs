@@ -16,6 +16,7 @@ use crate::quant::cast::{f16_le, Block};
 /// `block_iq2_xxs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockIq2Xxs {
     /// Super-block scale, f16 little-endian.
     pub d: [u8; 2],

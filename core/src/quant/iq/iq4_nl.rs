@@ -17,6 +17,7 @@ pub const QK4_NL: usize = 32;
 /// `block_iq4_nl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockIq4Nl {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],

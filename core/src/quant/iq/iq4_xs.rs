@@ -15,6 +15,7 @@ use crate::quant::float::{f16_le_bytes, fabsf, nearest_int};
 /// `block_iq4_xs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockIq4Xs {
     /// Super-block scale, f16 little-endian.
     pub d: [u8; 2],

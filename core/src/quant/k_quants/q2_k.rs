@@ -11,6 +11,7 @@ use bytemuck::{Pod, Zeroable};
 /// `block_q2_K`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ2K {
     /// Per sub-block: scale in the low nibble, min in the high nibble.
     pub scales: [u8; QK_K / 16],

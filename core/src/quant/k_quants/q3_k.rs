@@ -11,6 +11,7 @@ use bytemuck::{Pod, Zeroable};
 /// `block_q3_K`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ3K {
     /// Third bits: element `e` uses bit `e / 32` of byte `e % 32`; a clear bit subtracts 4.
     pub hmask: [u8; QK_K / 8],

@@ -10,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 /// `block_q5_K`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ5K {
     /// Super-block scale of the scales, f16 little-endian.
     pub d: [u8; 2],

@@ -11,6 +11,7 @@ use bytemuck::{Pod, Zeroable};
 /// `block_q6_K`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ6K {
     /// Low 4 bits: in each 128 values, byte `l` of the half's 64 holds value `l` (`l < 64`) in its
     /// low nibble and value `l + 64` in its high nibble.

@@ -13,6 +13,7 @@ pub const QK: usize = 32;
 /// `block_q4_1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ4_1 {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],

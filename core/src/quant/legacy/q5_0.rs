@@ -14,6 +14,7 @@ pub const QK: usize = 32;
 /// `block_q5_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ5_0 {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],

@@ -16,6 +16,7 @@ pub const QK_MXFP4: usize = 32;
 /// `block_mxfp4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockMxfp4 {
     /// E8M0 scale: the power of two `2^(e - 127)`.
     pub e: u8,

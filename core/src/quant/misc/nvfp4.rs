@@ -19,6 +19,7 @@ const SUBS: usize = QK_NVFP4 / QK_NVFP4_SUB;
 /// `block_nvfp4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockNvfp4 {
     /// UE4M3 scales, one per 16 values.
     pub d: [u8; SUBS],

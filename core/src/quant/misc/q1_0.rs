@@ -16,6 +16,7 @@ pub(super) const Q8_PER_BLOCK: usize = QK1_0 / QK8_0;
 /// `block_q1_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockQ1_0 {
     /// Scale, f16 little-endian.
     pub d: [u8; 2],

@@ -16,6 +16,7 @@ use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
 /// `block_tq1_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockTq1_0 {
     /// 5 trits per byte.
     pub qs: [u8; 48],

@@ -12,6 +12,7 @@ use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
 /// `block_tq2_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlockTq2_0 {
     /// 2-bit codes, in two halves of 32 bytes.
     pub qs: [[u8; 32]; 2],
