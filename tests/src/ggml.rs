@@ -308,6 +308,16 @@ pub fn ggml_vec_dot_type(t: GgmlType) -> Option<GgmlType> {
     })
 }
 
+/// Types with a ggml reference quantizer that miniquant's `quantize` must reproduce byte for byte.
+/// (ggml also has `_ref` quantizers for IQ3_XXS, IQ3_S and IQ2_S; matching them is optional.)
+pub const REQUIRED_QUANTIZERS: [GgmlType; 23] = {
+    use GgmlType::*;
+    [
+        F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
+        IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0,
+    ]
+};
+
 /// Whether ggml has a reference quantizer (`from_float_ref`) for `t`. F32's is a copy.
 pub fn has_quantize_ref(t: GgmlType) -> bool {
     t == GgmlType::F32 || quantize_fn(t).is_some()

@@ -71,8 +71,13 @@ impl Report {
 
     /// Records a type that was not compared, and why.
     pub fn skip(&mut self, t: GgmlType, reason: impl Into<String>) {
+        self.skip_labelled(t.name(), reason);
+    }
+
+    /// Like [`skip`](Self::skip) with a free-form label.
+    pub fn skip_labelled(&mut self, label: impl Into<String>, reason: impl Into<String>) {
         self.rows.push(Row {
-            label: t.name().to_string(),
+            label: label.into(),
             outcome: Outcome::Skip,
             summary: reason.into(),
             detail: None,

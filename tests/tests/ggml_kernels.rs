@@ -29,15 +29,6 @@ const RAW_BLOCKS: usize = 4096;
 /// Rows of raw weight blocks per type for vec_dot.
 const RAW_ROWS: usize = 32;
 
-/// Types whose quantizer must reproduce ggml's reference byte for byte.
-const QUANTIZE_REQUIRED: [GgmlType; 23] = {
-    use GgmlType::*;
-    [
-        F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
-        IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0,
-    ]
-};
-
 /// A run of values with a name, for failure messages.
 #[derive(Debug, Clone)]
 struct Segment {
@@ -148,7 +139,7 @@ fn inputs() -> &'static Inputs {
 }
 
 fn is_required_quantizer(t: GgmlType) -> bool {
-    QUANTIZE_REQUIRED.contains(&t)
+    ggml::REQUIRED_QUANTIZERS.contains(&t)
 }
 
 /// ggml's blocks for `x`: the reference quantizer, or for the IQ types that only have an imatrix
