@@ -358,7 +358,9 @@ impl Error {
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
             | Self::TensorOverlap { offset } => Some(offset),
-            Self::PartialBlock { .. } | Self::LengthMismatch { .. } | Self::Unsupported { .. } => None,
+            Self::PartialBlock { .. } | Self::LengthMismatch { .. } | Self::Unsupported { .. } => {
+                None
+            }
         }
     }
 }

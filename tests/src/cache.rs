@@ -39,7 +39,7 @@ pub fn ggml_dir() -> PathBuf {
 }
 
 /// The path of the real GGUF file `name` in the cache directory, or an error that says how to get it.
-pub fn model_path(name: &str) -> Result<PathBuf, String> {
+pub fn find_model(name: &str) -> Result<PathBuf, String> {
     let path = cache_dir().join(name);
     if path.is_file() {
         Ok(path)
@@ -52,8 +52,10 @@ pub fn model_path(name: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// Like [`model_path`], but panics with the instructions: a test that needs the file must fail,
-/// never skip, when it is absent.
-pub fn require_model(name: &str) -> PathBuf {
-    model_path(name).unwrap_or_else(|message| panic!("{message}"))
+/// The path of a fetched file.
+///
+/// # Panics
+/// If the file is absent: the tests need it, so they fail (never skip) and say how to get it.
+pub fn model_path(name: &str) -> PathBuf {
+    find_model(name).unwrap_or_else(|message| panic!("{message}"))
 }

@@ -51,7 +51,7 @@ struct Model {
 
 impl Model {
     fn load(name: &'static str) -> Self {
-        let path = cache::require_model(name);
+        let path = cache::model_path(name);
         let bytes =
             std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let mut parser = SliceParser::new(&bytes, Limits::DEFAULT);

@@ -1,1 +1,118 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's one-command build and test orchestration, identical on a
+//! developer machine and in CI.
+//!
+//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources), then run
+//!   fmt, clippy, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
+//! - `fetch`: only the installs and downloads.
+//! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
+
+fn main() -> ExitCode {
+    let task = std::env::args().nth(1).unwrap_or_default();
+    let result = match task.as_str() {
+        "ci" => fetch().and_then(|()| checks()).and_then(|()| tests()),
+        "fetch" => fetch(),
+        "check" => checks(),
+        "test" => tests(),
+        "bench" => bench(),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {task}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Runs a command from the workspace root, echoing it, and fails if it fails.
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    eprintln!("+ {program} {}", args.join(" "));
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program} {}` failed: {status}", args.join(" ")))
+    }
+}
+
+/// Rustup targets and components, the real GGUF files (PyPI) and ggml's sources (PyPI sdist).
+fn fetch() -> Result<(), String> {
+    run("rustup", &["target", "add", NO_STD_TARGET])?;
+    run("rustup", &["component", "add", "clippy", "rustfmt"])?;
+    run("bash", &["scripts/fetch-models.sh"])?;
+    run("bash", &["scripts/fetch-ggml.sh"])
+}
+
+fn checks() -> Result<(), String> {
+    run("cargo", &["fmt", "--all", "--", "--check"])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    no_std_build()
+}
+
+/// `core` must build for a bare-metal target without `std` or `alloc`, with and without defmt.
+fn no_std_build() -> Result<(), String> {
+    let lib = std::fs::read_to_string(root().join("core/src/lib.rs")).map_err(|e| e.to_string())?;
+    if lib.contains("extern crate alloc") {
+        return Err("core/src/lib.rs must not use `alloc`".into());
+    }
+    run(
+        "cargo",
+        &["build", "-p", "miniquant", "--target", NO_STD_TARGET],
+    )?;
+    run(
+        "cargo",
+        &[
+            "build",
+            "-p",
+            "miniquant",
+            "--target",
+            NO_STD_TARGET,
+            "--features",
+            "defmt",
+        ],
+    )
+}
+
+fn tests() -> Result<(), String> {
+    run(
+        "cargo",
+        &["test", "--workspace", "--release", "--no-fail-fast"],
+    )
+}
+
+fn bench() -> Result<(), String> {
+    run("cargo", &["bench", "-p", "miniquant-tests"])
+}

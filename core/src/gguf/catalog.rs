@@ -41,7 +41,13 @@ pub struct FoundTensor {
 
 impl From<&TensorInfo<'_>> for FoundTensor {
     fn from(t: &TensorInfo<'_>) -> Self {
-        Self { ggml_type: t.ggml_type, n_dims: t.n_dims, ne: t.ne, offset: t.offset, bytes: t.bytes }
+        Self {
+            ggml_type: t.ggml_type,
+            n_dims: t.n_dims,
+            ne: t.ne,
+            offset: t.offset,
+            bytes: t.bytes,
+        }
     }
 }
 
@@ -101,7 +107,13 @@ impl<'n, const K: usize, const T: usize> Catalog<'n, K, T> {
             Event::Key { key, value_type } if self.depth == 0 => {
                 self.current = self.key_names.iter().position(|&k| k == key);
                 if let Some(slot) = self.current.and_then(|i| self.keys.get_mut(i)) {
-                    *slot = Some(FoundKey { value_type, scalar: None, value_offset: 0, len: 0, element_type: None });
+                    *slot = Some(FoundKey {
+                        value_type,
+                        scalar: None,
+                        value_offset: 0,
+                        len: 0,
+                        element_type: None,
+                    });
                 }
             }
             Event::Scalar(s) => {
@@ -139,12 +151,14 @@ impl<'n, const K: usize, const T: usize> Catalog<'n, K, T> {
                 }
             }
             Event::End(d) => self.data_offset = Some(d.data_offset),
-            Event::Header(_) | Event::Key { .. } => {}
+            Event::Header(_) | Event::Key { .. } | Event::Scalars(_) => {}
         }
     }
 
     fn current_key(&mut self) -> Option<&mut FoundKey> {
-        self.current.and_then(|i| self.keys.get_mut(i)).and_then(Option::as_mut)
+        self.current
+            .and_then(|i| self.keys.get_mut(i))
+            .and_then(Option::as_mut)
     }
 
     /// The wanted key `name`, if it was found.

@@ -1,6 +1,6 @@
 //! The events a GGUF parser yields, in file order.
 
-use super::{Scalar, ValueType};
+use super::{Scalar, ScalarRun, ValueType};
 use crate::ggml_type::GgmlType;
 use crate::gguf::limits::MAX_DIMS_CAPACITY;
 
@@ -97,7 +97,10 @@ impl TensorInfo<'_> {
         for (d, &n) in dims.iter_mut().zip(self.ne().iter().rev()) {
             *d = n;
         }
-        Shape { dims, n_dims: self.n_dims }
+        Shape {
+            dims,
+            n_dims: self.n_dims,
+        }
     }
 }
 
@@ -130,7 +133,8 @@ pub struct DataSection {
 ///
 /// The sequence is: `Header`; for each metadata pair a `Key` followed by its value (`Scalar`,
 /// `String` pieces, or `ArrayStart` .. elements .. `ArrayEnd`, nested arrays likewise); one `Tensor`
-/// per tensor info; `End`.
+/// per tensor info; `End`. Elements of a numeric or bool array come as [`Event::Scalars`]
+/// runs; elements of a string or array array come one value at a time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Event<'a> {
@@ -143,8 +147,10 @@ pub enum Event<'a> {
         /// The value's type.
         value_type: ValueType,
     },
-    /// A scalar value (a top-level value or an array element).
+    /// A scalar value at the top level (the value of a key).
     Scalar(Scalar),
+    /// Consecutive elements of a numeric or bool array (one or more runs per array).
+    Scalars(ScalarRun<'a>),
     /// A string value, or a piece of one.
     String(StrPiece<'a>),
     /// The start of an array; `len` elements and then `ArrayEnd` follow.

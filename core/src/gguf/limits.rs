@@ -4,7 +4,7 @@
 pub const MAX_DEPTH_CAPACITY: usize = 32;
 
 /// Tensors may have at most this many dimensions in any parser (ggml's `GGML_MAX_DIMS` is 4).
-pub const MAX_DIMS_CAPACITY: usize = 8;
+pub const MAX_DIMS_CAPACITY: usize = 4;
 
 /// Limits the parser enforces. Exceeding one is an [`Error::LimitExceeded`](crate::Error) naming the
 /// limit, its value, the value found and the byte offset.

@@ -8,7 +8,7 @@
 
 use super::event::{ByteOrder, DataSection, Event, Header, StrPiece, TensorInfo};
 use super::limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
-use super::value::{Scalar, ValueType};
+use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::{GgmlType, TypeCodeError};
 
@@ -60,12 +60,29 @@ struct Span {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum RawKind {
     Header(Header),
-    Key { key: Span, value_type: ValueType },
+    Key {
+        key: Span,
+        value_type: ValueType,
+    },
     Scalar(Scalar),
-    Str { text: Span, at: u64, len: u64 },
-    ArrayStart { element_type: ValueType, len: u64 },
+    Scalars {
+        raw: Span,
+        element_type: ValueType,
+    },
+    Str {
+        text: Span,
+        at: u64,
+        len: u64,
+    },
+    ArrayStart {
+        element_type: ValueType,
+        len: u64,
+    },
     ArrayEnd,
-    Tensor { name: Span, info: TensorInfo<'static> },
+    Tensor {
+        name: Span,
+        info: TensorInfo<'static>,
+    },
     End(DataSection),
 }
 
@@ -79,6 +96,8 @@ pub struct RawEvent {
     offset: u64,
     /// Offset of the event's string within its bytes (after the length prefix).
     text_skip: u8,
+    /// Byte order of the file, for scalar runs.
+    order: ByteOrder,
 }
 
 /// What [`Parser::next_raw`] produced.
@@ -106,9 +125,37 @@ impl RawEvent {
         self.offset
     }
 
+    /// For a string (piece): where its text lies in the input, as (start, length).
+    pub(crate) fn string_span(&self) -> Option<(usize, usize)> {
+        match self.kind {
+            RawKind::Str { text, .. } => Some((text.start, text.len)),
+            _ => None,
+        }
+    }
+
+    /// For a string (piece): the event, with `text` already checked by the caller.
+    pub(crate) fn string_event<'a>(&self, text: &'a str) -> Option<Event<'a>> {
+        match self.kind {
+            RawKind::Str { at, len, .. } => Some(Event::String(StrPiece { text, at, len })),
+            _ => None,
+        }
+    }
+
+    /// For the start of an array of strings: its length.
+    pub(crate) fn string_array_len(&self) -> Option<u64> {
+        match self.kind {
+            RawKind::ArrayStart {
+                element_type: ValueType::String,
+                len,
+            } => Some(len),
+            _ => None,
+        }
+    }
+
     /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
     /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
     /// names no NUL byte.
+    #[inline]
     pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
         let text_offset = self.offset + u64::from(self.text_skip);
         Ok(match self.kind {
@@ -118,6 +165,11 @@ impl RawEvent {
                 value_type,
             },
             RawKind::Scalar(s) => Event::Scalar(s),
+            RawKind::Scalars { raw, element_type } => Event::Scalars(ScalarRun::new(
+                element_type,
+                self.order,
+                input.get(raw.start..raw.start + raw.len).unwrap_or(&[]),
+            )),
             RawKind::Str { text, at, len } => Event::String(StrPiece {
                 text: utf8(input, text, Field::String, text_offset)?,
                 at,
@@ -134,20 +186,32 @@ impl RawEvent {
     }
 }
 
+#[inline]
 fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let bytes = span
         .start
         .checked_add(span.len)
         .and_then(|end| input.get(span.start..end))
-        .ok_or(Error::Truncated { field, offset, needed: span.len as u64, available: 0 })?;
-    core::str::from_utf8(bytes)
-        .map_err(|e| Error::InvalidUtf8 { field, offset: offset + e.valid_up_to() as u64 })
+        .ok_or(Error::Truncated {
+            field,
+            offset,
+            needed: span.len as u64,
+            available: 0,
+        })?;
+    core::str::from_utf8(bytes).map_err(|e| Error::InvalidUtf8 {
+        field,
+        offset: offset + e.valid_up_to() as u64,
+    })
 }
 
+#[inline]
 fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let text = utf8(input, span, field, offset)?;
     match text.bytes().position(|b| b == 0) {
-        Some(nul) => Err(Error::NulInName { field, offset: offset + nul as u64 }),
+        Some(nul) => Err(Error::NulInName {
+            field,
+            offset: offset + nul as u64,
+        }),
         None => Ok(text),
     }
 }
@@ -177,7 +241,10 @@ struct Frame {
     remaining: u64,
 }
 
-const EMPTY_FRAME: Frame = Frame { element_type: ValueType::U8, remaining: 0 };
+const EMPTY_FRAME: Frame = Frame {
+    element_type: ValueType::U8,
+    remaining: 0,
+};
 
 /// The GGUF pull parser: a state machine over bytes the caller provides.
 ///
@@ -262,6 +329,11 @@ impl Parser {
         self.header
     }
 
+    /// Byte order of the file (little-endian until the header is read).
+    pub fn byte_order(&self) -> ByteOrder {
+        self.order
+    }
+
     /// Current array nesting depth.
     pub fn depth(&self) -> usize {
         self.depth
@@ -273,9 +345,13 @@ impl Parser {
     }
 
     /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
+    #[inline]
     pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
         Ok(match self.next_raw(input, feed)? {
-            RawStep::Event { event, consumed } => Step::Event { event: event.resolve(input)?, consumed },
+            RawStep::Event { event, consumed } => Step::Event {
+                event: event.resolve(input)?,
+                consumed,
+            },
             RawStep::NeedMore { needed } => Step::NeedMore { needed },
             RawStep::Done => Step::Done,
         })
@@ -283,6 +359,7 @@ impl Parser {
 
     /// Like [`next`](Self::next), but the event's strings stay byte ranges until
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
+    #[inline]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.phase {
             Phase::Start => self.header_event(input, feed),
@@ -294,44 +371,68 @@ impl Parser {
 
     // ----- helpers -------------------------------------------------------------------------
 
+    #[inline]
     fn remaining_after(&self, consumed: u64) -> Option<u64> {
-        self.total_len.map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
+        self.total_len
+            .map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
     }
 
     /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
+    #[inline]
     fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<RawStep>> {
         if input.len() as u64 >= needed {
             return Ok(None);
         }
         match feed {
-            Feed::More => Ok(Some(RawStep::NeedMore { needed: usize::try_from(needed).unwrap_or(usize::MAX) })),
-            Feed::End => Err(Error::Truncated { field, offset: self.pos, needed, available: input.len() as u64 }),
-            Feed::Full => Err(Error::BufferTooSmall { needed, capacity: input.len() as u64, offset: self.pos }),
+            Feed::More => Ok(Some(RawStep::NeedMore {
+                needed: usize::try_from(needed).unwrap_or(usize::MAX),
+            })),
+            Feed::End => Err(Error::Truncated {
+                field,
+                offset: self.pos,
+                needed,
+                available: input.len() as u64,
+            }),
+            Feed::Full => Err(Error::BufferTooSmall {
+                needed,
+                capacity: input.len() as u64,
+                offset: self.pos,
+            }),
         }
     }
 
+    #[inline]
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
-        let bytes: [u8; 4] = input.get(at..at + 4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        let bytes: [u8; 4] = input
+            .get(at..at + 4)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
         match self.order {
             ByteOrder::Little => u32::from_le_bytes(bytes),
             ByteOrder::Big => u32::from_be_bytes(bytes),
         }
     }
 
+    #[inline]
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
-        let bytes: [u8; 8] = input.get(at..at + 8).and_then(|s| s.try_into().ok()).unwrap_or([0; 8]);
+        let bytes: [u8; 8] = input
+            .get(at..at + 8)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 8]);
         match self.order {
             ByteOrder::Little => u64::from_le_bytes(bytes),
             ByteOrder::Big => u64::from_be_bytes(bytes),
         }
     }
 
+    #[inline]
     fn is_v1(&self) -> bool {
         matches!(self.header, Some(Header { version: 1, .. }))
     }
 
     /// Width of a length or count field: 4 bytes in version 1, 8 after.
-    fn len_width(&self) -> usize {
+    #[inline]
+    pub(crate) fn len_width(&self) -> usize {
         if self.is_v1() {
             4
         } else {
@@ -339,6 +440,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn len_at(&self, input: &[u8], at: usize) -> u64 {
         if self.is_v1() {
             u64::from(self.u32_at(input, at))
@@ -347,10 +449,19 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
         let offset = self.pos;
         self.pos += consumed as u64;
-        Ok(RawStep::Event { event: RawEvent { kind, offset, text_skip: text_skip as u8 }, consumed })
+        Ok(RawStep::Event {
+            event: RawEvent {
+                kind,
+                offset,
+                text_skip: text_skip as u8,
+                order: self.order,
+            },
+            consumed,
+        })
     }
 
     /// Smallest encoding of one value of type `t`: used to bound counts by the remaining bytes.
@@ -362,19 +473,39 @@ impl Parser {
         }
     }
 
-    fn check_fits(&self, field: Field, found: u64, per_item: u64, after: u64, offset: u64) -> Result<()> {
+    #[inline]
+    fn check_fits(
+        &self,
+        field: Field,
+        found: u64,
+        per_item: u64,
+        after: u64,
+        offset: u64,
+    ) -> Result<()> {
         if let Some(available) = self.remaining_after(after) {
-            let needed = found.checked_mul(per_item).unwrap_or(u64::MAX);
+            let needed = found.saturating_mul(per_item);
             if needed > available {
-                return Err(Error::ExceedsInput { field, found, needed, available, offset });
+                return Err(Error::ExceedsInput {
+                    field,
+                    found,
+                    needed,
+                    available,
+                    offset,
+                });
             }
         }
         Ok(())
     }
 
+    #[inline]
     fn check_limit(limit: Limit, max: u64, found: u64, offset: u64) -> Result<()> {
         if found > max {
-            return Err(Error::LimitExceeded { limit, max, found, offset });
+            return Err(Error::LimitExceeded {
+                limit,
+                max,
+                found,
+                offset,
+            });
         }
         Ok(())
     }
@@ -385,17 +516,27 @@ impl Parser {
         if let Some(step) = self.lack(input, 8, feed, Field::Magic)? {
             return Ok(step);
         }
-        let magic: [u8; 4] = input.get(..4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+        let magic: [u8; 4] = input
+            .get(..4)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
         if &magic != b"GGUF" {
             return Err(Error::BadMagic { found: magic });
         }
-        let raw_version = self.u32_at(input, 4);
+        // Little-endian whatever `self.order` says: this step runs again after `NeedMore`.
+        let version_bytes = input
+            .get(4..8)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 4]);
+        let raw_version = u32::from_le_bytes(version_bytes);
         let (version, order) = if (1..=3).contains(&raw_version) {
             (raw_version, ByteOrder::Little)
         } else if (1..=3).contains(&raw_version.swap_bytes()) {
             (raw_version.swap_bytes(), ByteOrder::Big)
         } else {
-            return Err(Error::UnsupportedVersion { version: raw_version });
+            return Err(Error::UnsupportedVersion {
+                version: raw_version,
+            });
         };
         self.order = order;
         let width = if version == 1 { 4 } else { 8 };
@@ -404,13 +545,21 @@ impl Parser {
             return Ok(step);
         }
         let (tensor_count, metadata_count) = if version == 1 {
-            (u64::from(self.u32_at(input, 8)), u64::from(self.u32_at(input, 12)))
+            (
+                u64::from(self.u32_at(input, 8)),
+                u64::from(self.u32_at(input, 12)),
+            )
         } else {
             (self.u64_at(input, 8), self.u64_at(input, 16))
         };
         Self::check_limit(Limit::TensorCount, self.limits.max_tensors, tensor_count, 8)?;
         let kv_offset = 8 + width as u64;
-        Self::check_limit(Limit::MetadataCount, self.limits.max_metadata, metadata_count, kv_offset)?;
+        Self::check_limit(
+            Limit::MetadataCount,
+            self.limits.max_metadata,
+            metadata_count,
+            kv_offset,
+        )?;
         // Smallest pair: length, a 1-byte key, type, a 1-byte value. Smallest tensor info: length,
         // an empty name, n_dims = 0, type, offset.
         let min_kv = width as u64 + 1 + 4 + 1;
@@ -418,11 +567,34 @@ impl Parser {
         self.check_fits(Field::TensorCount, tensor_count, min_tensor, size as u64, 8)?;
         let kv_and_tensors = metadata_count
             .checked_mul(min_kv)
-            .and_then(|kv| tensor_count.checked_mul(min_tensor).and_then(|t| t.checked_add(kv)))
+            .and_then(|kv| {
+                tensor_count
+                    .checked_mul(min_tensor)
+                    .and_then(|t| t.checked_add(kv))
+            })
             .unwrap_or(u64::MAX);
-        self.check_fits(Field::MetadataCount, metadata_count, 1, size as u64, kv_offset)
-            .and_then(|()| self.check_fits(Field::MetadataCount, kv_and_tensors, 1, size as u64, kv_offset))?;
-        let header = Header { version, byte_order: order, tensor_count, metadata_count };
+        self.check_fits(
+            Field::MetadataCount,
+            metadata_count,
+            1,
+            size as u64,
+            kv_offset,
+        )
+        .and_then(|()| {
+            self.check_fits(
+                Field::MetadataCount,
+                kv_and_tensors,
+                1,
+                size as u64,
+                kv_offset,
+            )
+        })?;
+        let header = Header {
+            version,
+            byte_order: order,
+            tensor_count,
+            metadata_count,
+        };
         self.header = Some(header);
         self.phase = Phase::Metadata;
         self.emit(RawKind::Header(header), size, 0)
@@ -430,6 +602,7 @@ impl Parser {
 
     // ----- metadata ------------------------------------------------------------------------
 
+    #[inline]
     fn metadata_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.pending {
             Pending::StrRest { at, len } => return self.string_rest(input, feed, at, len),
@@ -441,6 +614,9 @@ impl Parser {
             if top.remaining == 0 {
                 self.depth -= 1;
                 return self.emit(RawKind::ArrayEnd, 0, 0);
+            }
+            if let Some(size) = top.element_type.scalar_size() {
+                return self.scalar_run(input, feed, top.element_type, size, top.remaining);
             }
             return self.value(input, feed, top.element_type);
         }
@@ -464,7 +640,10 @@ impl Parser {
         }
         let len = self.len_at(input, 0);
         if len == 0 {
-            return Err(Error::EmptyName { field: Field::Key, offset: self.pos });
+            return Err(Error::EmptyName {
+                field: Field::Key,
+                offset: self.pos,
+            });
         }
         Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
         self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
@@ -481,7 +660,10 @@ impl Parser {
         let is_alignment = input.get(width..width + len) == Some(ALIGNMENT_KEY);
         if is_alignment {
             if self.alignment.is_some() || self.reading_alignment {
-                return Err(Error::BadAlignment { problem: AlignmentProblem::Duplicate, offset: self.pos });
+                return Err(Error::BadAlignment {
+                    problem: AlignmentProblem::Duplicate,
+                    offset: self.pos,
+                });
             }
             if value_type != ValueType::U32 {
                 return Err(Error::BadAlignment {
@@ -494,10 +676,18 @@ impl Parser {
         self.keys_read += 1;
         self.pending = Pending::Value(value_type);
         let span = Span { start: width, len };
-        self.emit(RawKind::Key { key: span, value_type }, needed as usize, width)
+        self.emit(
+            RawKind::Key {
+                key: span,
+                value_type,
+            },
+            needed as usize,
+            width,
+        )
     }
 
     /// One value of type `t`: a top-level value (`pending` is `Value`) or an array element.
+    #[inline]
     fn value(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         match t {
             ValueType::String => self.string_start(input, feed),
@@ -507,6 +697,7 @@ impl Parser {
     }
 
     /// Marks the start of one element of the innermost array (or of the pending top-level value).
+    #[inline]
     fn begin_value(&mut self) {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
@@ -515,39 +706,31 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn scalar(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         let size = t.scalar_size().unwrap_or(0);
         if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
             return Ok(step);
         }
-        let b = |i: usize| input.get(i).copied().unwrap_or(0);
-        let scalar = match t {
-            ValueType::U8 => Scalar::U8(b(0)),
-            ValueType::I8 => Scalar::I8(b(0) as i8),
-            ValueType::Bool => match b(0) {
-                0 => Scalar::Bool(false),
-                1 => Scalar::Bool(true),
-                value => return Err(Error::InvalidBool { value, offset: self.pos }),
-            },
-            ValueType::U16 | ValueType::I16 => {
-                let raw = [b(0), b(1)];
-                let v = match self.order {
-                    ByteOrder::Little => u16::from_le_bytes(raw),
-                    ByteOrder::Big => u16::from_be_bytes(raw),
-                };
-                if t == ValueType::U16 {
-                    Scalar::U16(v)
-                } else {
-                    Scalar::I16(v as i16)
+        let bytes = input.get(..size).unwrap_or(&[]);
+        let scalar = match Scalar::decode(t, bytes, self.order) {
+            Some(Scalar::Bool(_)) | None if t == ValueType::Bool => {
+                let value = bytes.first().copied().unwrap_or(0);
+                if value > 1 {
+                    return Err(Error::InvalidBool {
+                        value,
+                        offset: self.pos,
+                    });
                 }
+                Scalar::Bool(value == 1)
             }
-            ValueType::U32 => Scalar::U32(self.u32_at(input, 0)),
-            ValueType::I32 => Scalar::I32(self.u32_at(input, 0) as i32),
-            ValueType::F32 => Scalar::F32(f32::from_bits(self.u32_at(input, 0))),
-            ValueType::U64 => Scalar::U64(self.u64_at(input, 0)),
-            ValueType::I64 => Scalar::I64(self.u64_at(input, 0) as i64),
-            ValueType::F64 => Scalar::F64(f64::from_bits(self.u64_at(input, 0))),
-            ValueType::String | ValueType::Array => return Err(Error::InvalidValueType { code: t.code(), offset: self.pos }),
+            Some(scalar) => scalar,
+            None => {
+                return Err(Error::InvalidValueType {
+                    code: t.code(),
+                    offset: self.pos,
+                })
+            }
         };
         if self.reading_alignment && self.pending == Pending::Value(ValueType::U32) {
             if let Scalar::U32(a) = scalar {
@@ -557,7 +740,10 @@ impl Parser {
                     _ => None,
                 };
                 if let Some(problem) = problem {
-                    return Err(Error::BadAlignment { problem, offset: self.pos });
+                    return Err(Error::BadAlignment {
+                        problem,
+                        offset: self.pos,
+                    });
                 }
                 self.alignment = Some(a);
                 self.reading_alignment = false;
@@ -567,13 +753,63 @@ impl Parser {
         self.emit(RawKind::Scalar(scalar), size, 0)
     }
 
+    /// As many elements of the innermost (scalar) array as `input` holds, at least one: arrays of
+    /// numbers come as a few runs of raw bytes instead of one event per element.
+    #[inline]
+    fn scalar_run(
+        &mut self,
+        input: &[u8],
+        feed: Feed,
+        t: ValueType,
+        size: usize,
+        remaining: u64,
+    ) -> Result<RawStep> {
+        if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
+            return Ok(step);
+        }
+        let count = remaining.min((input.len() / size) as u64) as usize;
+        let len = count * size;
+        if t == ValueType::Bool {
+            let run = input.get(..len).unwrap_or(&[]);
+            if let Some(at) = run.iter().position(|&b| b > 1) {
+                let value = run.get(at).copied().unwrap_or(0);
+                return Err(Error::InvalidBool {
+                    value,
+                    offset: self.pos + at as u64,
+                });
+            }
+        }
+        if let Some(frame) = self
+            .depth
+            .checked_sub(1)
+            .and_then(|d| self.stack.get_mut(d))
+        {
+            frame.remaining -= count as u64;
+        }
+        let raw = Span { start: 0, len };
+        self.emit(
+            RawKind::Scalars {
+                raw,
+                element_type: t,
+            },
+            len,
+            0,
+        )
+    }
+
+    #[inline]
     fn string_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
         if let Some(step) = self.lack(input, width as u64, feed, Field::String)? {
             return Ok(step);
         }
         let len = self.len_at(input, 0);
-        Self::check_limit(Limit::StringBytes, self.limits.max_string_bytes, len, self.pos)?;
+        Self::check_limit(
+            Limit::StringBytes,
+            self.limits.max_string_bytes,
+            len,
+            self.pos,
+        )?;
         self.check_fits(Field::String, len, 1, width as u64, self.pos)?;
         let whole = width as u64 + len;
         if input.len() as u64 >= whole || feed != Feed::Full {
@@ -581,14 +817,23 @@ impl Parser {
                 return Ok(step);
             }
             self.begin_value();
-            let text = Span { start: width, len: len as usize };
+            let text = Span {
+                start: width,
+                len: len as usize,
+            };
             return self.emit(RawKind::Str { text, at: 0, len }, whole as usize, width);
         }
         // The buffer is full and cannot hold the string: deliver it in pieces.
         let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), self.pos + width as u64)?;
         self.begin_value();
-        self.pending = Pending::StrRest { at: piece as u64, len };
-        let text = Span { start: width, len: piece };
+        self.pending = Pending::StrRest {
+            at: piece as u64,
+            len,
+        };
+        let text = Span {
+            start: width,
+            len: piece,
+        };
         self.emit(RawKind::Str { text, at: 0, len }, width + piece, width)
     }
 
@@ -608,9 +853,23 @@ impl Parser {
         self.pending = if at + piece as u64 == len {
             Pending::Nothing
         } else {
-            Pending::StrRest { at: at + piece as u64, len }
+            Pending::StrRest {
+                at: at + piece as u64,
+                len,
+            }
         };
-        self.emit(RawKind::Str { text: Span { start: 0, len: piece }, at, len }, piece, 0)
+        self.emit(
+            RawKind::Str {
+                text: Span {
+                    start: 0,
+                    len: piece,
+                },
+                at,
+                len,
+            },
+            piece,
+            0,
+        )
     }
 
     fn array_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
@@ -620,17 +879,38 @@ impl Parser {
             return Ok(step);
         }
         let code = self.u32_at(input, 0);
-        let element_type =
-            ValueType::from_code(code).ok_or(Error::InvalidValueType { code, offset: self.pos })?;
+        let element_type = ValueType::from_code(code).ok_or(Error::InvalidValueType {
+            code,
+            offset: self.pos,
+        })?;
         let len = self.len_at(input, 4);
         let depth = self.depth as u64 + 1;
-        Self::check_limit(Limit::Depth, u64::from(self.limits.depth()), depth, self.pos)?;
-        Self::check_limit(Limit::ArrayLen, self.limits.max_array_len, len, self.pos + 4)?;
-        self.check_fits(Field::ArrayHeader, len, self.min_value_bytes(element_type), size as u64, self.pos)?;
+        Self::check_limit(
+            Limit::Depth,
+            u64::from(self.limits.depth()),
+            depth,
+            self.pos,
+        )?;
+        Self::check_limit(
+            Limit::ArrayLen,
+            self.limits.max_array_len,
+            len,
+            self.pos + 4,
+        )?;
+        self.check_fits(
+            Field::ArrayHeader,
+            len,
+            self.min_value_bytes(element_type),
+            size as u64,
+            self.pos,
+        )?;
         self.begin_value();
         // `depth` is below the capacity: `Limits::depth()` is capped by it.
         if let Some(frame) = self.stack.get_mut(self.depth) {
-            *frame = Frame { element_type, remaining: len };
+            *frame = Frame {
+                element_type,
+                remaining: len,
+            };
             self.depth += 1;
         }
         self.emit(RawKind::ArrayStart { element_type, len }, size, 0)
@@ -648,7 +928,12 @@ impl Parser {
             return Ok(step);
         }
         let name_len = self.len_at(input, 0);
-        Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, name_len, self.pos)?;
+        Self::check_limit(
+            Limit::KeyBytes,
+            self.limits.max_key_bytes,
+            name_len,
+            self.pos,
+        )?;
         self.check_fits(Field::TensorName, name_len, 1, width as u64, self.pos)?;
         let dims_at = width as u64 + name_len;
         if let Some(step) = self.lack(input, dims_at + 4, feed, Field::DimensionCount)? {
@@ -656,7 +941,12 @@ impl Parser {
         }
         let dims_at = dims_at as usize;
         let n_dims = self.u32_at(input, dims_at);
-        Self::check_limit(Limit::Dims, u64::from(self.limits.dims()), u64::from(n_dims), self.pos + dims_at as u64)?;
+        Self::check_limit(
+            Limit::Dims,
+            u64::from(self.limits.dims()),
+            u64::from(n_dims),
+            self.pos + dims_at as u64,
+        )?;
         let dim_width = width; // u32 dimensions in version 1, u64 after
         let type_at = dims_at + 4 + n_dims as usize * dim_width;
         let size = type_at + 4 + 8;
@@ -669,21 +959,38 @@ impl Parser {
             let at = dims_at + 4 + i * dim_width;
             *d = self.len_at(input, at);
             if *d > i64::MAX as u64 {
-                return Err(Error::DimensionTooLarge { value: *d, offset: self.pos + at as u64 });
+                return Err(Error::DimensionTooLarge {
+                    value: *d,
+                    offset: self.pos + at as u64,
+                });
             }
-            elements = elements.checked_mul(*d).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+            elements = elements
+                .checked_mul(*d)
+                .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         }
         let code = self.u32_at(input, type_at);
         let type_offset = self.pos + type_at as u64;
         let ggml_type = GgmlType::from_code(code).map_err(|e| match e {
-            TypeCodeError::Removed => Error::RemovedGgmlType { code, offset: type_offset },
-            TypeCodeError::Unknown => Error::UnknownGgmlType { code, offset: type_offset },
+            TypeCodeError::Removed => Error::RemovedGgmlType {
+                code,
+                offset: type_offset,
+            },
+            TypeCodeError::Unknown => Error::UnknownGgmlType {
+                code,
+                offset: type_offset,
+            },
         })?;
         let ne0 = if n_dims == 0 { 1 } else { ne[0] };
         if ne0 % u64::from(ggml_type.block_size()) != 0 {
-            return Err(Error::NotWholeBlocks { ggml_type, ne0, offset: self.pos });
+            return Err(Error::NotWholeBlocks {
+                ggml_type,
+                ne0,
+                offset: self.pos,
+            });
         }
-        let bytes = ggml_type.bytes_for(elements).ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        let bytes = ggml_type
+            .bytes_for(elements)
+            .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         let offset = self.u64_at(input, type_at + 4);
         let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
         if offset % u64::from(alignment) != 0 {
@@ -697,8 +1004,19 @@ impl Parser {
             return Err(Error::ShapeOverflow { offset: self.pos });
         }
         self.tensors_read += 1;
-        let info = TensorInfo { name: "", n_dims, ne, ggml_type, offset, elements, bytes };
-        let name = Span { start: width, len: name_len as usize };
+        let info = TensorInfo {
+            name: "",
+            n_dims,
+            ne,
+            ggml_type,
+            offset,
+            elements,
+            bytes,
+        };
+        let name = Span {
+            start: width,
+            len: name_len as usize,
+        };
         self.emit(RawKind::Tensor { name, info }, size, width)
     }
 
@@ -709,7 +1027,14 @@ impl Parser {
             .checked_next_multiple_of(u64::from(alignment))
             .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         self.phase = Phase::Done;
-        self.emit(RawKind::End(DataSection { alignment, data_offset }), 0, 0)
+        self.emit(
+            RawKind::End(DataSection {
+                alignment,
+                data_offset,
+            }),
+            0,
+            0,
+        )
     }
 }
 
@@ -719,6 +1044,9 @@ fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
     match core::str::from_utf8(bytes) {
         Ok(_) => Ok(bytes.len()),
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),
-        Err(e) => Err(Error::InvalidUtf8 { field: Field::String, offset: offset + e.valid_up_to() as u64 }),
+        Err(e) => Err(Error::InvalidUtf8 {
+            field: Field::String,
+            offset: offset + e.valid_up_to() as u64,
+        }),
     }
 }

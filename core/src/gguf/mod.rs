@@ -20,6 +20,9 @@ mod slice;
 mod value;
 mod window;
 
+#[cfg(test)]
+mod tests;
+
 pub use catalog::{Catalog, FoundKey, FoundTensor};
 pub use event::{ByteOrder, DataSection, Event, Header, Shape, StrPiece, TensorInfo};
 pub use limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
@@ -27,7 +30,7 @@ pub use machine::{Feed, Parser, RawEvent, RawStep, Step, DEFAULT_ALIGNMENT};
 pub use push::PushParser;
 pub use read::ReadParser;
 pub use slice::SliceParser;
-pub use value::{Scalar, ValueType};
+pub use value::{Scalar, ScalarRun, ValueType};
 pub use window::MIN_BUFFER;
 
 /// A small valid GGUF v3 header (one string key, one F32 tensor `w` of 4 elements), for examples.

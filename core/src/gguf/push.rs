@@ -39,7 +39,19 @@ pub struct PushParser<'b> {
 impl<'b> PushParser<'b> {
     /// A parser buffering through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER) bytes).
     pub fn new(buf: &'b mut [u8], limits: Limits) -> Result<Self> {
-        Ok(Self { window: Window::new(buf)?, parser: Parser::new(limits), finished: false, failed: false })
+        Ok(Self {
+            window: Window::new(buf)?,
+            parser: Parser::new(limits),
+            finished: false,
+            failed: false,
+        })
+    }
+
+    /// Tells the parser the input's total length, so that counts and lengths are checked against
+    /// the bytes that remain.
+    pub fn with_total_len(mut self, total_len: u64) -> Self {
+        self.parser = self.parser.with_total_len(total_len);
+        self
     }
 
     /// Copies as much of `chunk` as the buffer has room for and returns how many bytes it took.

@@ -22,7 +22,13 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
     /// A parser reading from `reader` through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER)
     /// bytes; a few KiB is plenty for real files).
     pub fn new(reader: R, buf: &'b mut [u8], limits: Limits) -> Result<Self> {
-        Ok(Self { reader, window: Window::new(buf)?, parser: Parser::new(limits), eof: false, failed: false })
+        Ok(Self {
+            reader,
+            window: Window::new(buf)?,
+            parser: Parser::new(limits),
+            eof: false,
+            failed: false,
+        })
     }
 
     /// Tells the parser the stream's total length (e.g. the file size), so that counts and lengths
@@ -62,7 +68,12 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
                 Want::Input => match self.reader.read(self.window.space()) {
                     Ok(0) => self.eof = true,
                     Ok(n) => self.window.filled(n),
-                    Err(e) => return Err(Error::Io { kind: e.kind(), offset: self.parser.offset() }),
+                    Err(e) => {
+                        return Err(Error::Io {
+                            kind: e.kind(),
+                            offset: self.parser.offset(),
+                        })
+                    }
                 },
             }
         }

@@ -31,9 +31,19 @@ pub(crate) enum Want {
 impl<'b> Window<'b> {
     pub(crate) fn new(buf: &'b mut [u8]) -> Result<Self> {
         if buf.len() < MIN_BUFFER {
-            return Err(Error::BufferTooSmall { needed: MIN_BUFFER as u64, capacity: buf.len() as u64, offset: 0 });
+            return Err(Error::BufferTooSmall {
+                needed: MIN_BUFFER as u64,
+                capacity: buf.len() as u64,
+                offset: 0,
+            });
         }
-        Ok(Self { buf, start: 0, end: 0, consumed: 0, last_offset: 0 })
+        Ok(Self {
+            buf,
+            start: 0,
+            end: 0,
+            consumed: 0,
+            last_offset: 0,
+        })
     }
 
     pub(crate) fn last_offset(&self) -> u64 {

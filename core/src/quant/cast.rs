@@ -14,14 +14,19 @@ pub trait Block: bytemuck::Pod {
 
 /// Views `bytes` as blocks of `B`, or fails if the length is not a whole number of blocks.
 pub fn blocks<B: Block>(bytes: &[u8]) -> Result<&[B]> {
-    bytemuck::try_cast_slice(bytes)
-        .map_err(|_| Error::PartialBlock { ggml_type: B::TYPE, len: bytes.len() as u64 })
+    bytemuck::try_cast_slice(bytes).map_err(|_| Error::PartialBlock {
+        ggml_type: B::TYPE,
+        len: bytes.len() as u64,
+    })
 }
 
 /// Views `bytes` as mutable blocks of `B`, or fails if the length is not a whole number of blocks.
 pub fn blocks_mut<B: Block>(bytes: &mut [u8]) -> Result<&mut [B]> {
     let len = bytes.len() as u64;
-    bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::PartialBlock { ggml_type: B::TYPE, len })
+    bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::PartialBlock {
+        ggml_type: B::TYPE,
+        len,
+    })
 }
 
 /// Reads a little-endian IEEE half stored as two bytes.

@@ -16,10 +16,15 @@
 //! - [`misc`]: TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0.
 
 pub mod activation;
+mod blockwise;
 pub mod cast;
+mod float;
 pub mod iq;
 pub mod k_quants;
+#[cfg(test)]
+mod kernel_tests;
 pub mod legacy;
+pub mod matvec;
 pub mod misc;
 
 use crate::error::{Error, Op, Result};
@@ -66,25 +71,37 @@ pub const fn vec_dot_type(t: GgmlType) -> Option<GgmlType> {
 pub fn elements_in(t: GgmlType, bytes: usize) -> Result<usize> {
     let block_bytes = t.block_bytes() as usize;
     if bytes % block_bytes != 0 {
-        return Err(Error::PartialBlock { ggml_type: t, len: bytes as u64 });
+        return Err(Error::PartialBlock {
+            ggml_type: t,
+            len: bytes as u64,
+        });
     }
     (bytes / block_bytes)
         .checked_mul(t.block_size() as usize)
-        .ok_or(Error::PartialBlock { ggml_type: t, len: bytes as u64 })
+        .ok_or(Error::PartialBlock {
+            ggml_type: t,
+            len: bytes as u64,
+        })
 }
 
 /// Bytes that `elements` values of type `t` take, or an error if they are not whole blocks.
 pub fn bytes_for(t: GgmlType, elements: usize) -> Result<usize> {
     t.bytes_for(elements as u64)
         .and_then(|b| usize::try_from(b).ok())
-        .ok_or(Error::PartialBlock { ggml_type: t, len: elements as u64 })
+        .ok_or(Error::PartialBlock {
+            ggml_type: t,
+            len: elements as u64,
+        })
 }
 
 /// Dequantizes `src` (whole blocks of type `t`) into `dst`, which must hold exactly the elements.
 pub fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     let n = elements_in(t, src.len())?;
     if n != dst.len() {
-        return Err(Error::LengthMismatch { expected: n as u64, found: dst.len() as u64 });
+        return Err(Error::LengthMismatch {
+            expected: n as u64,
+            found: dst.len() as u64,
+        });
     }
     match family(t) {
         Family::Legacy => legacy::dequantize(t, src, dst),
@@ -100,7 +117,10 @@ pub fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 pub fn quantize(t: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     let bytes = bytes_for(t, src.len())?;
     if bytes != dst.len() {
-        return Err(Error::LengthMismatch { expected: bytes as u64, found: dst.len() as u64 });
+        return Err(Error::LengthMismatch {
+            expected: bytes as u64,
+            found: dst.len() as u64,
+        });
     }
     match family(t) {
         Family::Legacy => legacy::quantize(t, src, dst),
@@ -113,11 +133,17 @@ pub fn quantize(t: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// Dot product of `w` (whole blocks of type `t`) with `x` (the same number of elements in
 /// [`vec_dot_type`]`(t)`), in the float order of `ggml_vec_dot_*_generic`.
 pub fn vec_dot(t: GgmlType, w: &[u8], x: &[u8]) -> Result<f32> {
-    let vd = vec_dot_type(t).ok_or(Error::Unsupported { ggml_type: t, op: Op::VecDot })?;
+    let vd = vec_dot_type(t).ok_or(Error::Unsupported {
+        ggml_type: t,
+        op: Op::VecDot,
+    })?;
     let n = elements_in(t, w.len())?;
     let x_bytes = bytes_for(vd, n)?;
     if x.len() != x_bytes {
-        return Err(Error::LengthMismatch { expected: x_bytes as u64, found: x.len() as u64 });
+        return Err(Error::LengthMismatch {
+            expected: x_bytes as u64,
+            found: x.len() as u64,
+        });
     }
     match family(t) {
         Family::Legacy => legacy::vec_dot(t, w, x),

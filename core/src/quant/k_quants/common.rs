@@ -1,0 +1,382 @@
+//! The searches that ggml's K-quant reference quantizers share (`make_qkx2_quants`,
+//! `make_qx_quants`, `make_q3_quants`), the 6-bit scale packings, and the 2-bit quant packing.
+//!
+//! The searches are ported operation for operation: every product and sum is written in C's order
+//! and association (`w*x*l` is `(w*x)*l`), in f32, never fused, with ggml's `nearest_int` (ties to
+//! even). A different order can flip a comparison in the search and change the output bytes.
+//! They take slices of equal length (a sub-block); shorter inputs are simply zipped.
+
+use crate::quant::float::nearest_int;
+
+/// ggml's threshold below which a group counts as all zeros (`GROUP_MAX_EPS`).
+pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// The options of a `make_qkx2_quants` search.
+#[derive(Clone, Copy)]
+pub(crate) struct Qkx2Search {
+    /// Largest level (levels are `0..=nmax`).
+    pub nmax: i32,
+    /// First trial offset added to `nmax` when choosing the trial inverse scale.
+    pub rmin: f32,
+    /// Step between trial offsets.
+    pub rdelta: f32,
+    /// Number of steps (trials are `0..=nstep`).
+    pub nstep: i32,
+    /// Weigh absolute errors (true) or squared errors (false).
+    pub use_mad: bool,
+}
+
+/// `make_qkx2_quants`: levels `0..=nmax` for `x` with a scale and a minimum, chosen by a weighted
+/// least-squares search over trial scales. Writes the levels and returns `(scale, -min)` (the minimum
+/// is stored negated, as ggml's `the_min`). `aux` is scratch of the same length.
+pub(crate) fn make_qkx2_quants(
+    search: Qkx2Search,
+    x: &[f32],
+    weights: &[f32],
+    levels: &mut [u8],
+    aux: &mut [u8],
+) -> (f32, f32) {
+    let Qkx2Search {
+        nmax,
+        rmin,
+        rdelta,
+        nstep,
+        use_mad,
+    } = search;
+    let (Some(&x0), Some(&w0)) = (x.first(), weights.first()) else {
+        return (0.0, 0.0);
+    };
+    let mut min = x0;
+    let mut max = x0;
+    let mut sum_w = w0;
+    let mut sum_x = sum_w * x0;
+    for (&xi, &w) in x.iter().zip(weights).skip(1) {
+        if xi < min {
+            min = xi;
+        }
+        if xi > max {
+            max = xi;
+        }
+        sum_w += w;
+        sum_x += w * xi;
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        levels.fill(0);
+        return (0.0, -min);
+    }
+    let nmax_f = nmax as f32;
+    let mut iscale = nmax_f / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0.0f32;
+    for ((level, &xi), &w) in levels.iter_mut().zip(x).zip(weights) {
+        let l = nearest_int(iscale * (xi - min));
+        *level = l.min(nmax).max(0) as u8;
+        let diff = scale * *level as f32 + min - xi;
+        let diff = if use_mad { diff.abs() } else { diff * diff };
+        best_error += w * diff;
+    }
+    if nstep < 1 {
+        return (scale, -min);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax_f) / (max - min);
+        let mut sum_l = 0.0f32;
+        let mut sum_l2 = 0.0f32;
+        let mut sum_xl = 0.0f32;
+        for ((trial, &xi), &w) in aux.iter_mut().zip(x).zip(weights) {
+            let l = nearest_int(iscale * (xi - min)).min(nmax).max(0);
+            *trial = l as u8;
+            let lf = l as f32;
+            sum_l += w * lf;
+            sum_l2 += w * lf * lf;
+            sum_xl += w * lf * xi;
+        }
+        let det = sum_w * sum_l2 - sum_l * sum_l;
+        if det > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0.0f32;
+            for ((&trial, &xi), &w) in aux.iter().zip(x).zip(weights) {
+                let diff = this_scale * trial as f32 + this_min - xi;
+                let diff = if use_mad { diff.abs() } else { diff * diff };
+                cur_error += w * diff;
+            }
+            if cur_error < best_error {
+                for (level, &trial) in levels.iter_mut().zip(aux.iter()) {
+                    *level = trial;
+                }
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// The signed value of largest magnitude (the first one on ties) and that magnitude.
+fn signed_max(x: &[f32]) -> (f32, f32) {
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &xi in x {
+        let ax = xi.abs();
+        if ax > amax {
+            amax = ax;
+            max = xi;
+        }
+    }
+    (max, amax)
+}
+
+/// `max(-nmax, min(nmax - 1, l))`.
+#[inline(always)]
+fn clamp_symmetric(l: i32, nmax: i32) -> i32 {
+    l.min(nmax - 1).max(-nmax)
+}
+
+/// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL)`, the only form a `_ref` quantizer uses
+/// (Q6_K): levels `0..2*nmax` (stored with `+nmax`) and a scale chosen among 19 trial inverse scales
+/// by the x²-weighted least-squares fit.
+pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
+    let (max, amax) = signed_max(x);
+    if amax < GROUP_MAX_EPS {
+        levels.fill(0);
+        return 0.0;
+    }
+    let nmax_f = nmax as f32;
+    let mut iscale = -nmax_f / max;
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for (level, &xi) in levels.iter_mut().zip(x) {
+        let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
+        *level = (l + nmax) as i8;
+        let w = xi * xi;
+        let lf = l as f32;
+        sumlx += w * xi * lf;
+        suml2 += w * lf * lf;
+    }
+    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+    let mut best = scale * sumlx;
+    for is in -9i32..=9 {
+        if is == 0 {
+            continue;
+        }
+        iscale = -(nmax_f + 0.1 * is as f32) / max;
+        sumlx = 0.0;
+        suml2 = 0.0;
+        for &xi in x {
+            let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
+            let w = xi * xi;
+            let lf = l as f32;
+            sumlx += w * xi * lf;
+            suml2 += w * lf * lf;
+        }
+        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+            for (level, &xi) in levels.iter_mut().zip(x) {
+                *level = (nmax + clamp_symmetric(nearest_int(iscale * xi), nmax)) as i8;
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    scale
+}
+
+/// `make_q3_quants(n, nmax, x, L, do_rmse = true)` (Q3_K's form): levels `-nmax..nmax` from the
+/// plain scale `-nmax / max`, then up to 5 passes that move single levels while the x²-weighted fit
+/// improves. Levels are stored with `+nmax`.
+pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
+    let (max, amax) = signed_max(x);
+    if amax < GROUP_MAX_EPS {
+        levels.fill(0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for (level, &xi) in levels.iter_mut().zip(x) {
+        let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
+        *level = l as i8;
+        let w = xi * xi;
+        let lf = l as f32;
+        sumlx += w * xi * lf;
+        suml2 += w * lf * lf;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for (level, &xi) in levels.iter_mut().zip(x) {
+            let w = xi * xi;
+            let current = *level as f32;
+            let mut slx = sumlx - w * xi * current;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * current * current;
+                let new_l = clamp_symmetric(nearest_int(xi * sl2 / slx), nmax);
+                if new_l != *level as i32 {
+                    let nf = new_l as f32;
+                    slx += w * xi * nf;
+                    sl2 += w * nf * nf;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        *level = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for level in levels.iter_mut() {
+        *level = level.wrapping_add(nmax as i8);
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
+/// `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` (0..8) from Q4_K/Q5_K's 12 bytes.
+/// Bytes 0..4 hold scales 0..4 and bytes 4..8 mins 0..4 in their low 6 bits; bytes 8..12 hold the low
+/// nibbles of scales/mins 4..8, whose top 2 bits sit in the top bits of bytes 0..8.
+#[inline(always)]
+pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Packs 8 scales and 8 mins (each below 64) into Q4_K/Q5_K's 12 bytes, the inverse of
+/// [`scale_min_k4`].
+pub(crate) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
+    let mut q = [0u8; 12];
+    for j in 0..8 {
+        let (ls, lm) = (scales[j], mins[j]);
+        if j < 4 {
+            q[j] = ls;
+            q[j + 4] = lm;
+        } else {
+            q[j + 4] = (ls & 0x0f) | ((lm & 0x0f) << 4);
+            q[j - 4] |= (ls >> 4) << 6;
+            q[j] |= (lm >> 4) << 6;
+        }
+    }
+    q
+}
+
+/// Q3_K's 16 six-bit scales (still offset by 32) from its 12 bytes: the low nibbles of scales 0..8
+/// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits.
+#[inline(always)]
+pub(crate) fn unpack_q3_scales(q: &[u8; 12]) -> [i8; 16] {
+    let mut scales = [0i8; 16];
+    for (j, scale) in scales.iter_mut().enumerate() {
+        let low = if j < 8 { q[j] & 0x0f } else { q[j - 8] >> 4 };
+        let high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+        *scale = (low | (high << 4)) as i8;
+    }
+    scales
+}
+
+/// Packs 256 levels of 2 bits (Q2_K, and Q3_K's low bits) into 64 bytes: in each half of 128 values,
+/// byte `l` holds values `l`, `l + 32`, `l + 64` and `l + 96` at bit offsets 0, 2, 4 and 6.
+pub(crate) fn pack_2bit(levels: &[u8; 256]) -> [u8; 64] {
+    let mut qs = [0u8; 64];
+    for (out, half) in qs.chunks_exact_mut(32).zip(levels.chunks_exact(128)) {
+        for (l, q) in out.iter_mut().enumerate() {
+            *q = half[l] | (half[l + 32] << 2) | (half[l + 64] << 4) | (half[l + 96] << 6);
+        }
+    }
+    qs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_min_packing_round_trips() {
+        let scales = [0, 63, 17, 42, 5, 63, 32, 1];
+        let mins = [63, 0, 9, 40, 62, 33, 16, 0];
+        let packed = pack_scale_min_k4(&scales, &mins);
+        for j in 0..8 {
+            assert_eq!(
+                scale_min_k4(j, &packed),
+                (scales[j], mins[j]),
+                "sub-block {j}"
+            );
+        }
+    }
+
+    #[test]
+    fn q3_scales_unpack_by_hand() {
+        // Scale 0 = 0x2a (low 0xa in byte 0, high 2 in bits 0..2 of byte 8); scale 9 = 0x35 (low 5
+        // in the high nibble of byte 1, high 3 in bits 4..6 of byte 9); scale 15 = 0x3f.
+        let mut q = [0u8; 12];
+        q[0] = 0x0a;
+        q[8] = 0x02;
+        q[1] = 0x50;
+        q[9] = 0x3 << 4;
+        q[7] = 0xf0;
+        q[11] = 0x3 << 6;
+        let s = unpack_q3_scales(&q);
+        assert_eq!((s[0], s[9], s[15], s[1], s[7]), (0x2a, 0x35, 0x3f, 0, 0));
+    }
+
+    #[test]
+    fn qkx2_fits_an_exact_grid() {
+        // Values already on a grid 0.5*l - 1 for l = 0..=3 are recovered exactly: scale 0.5, min 1.
+        let x: [f32; 16] = core::array::from_fn(|i| 0.5 * (i % 4) as f32 - 1.0);
+        let weights = [1.0f32; 16];
+        let mut levels = [0u8; 16];
+        let mut aux = [0u8; 16];
+        let search = Qkx2Search {
+            nmax: 3,
+            rmin: -0.5,
+            rdelta: 0.1,
+            nstep: 15,
+            use_mad: true,
+        };
+        let (scale, min) = make_qkx2_quants(search, &x, &weights, &mut levels, &mut aux);
+        assert_eq!((scale, min), (0.5, 1.0));
+        for (i, &l) in levels.iter().enumerate() {
+            assert_eq!(l as usize, i % 4);
+        }
+    }
+
+    #[test]
+    fn qx_and_q3_of_zeros_are_zero() {
+        let mut levels = [7i8; 16];
+        assert_eq!(make_qx_quants(32, &[0.0; 16], &mut levels), 0.0);
+        assert_eq!(levels, [0; 16]);
+        levels = [7; 16];
+        assert_eq!(make_q3_quants(4, &[1e-16; 16], &mut levels), 0.0);
+        assert_eq!(levels, [0; 16]);
+    }
+
+    #[test]
+    fn qx_recovers_a_symmetric_grid() {
+        // x = -l for l in -32..=31 scaled by 0.25: make_qx_quants must find scale -0.25 (levels are
+        // relative to the signed max, which is x = 8 at l = -32) and store l + 32.
+        let x: [f32; 16] = core::array::from_fn(|i| -0.25 * (i as f32 * 4.0 - 32.0));
+        let mut levels = [0i8; 16];
+        let scale = make_qx_quants(32, &x, &mut levels);
+        assert_eq!(scale, -0.25);
+        for (i, &l) in levels.iter().enumerate() {
+            assert_eq!(l as i32 - 32, i as i32 * 4 - 32);
+        }
+    }
+}

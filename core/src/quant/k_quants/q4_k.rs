@@ -1,0 +1,266 @@
+//! Q4_K: 256 values in 8 sub-blocks of 32, 4-bit quants, and per sub-block a 6-bit scale and a 6-bit
+//! min scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
+
+use super::common::{make_qkx2_quants, pack_scale_min_k4, scale_min_k4, Qkx2Search};
+use crate::ggml_type::GgmlType;
+use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::cast::{f16_le, Block};
+use crate::quant::float::{f16_le_bytes, nearest_int, sqrt};
+use bytemuck::{Pod, Zeroable};
+
+/// `block_q4_K`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4K {
+    /// Super-block scale of the scales, f16 little-endian.
+    pub d: [u8; 2],
+    /// Super-block scale of the mins, f16 little-endian.
+    pub dmin: [u8; 2],
+    /// 8 scales and 8 mins of 6 bits (see `scale_min_k4`).
+    pub scales: [u8; 12],
+    /// Quants: in each 64 values, byte `l` holds value `l` (low nibble) and `l + 32` (high nibble).
+    pub qs: [u8; QK_K / 2],
+}
+
+impl Block for BlockQ4K {
+    const TYPE: GgmlType = GgmlType::Q4_K;
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ4K>() == GgmlType::Q4_K.block_bytes() as usize);
+const _: () = assert!(core::mem::align_of::<BlockQ4K>() == 1);
+
+/// `dequantize_row_q4_K` for one block.
+pub fn dequantize_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
+    let d = f16_le(block.d);
+    let min = f16_le(block.dmin);
+    for (pair, (values, bytes)) in out
+        .chunks_exact_mut(64)
+        .zip(block.qs.chunks_exact(32))
+        .enumerate()
+    {
+        let (sc1, m1) = scale_min_k4(2 * pair, &block.scales);
+        let (sc2, m2) = scale_min_k4(2 * pair + 1, &block.scales);
+        let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
+        let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
+        let (low, high) = values.split_at_mut(32);
+        for ((lo, hi), &q) in low.iter_mut().zip(high).zip(bytes) {
+            *lo = d1 * (q & 0x0f) as f32 - m1;
+            *hi = d2 * (q >> 4) as f32 - m2;
+        }
+    }
+}
+
+/// The per-sub-block search that Q4_K and Q5_K share: weights `sqrt(mean(x²)) + |x|`, then
+/// `make_qkx2_quants`, then the 6-bit scales and mins. Returns the packed scales, `d`, `dmin`
+/// and the search's levels.
+pub(crate) fn search_sub_blocks(
+    x: &[f32; QK_K],
+    search: Qkx2Search,
+) -> ([u8; 12], [u8; 2], [u8; 2], [u8; QK_K]) {
+    let mut levels = [0u8; QK_K];
+    let mut aux = [0u8; 32];
+    let mut weights = [0.0f32; 32];
+    let mut scales = [0.0f32; QK_K / 32];
+    let mut mins = [0.0f32; QK_K / 32];
+    let mut max_scale = 0.0f32;
+    let mut max_min = 0.0f32;
+    for (((xs, ls), scale), min) in x
+        .chunks_exact(32)
+        .zip(levels.chunks_exact_mut(32))
+        .zip(&mut scales)
+        .zip(&mut mins)
+    {
+        let mut sum_x2 = 0.0f32;
+        for &v in xs {
+            sum_x2 += v * v;
+        }
+        let av_x = sqrt(sum_x2 / 32.0);
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
+        }
+        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls, &mut aux);
+        if *scale > max_scale {
+            max_scale = *scale;
+        }
+        if *min > max_min {
+            max_min = *min;
+        }
+    }
+
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let mut scale_levels = [0u8; 8];
+    let mut min_levels = [0u8; 8];
+    for (((ls, lm), &scale), &min) in scale_levels
+        .iter_mut()
+        .zip(&mut min_levels)
+        .zip(&scales)
+        .zip(&mins)
+    {
+        // C stores nearest_int in a uint8_t before clamping to 63.
+        *ls = (nearest_int(inv_scale * scale) as u8).min(63);
+        *lm = (nearest_int(inv_min * min) as u8).min(63);
+    }
+    let packed = pack_scale_min_k4(&scale_levels, &min_levels);
+    (
+        packed,
+        f16_le_bytes(max_scale / 63.0),
+        f16_le_bytes(max_min / 63.0),
+        levels,
+    )
+}
+
+/// Re-quantizes each 32-value sub-block against its rounded scale and min (levels `0..=nmax`);
+/// sub-blocks whose scale is 0 keep the search's levels.
+pub(crate) fn requantize(
+    x: &[f32; QK_K],
+    scales: &[u8; 12],
+    d: [u8; 2],
+    dmin: [u8; 2],
+    nmax: i32,
+    levels: &mut [u8; QK_K],
+) {
+    let d_all = f16_le(d);
+    let dmin_all = f16_le(dmin);
+    for (j, (xs, ls)) in x
+        .chunks_exact(32)
+        .zip(levels.chunks_exact_mut(32))
+        .enumerate()
+    {
+        let (sc, m) = scale_min_k4(j, scales);
+        let d = d_all * sc as f32;
+        if d == 0.0 {
+            continue;
+        }
+        let dm = dmin_all * m as f32;
+        for (l, &v) in ls.iter_mut().zip(xs) {
+            *l = nearest_int((v + dm) / d).min(nmax).max(0) as u8;
+        }
+    }
+}
+
+/// `quantize_row_q4_K_ref` for one block.
+pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ4K {
+    let search = Qkx2Search {
+        nmax: 15,
+        rmin: -1.0,
+        rdelta: 0.1,
+        nstep: 20,
+        use_mad: false,
+    };
+    let (scales, d, dmin, mut levels) = search_sub_blocks(x, search);
+    requantize(x, &scales, d, dmin, 15, &mut levels);
+    let mut block = BlockQ4K {
+        d,
+        dmin,
+        scales,
+        qs: [0; QK_K / 2],
+    };
+    for (bytes, ls) in block.qs.chunks_exact_mut(32).zip(levels.chunks_exact(64)) {
+        let (low, high) = ls.split_at(32);
+        for ((q, &lo), &hi) in bytes.iter_mut().zip(low).zip(high) {
+            *q = lo | (hi << 4);
+        }
+    }
+    block
+}
+
+/// The 8 scales and 8 mins of a Q4_K/Q5_K block.
+#[inline(always)]
+pub(crate) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut scales = [0u8; 8];
+    let mut mins = [0u8; 8];
+    for (j, (sc, m)) in scales.iter_mut().zip(&mut mins).enumerate() {
+        (*sc, *m) = scale_min_k4(j, packed);
+    }
+    (scales, mins)
+}
+
+/// The dot product shared by Q4_K and Q5_K (`ggml_vec_dot_q{4,5}_K_q8_K_generic`), given each
+/// block's unsigned quants: eight i32 lanes per super-block, `sums[lane] += d * lane_sum` across
+/// blocks, `sumf -= dmin * sum(bsums * mins)` per block, and the lane totals added to `sumf` last.
+pub(crate) fn vec_dot_with_mins<W>(
+    w: &[W],
+    x: &[BlockQ8K],
+    parts: impl Fn(&W) -> ([u8; QK_K], [u8; 12], f32, f32),
+) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let mut sumf = 0.0f32;
+    for (wb, xb) in w.iter().zip(x) {
+        let (quants, packed, d, dmin) = parts(wb);
+        let (scales, mins) = scales_and_mins(&packed);
+        let mut sumi = 0i32;
+        for (j, &m) in mins.iter().enumerate() {
+            sumi += (xb.bsum(2 * j) as i32 + xb.bsum(2 * j + 1) as i32) * m as i32;
+        }
+        let mut lanes = [0i32; 8];
+        for ((qa, q8), &sc) in quants
+            .chunks_exact(32)
+            .zip(xb.qs.chunks_exact(32))
+            .zip(&scales)
+        {
+            for (e, (&a, &b)) in qa.iter().zip(q8).enumerate() {
+                lanes[e % 8] += sc as i32 * (a as i32 * b as i32);
+            }
+        }
+        let d = d * xb.scale();
+        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
+            *sum += d * lane as f32;
+        }
+        let dmin = dmin * xb.scale();
+        sumf -= dmin * sumi as f32;
+    }
+    for sum in sums {
+        sumf += sum;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q4_K_q8_K_generic`.
+pub fn vec_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    vec_dot_with_mins(w, x, |b| {
+        let mut quants = [0u8; QK_K];
+        for (values, bytes) in quants.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)) {
+            let (low, high) = values.split_at_mut(32);
+            for ((lo, hi), &q) in low.iter_mut().zip(high).zip(bytes) {
+                *lo = q & 0x0f;
+                *hi = q >> 4;
+            }
+        }
+        (quants, b.scales, f16_le(b.d), f16_le(b.dmin))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = e % 16: every 32-value sub-block is 0..15 twice: scale 1, min 0, zero error. Scales
+        // quantize to 63 and mins to 0; d = f16(1/63) = 1040 * 2^-16 (0x2410), dmin = 0. Packed:
+        // bytes 0..4 = 63 | (63 >> 4) << 6 = 0xff, bytes 4..8 = mins 0, bytes 8..12 = 63 & 15.
+        // Each qs byte holds elements l and l + 32 of a 64-chunk, both l % 16: (l % 16) * 0x11.
+        let x: [f32; QK_K] = core::array::from_fn(|e| (e % 16) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2410);
+        assert_eq!(block.dmin, [0, 0]);
+        assert_eq!(
+            block.scales,
+            [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0x0f, 0x0f, 0x0f, 0x0f]
+        );
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 16) as u8 * 0x11, "qs[{l}]");
+        }
+        // d * 63 = 65520 / 65536 = 0.999755859375.
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        for (e, &v) in y.iter().enumerate() {
+            assert_eq!(v, 0.999_755_86 * (e % 16) as f32, "y[{e}]");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Q5_K: Q4_K with a fifth bit per quant in `qh`: value = `d*sc * q - dmin*m` with `q` in `0..32`.
+
+use super::common::{scale_min_k4, Qkx2Search};
+use super::q4_k::{requantize, search_sub_blocks, vec_dot_with_mins};
+use crate::ggml_type::GgmlType;
+use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::cast::{f16_le, Block};
+use bytemuck::{Pod, Zeroable};
+
+/// `block_q5_K`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ5K {
+    /// Super-block scale of the scales, f16 little-endian.
+    pub d: [u8; 2],
+    /// Super-block scale of the mins, f16 little-endian.
+    pub dmin: [u8; 2],
+    /// 8 scales and 8 mins of 6 bits (as Q4_K).
+    pub scales: [u8; 12],
+    /// Fifth bits: element `e` uses bit `e / 32` of byte `e % 32`.
+    pub qh: [u8; QK_K / 8],
+    /// Low 4 bits, laid out as Q4_K's quants.
+    pub qs: [u8; QK_K / 2],
+}
+
+impl Block for BlockQ5K {
+    const TYPE: GgmlType = GgmlType::Q5_K;
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ5K>() == GgmlType::Q5_K.block_bytes() as usize);
+const _: () = assert!(core::mem::align_of::<BlockQ5K>() == 1);
+
+/// The 256 quants (`0..32`) of a block, in element order.
+#[inline(always)]
+fn quants(block: &BlockQ5K) -> [u8; QK_K] {
+    let mut quants = [0u8; QK_K];
+    for (e, q) in quants.iter_mut().enumerate() {
+        let byte = block.qs[32 * (e / 64) + e % 32];
+        let low = if e % 64 < 32 { byte & 0x0f } else { byte >> 4 };
+        let high = block.qh[e % 32] & (1 << (e / 32)) != 0;
+        *q = low + if high { 16 } else { 0 };
+    }
+    quants
+}
+
+/// `dequantize_row_q5_K` for one block.
+pub fn dequantize_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
+    let d = f16_le(block.d);
+    let min = f16_le(block.dmin);
+    let quants = quants(block);
+    for (j, (values, qs)) in out
+        .chunks_exact_mut(32)
+        .zip(quants.chunks_exact(32))
+        .enumerate()
+    {
+        let (sc, m) = scale_min_k4(j, &block.scales);
+        let (dl, ml) = (d * sc as f32, min * m as f32);
+        for (y, &q) in values.iter_mut().zip(qs) {
+            *y = dl * q as f32 - ml;
+        }
+    }
+}
+
+/// `quantize_row_q5_K_ref` for one block.
+pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ5K {
+    let search = Qkx2Search {
+        nmax: 31,
+        rmin: -0.5,
+        rdelta: 0.1,
+        nstep: 15,
+        use_mad: false,
+    };
+    let (scales, d, dmin, mut levels) = search_sub_blocks(x, search);
+    requantize(x, &scales, d, dmin, 31, &mut levels);
+    let mut block = BlockQ5K {
+        d,
+        dmin,
+        scales,
+        qh: [0; QK_K / 8],
+        qs: [0; QK_K / 2],
+    };
+    for (e, &l) in levels.iter().enumerate() {
+        let low = if l > 15 {
+            block.qh[e % 32] |= 1 << (e / 32);
+            l - 16
+        } else {
+            l
+        };
+        let byte = &mut block.qs[32 * (e / 64) + e % 32];
+        if e % 64 < 32 {
+            *byte |= low;
+        } else {
+            *byte |= low << 4;
+        }
+    }
+    block
+}
+
+/// `ggml_vec_dot_q5_K_q8_K_generic` (the same float order as Q4_K's).
+pub fn vec_dot(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    vec_dot_with_mins(w, x, |b| (quants(b), b.scales, f16_le(b.d), f16_le(b.dmin)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_grid_block_by_hand() {
+        // x = e % 32: each sub-block is 0..31: scale 1, min 0; d = f16(1/63) as in Q4_K. The fifth
+        // bit of element e is set when e % 32 >= 16, so qh[b] is 0xff for b >= 16; the low nibbles
+        // of elements l and l + 32 of a 64-chunk are both l % 16.
+        let x: [f32; QK_K] = core::array::from_fn(|e| (e % 32) as f32);
+        let block = quantize_block(&x);
+        assert_eq!(u16::from_le_bytes(block.d), 0x2410);
+        assert_eq!(block.dmin, [0, 0]);
+        for (b, &h) in block.qh.iter().enumerate() {
+            assert_eq!(h, if b >= 16 { 0xff } else { 0 }, "qh[{b}]");
+        }
+        for (l, &q) in block.qs.iter().enumerate() {
+            assert_eq!(q, (l % 16) as u8 * 0x11, "qs[{l}]");
+        }
+        let mut y = [0.0f32; QK_K];
+        dequantize_block(&block, &mut y);
+        for (e, &v) in y.iter().enumerate() {
+            assert_eq!(v, 0.999_755_86 * (e % 32) as f32, "y[{e}]");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `miniquant matvec FILE TENSOR X.f32 [-o Y.f32]`: y = W x with the quantized weights read in place
+//! from the memory map.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+// TEMPORARY: switch to `miniquant::quant::matvec::{matvec, matvec_scratch_bytes}` when it merges.
+use miniquant::quant::matvec::{matvec, matvec_scratch_bytes};
+
+use super::{open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
+use crate::stats::Stats;
+
+pub(super) fn run<O: Write, E: Write>(
+    path: &Path,
+    name: &str,
+    x_path: &Path,
+    output: Option<&Path>,
+    out: &mut O,
+    err: &mut E,
+) -> Result<(), CliError> {
+    let file = open_gguf(path)?;
+    let tensor = file.index().tensor(name).ok_or_else(|| {
+        CliError::Message(format!("no tensor named {name:?} in {}", quoted(path)))
+    })?;
+    let shape = shape_text(&tensor.shape());
+    let (cols, rows) = match tensor.ne() {
+        &[cols, rows] if cols > 0 && rows > 0 => (cols, rows),
+        _ => {
+            return Err(CliError::Message(format!(
+                "tensor {name:?} has shape {shape}: matvec needs a 2-D tensor [rows, cols] with no empty dimension"
+            )))
+        }
+    };
+    // Both fit: the tensor's data lies inside the mapped file, and a row holds at least one byte.
+    let too_big = || {
+        CliError::Message(format!(
+            "tensor {name:?} of shape {shape} is too large for this platform"
+        ))
+    };
+    let rows = usize::try_from(rows).map_err(|_| too_big())?;
+    let cols = usize::try_from(cols).map_err(|_| too_big())?;
+    let x = read_f32_file(x_path)?;
+    if x.len() != cols {
+        return Err(CliError::Message(format!(
+            "{} holds {} f32 values but tensor {name:?} of shape {shape} has {cols} columns",
+            quoted(x_path),
+            x.len()
+        )));
+    }
+    let w = file.data_of(tensor)?;
+    let mut scratch = vec![0u8; matvec_scratch_bytes(tensor.ggml_type, cols)?];
+    let mut y = vec![0f32; rows];
+    matvec(tensor.ggml_type, w, rows, cols, &x, &mut scratch, &mut y)?;
+    let mut stats = Stats::default();
+    stats.add(&y);
+    let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);
+    let mut sink = Output::create(&destination, out)?;
+    let result = sink.write_f32(&y, &mut Vec::new());
+    let described = sink.describe();
+    sink.finish(result)?;
+    writeln!(
+        err,
+        "{name}  {}  {shape} x [{cols}] -> y: {stats}  -> {described}",
+        tensor.ggml_type
+    )
+    .map_err(|e| CliError::io("cannot write stderr", e))
+}

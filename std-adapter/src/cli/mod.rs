@@ -1,0 +1,321 @@
+//! The `miniquant` command line. Arguments are parsed by clap (a usage error exits with 2); each
+//! command is a function that writes to the `out` and `err` writers it is given, so that tests can
+//! capture what it prints. [`run`] returns the exit code: 0 on success, 1 on any failure.
+//!
+//! Failures print one line per problem on `err`: `error: <what>`, where a problem in a GGUF file
+//! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
+
+mod dequant;
+mod inspect;
+mod make_example;
+mod matvec;
+mod quantize_raw;
+mod validate;
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+
+use crate::file::{GgufFile, OpenError};
+use crate::validate::Report;
+
+/// Exit code of a command that succeeded.
+pub const EXIT_OK: u8 = 0;
+/// Exit code of a command that failed (usage errors exit with clap's 2).
+pub const EXIT_FAILURE: u8 = 1;
+
+/// Reads GGUF files and runs the GGML quantization kernels.
+#[derive(Debug, Parser)]
+#[command(name = "miniquant", version, about)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
+    Inspect {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The GGUF file.
+        file: PathBuf,
+    },
+    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not.
+    Validate {
+        /// The GGUF file.
+        file: PathBuf,
+    },
+    /// Write a tensor as raw little-endian f32, row-major; statistics go to stderr.
+    Dequant {
+        /// The GGUF file.
+        file: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// Output file (`-` for stdout) [default: <TENSOR>.f32 in the current directory].
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Quantize a raw little-endian f32 file into raw blocks of a ggml type.
+    QuantizeRaw {
+        /// The ggml type (`Q8_0`, `q4_k`, ...; case-insensitive).
+        #[arg(long = "type", value_name = "TYPE")]
+        ggml_type: String,
+        /// Input: raw little-endian f32, a whole number of blocks.
+        input: PathBuf,
+        /// Output: raw blocks.
+        output: PathBuf,
+    },
+    /// Compute y = W x for a 2-D tensor W [rows, cols] and a raw f32 vector x of cols values;
+    /// write y as raw little-endian f32.
+    Matvec {
+        /// The GGUF file.
+        file: PathBuf,
+        /// The tensor W.
+        tensor: String,
+        /// x: raw little-endian f32, cols values (cols = the tensor's first stored dimension).
+        x: PathBuf,
+        /// Output file (`-` for stdout) [default: y.f32 in the current directory].
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
+    MakeExample {
+        /// Where to write it.
+        output: PathBuf,
+    },
+}
+
+/// Runs a parsed command line and returns the exit code.
+pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
+    let result = match &cli.command {
+        Command::Inspect { json, file } => inspect::run(file, *json, out, err),
+        Command::Validate { file } => validate::run(file, out, err),
+        Command::Dequant {
+            file,
+            tensor,
+            output,
+        } => dequant::run(file, tensor, output.as_deref(), out, err),
+        Command::QuantizeRaw {
+            ggml_type,
+            input,
+            output,
+        } => quantize_raw::run(ggml_type, input, output, err),
+        Command::Matvec {
+            file,
+            tensor,
+            x,
+            output,
+        } => matvec::run(file, tensor, x, output.as_deref(), out, err),
+        Command::MakeExample { output } => make_example::run(output, err),
+    };
+    let flushed = out
+        .flush()
+        .map_err(|e| CliError::io("cannot write the output", e));
+    match result.and(flushed) {
+        Ok(()) => EXIT_OK,
+        // A reader that stopped early (`miniquant inspect x.gguf | head`) is not worth a message.
+        Err(CliError::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => {
+            EXIT_FAILURE
+        }
+        Err(e) => {
+            // Nothing more can be done if stderr itself is gone.
+            let _ = e.print(err);
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// An I/O error, with what was being done.
+    Io {
+        /// What failed, e.g. "cannot open 'x.gguf'".
+        what: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// Problems in a GGUF file, one line each.
+    Gguf(Report),
+    /// Any other failure, one line.
+    Message(String),
+}
+
+impl CliError {
+    fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    fn print<E: Write>(&self, err: &mut E) -> io::Result<()> {
+        match self {
+            Self::Gguf(report) => print_report(report, err),
+            other => writeln!(err, "error: {other}"),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { what, source } => write!(f, "{what}: {source}"),
+            Self::Gguf(report) => match report.errors.first() {
+                Some(e) => write!(f, "{e}"),
+                None => write!(f, "invalid GGUF file"),
+            },
+            Self::Message(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<miniquant::Error> for CliError {
+    fn from(e: miniquant::Error) -> Self {
+        Self::Message(e.to_string())
+    }
+}
+
+/// `error:` lines, then `warning:` lines.
+fn print_report<E: Write>(report: &Report, err: &mut E) -> io::Result<()> {
+    for e in &report.errors {
+        writeln!(err, "error: {e}")?;
+    }
+    print_warnings(report, err)
+}
+
+fn print_warnings<E: Write>(report: &Report, err: &mut E) -> io::Result<()> {
+    for w in &report.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    Ok(())
+}
+
+/// Opens, maps and checks a GGUF file; any error in it fails the command.
+fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
+    GgufFile::open(path).map_err(|e| match e {
+        OpenError::Io(source) => CliError::io(format!("cannot open {}", quoted(path)), source),
+        OpenError::Invalid(report) => CliError::Gguf(report),
+    })
+}
+
+fn quoted(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+/// Where a command writes its raw output: the `out` writer for `-`, else a file it creates. A file
+/// left incomplete by a failure is removed.
+struct Output<'o, O: Write> {
+    target: Target<'o, O>,
+}
+
+enum Target<'o, O: Write> {
+    Stdout(&'o mut O),
+    File {
+        path: PathBuf,
+        writer: BufWriter<File>,
+    },
+}
+
+impl<'o, O: Write> Output<'o, O> {
+    fn create(path: &Path, out: &'o mut O) -> Result<Self, CliError> {
+        let target = if path == Path::new("-") {
+            Target::Stdout(out)
+        } else {
+            let file = File::create(path)
+                .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
+            Target::File {
+                path: path.to_owned(),
+                writer: BufWriter::new(file),
+            }
+        };
+        Ok(Self { target })
+    }
+
+    fn describe(&self) -> String {
+        match &self.target {
+            Target::Stdout(_) => "stdout".to_owned(),
+            Target::File { path, .. } => quoted(path),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> Result<(), CliError> {
+        let result = match &mut self.target {
+            Target::Stdout(w) => w.write_all(bytes),
+            Target::File { writer, .. } => writer.write_all(bytes),
+        };
+        result.map_err(|e| CliError::io(format!("cannot write {}", self.describe()), e))
+    }
+
+    fn write_f32(&mut self, values: &[f32], scratch: &mut Vec<u8>) -> Result<(), CliError> {
+        scratch.clear();
+        scratch.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        self.write_all(scratch)
+    }
+
+    /// Flushes; on `Err(e)` from the command, removes the incomplete file and passes `e` on.
+    fn finish<T>(self, result: Result<T, CliError>) -> Result<T, CliError> {
+        match self.target {
+            Target::Stdout(w) => {
+                let flushed = w
+                    .flush()
+                    .map_err(|e| CliError::io("cannot write stdout", e));
+                result.and_then(|v| flushed.map(|()| v))
+            }
+            Target::File { path, mut writer } => {
+                let result = result.and_then(|v| {
+                    writer
+                        .flush()
+                        .map_err(|e| CliError::io(format!("cannot write {}", quoted(&path)), e))?;
+                    Ok(v)
+                });
+                if result.is_err() {
+                    drop(writer);
+                    let _ = std::fs::remove_file(&path);
+                }
+                result
+            }
+        }
+    }
+}
+
+/// Reads a raw little-endian f32 file.
+fn read_f32_file(path: &Path) -> Result<Vec<f32>, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::io(format!("cannot read {}", quoted(path)), e))?;
+    if bytes.len() % 4 != 0 {
+        return Err(CliError::Message(format!(
+            "{} is {} bytes, not a whole number of f32 values (4 bytes each)",
+            quoted(path),
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// A name as printed on one line: control characters escaped.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .flat_map(|c| c.escape_debug())
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
+fn shape_text(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}

@@ -1,0 +1,259 @@
+//! Throughput of our scalar kernels against candle-core 0.11's, for each quantized type candle has:
+//! quantize, dequantize, vec_dot (k = 4096, one call per row) and matvec (rows x 4096).
+//!
+//! Both sides work on the same bytes (ours quantized). candle runs single-threaded
+//! (`CANDLE_NUM_THREADS=1`) and, unless this crate is built with SIMD target features, on its
+//! scalar kernels; the header says which. Each figure is the best of N runs
+//! (`MINIQUANT_BENCH_RUNS`, default 5) after one warm-up run.
+//!
+//! Run: `cargo bench -p miniquant-tests --bench kernels` (append `-- Q4_K Q6_K` for some types only).
+
+#[path = "../tests/candle_common/mod.rs"]
+mod candle_common;
+
+use candle_common::{
+    blocks_from_bytes, bytes_of_blocks, candle_dtype, candle_simd_in_build, gaussian_rows,
+    single_threaded_candle, with_candle_block, CandleBlock, Rng,
+};
+use candle_core::quantized::{QMatMul, QStorage, QTensor};
+use candle_core::{Device, Module, Tensor};
+use miniquant::{quant, GgmlType};
+use std::borrow::Cow;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const COLS: usize = 4096;
+const ROWS: usize = 2048;
+
+const QUANTIZED_TYPES: [GgmlType; 12] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q8_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+];
+
+/// Best wall time of `runs` calls of `f`, after one warm-up call.
+fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+/// One measured operation: the amount of work per call, its unit, and the best times.
+struct Row {
+    op: &'static str,
+    unit: &'static str,
+    /// Work per call, in the unit's base (elements, or bytes of weight blocks).
+    work: f64,
+    ours: Duration,
+    candle: Duration,
+}
+
+impl Row {
+    fn rate(&self, d: Duration) -> f64 {
+        self.work / d.as_secs_f64() / 1e6
+    }
+
+    /// candle's time over ours: above 1 when ours is faster.
+    fn ratio(&self) -> f64 {
+        self.candle.as_secs_f64() / self.ours.as_secs_f64()
+    }
+}
+
+struct Inputs {
+    values: Vec<f32>,
+    x: Vec<f32>,
+}
+
+fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<Row> {
+    let elements = inputs.values.len();
+    let weight_bytes = quant::bytes_for(t, elements).unwrap();
+    let mut ours_q = vec![0u8; weight_bytes];
+    let mut rows = Vec::new();
+
+    // quantize: f32 -> blocks.
+    let ours = best_of(runs, || {
+        quant::quantize(t, black_box(&inputs.values), &mut ours_q).unwrap();
+    });
+    let mut candle_blocks = vec![T::zeros(); elements / T::BLCK_SIZE];
+    let candle = best_of(runs, || {
+        T::from_float(black_box(&inputs.values), &mut candle_blocks);
+    });
+    rows.push(Row {
+        op: "quantize",
+        unit: "Melem/s",
+        work: elements as f64,
+        ours,
+        candle,
+    });
+
+    // dequantize: our blocks -> f32, on both sides.
+    let blocks = blocks_from_bytes::<T>(&ours_q);
+    let mut out = vec![0f32; elements];
+    let ours = best_of(runs, || {
+        quant::dequantize(t, black_box(&ours_q), &mut out).unwrap();
+    });
+    let candle = best_of(runs, || {
+        T::to_float(black_box(&blocks), &mut out);
+    });
+    rows.push(Row {
+        op: "dequantize",
+        unit: "Melem/s",
+        work: elements as f64,
+        ours,
+        candle,
+    });
+
+    let Some(vd) = quant::vec_dot_type(t) else {
+        return rows;
+    };
+
+    // vec_dot: one call per row against the same quantized activation.
+    let mut xq = vec![0u8; quant::bytes_for(vd, COLS).unwrap()];
+    quant::quantize(vd, &inputs.x, &mut xq).unwrap();
+    let x_blocks = blocks_from_bytes::<T::VecDotType>(&xq);
+    let row_bytes = weight_bytes / ROWS;
+    let row_blocks = COLS / T::BLCK_SIZE;
+    let ours = best_of(runs, || {
+        for row in ours_q.chunks_exact(row_bytes) {
+            black_box(quant::vec_dot(t, black_box(row), &xq).unwrap());
+        }
+    });
+    let candle = best_of(runs, || {
+        for row in blocks.chunks_exact(row_blocks) {
+            black_box(T::vec_dot(COLS, black_box(row), &x_blocks));
+        }
+    });
+    rows.push(Row {
+        op: "vec_dot",
+        unit: "GB/s",
+        work: weight_bytes as f64 / 1e3,
+        ours,
+        candle,
+    });
+
+    // matvec: y = W x from f32 x, activation quantization included on both sides.
+    let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, COLS).unwrap()];
+    let mut y = vec![0f32; ROWS];
+    let ours = best_of(runs, || {
+        quant::matvec::matvec(
+            t,
+            &ours_q,
+            ROWS,
+            COLS,
+            black_box(&inputs.x),
+            &mut scratch,
+            &mut y,
+        )
+        .unwrap();
+    });
+    let dtype = candle_dtype(t).unwrap();
+    // From candle-aligned blocks: candle's loader checks the alignment of the bytes it is given.
+    let storage =
+        QStorage::from_data(Cow::Borrowed(bytes_of_blocks(&blocks)), &Device::Cpu, dtype).unwrap();
+    let qmatmul = QMatMul::from_qtensor(QTensor::new(storage, (ROWS, COLS)).unwrap()).unwrap();
+    let input = Tensor::from_slice(&inputs.x, (1, COLS), &Device::Cpu).unwrap();
+    let candle = best_of(runs, || {
+        black_box(qmatmul.forward(black_box(&input)).unwrap());
+    });
+    rows.push(Row {
+        op: "matvec",
+        unit: "GB/s",
+        work: weight_bytes as f64 / 1e3,
+        ours,
+        candle,
+    });
+    rows
+}
+
+fn main() {
+    single_threaded_candle();
+    let runs = std::env::var("MINIQUANT_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(5);
+    let mut rng = Rng::new(0xbe7c_4000);
+    let inputs = Inputs {
+        values: gaussian_rows(&mut rng, ROWS, COLS),
+        x: gaussian_rows(&mut rng, 1, COLS),
+    };
+    println!(
+        "kernels bench: {ROWS} rows x {COLS}, best of {runs} runs; target {}; candle SIMD kernels in this build: {}; \
+         CANDLE_NUM_THREADS={}",
+        std::env::consts::ARCH,
+        candle_simd_in_build(),
+        std::env::var("CANDLE_NUM_THREADS").unwrap_or_default()
+    );
+    println!(
+        "ratio = candle time / our time (> 1: ours is faster); rates are per second, best run"
+    );
+    // Type names on the command line (`cargo bench ... -- Q4_K Q6_K`) pick types; cargo itself
+    // passes `--bench`.
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let mut summary = Vec::new();
+    for t in QUANTIZED_TYPES {
+        if !picked.is_empty() && !picked.iter().any(|p| p.eq_ignore_ascii_case(t.name())) {
+            continue;
+        }
+        let rows = with_candle_block!(t, bench_type(t, &inputs, runs));
+        println!();
+        println!("{t}");
+        println!(
+            "  {:<11} {:<8} {:>9} {:>9} {:>7}",
+            "op", "unit", "ours", "candle", "ratio"
+        );
+        for row in &rows {
+            println!(
+                "  {:<11} {:<8} {:>9.2} {:>9.2} {:>7.2}",
+                row.op,
+                row.unit,
+                row.rate(row.ours),
+                row.rate(row.candle),
+                row.ratio()
+            );
+        }
+        summary.push((t, rows));
+    }
+
+    println!();
+    println!(
+        "summary, ratio candle time / our time (n/a: ggml has no vec_dot for activation types)"
+    );
+    println!(
+        "  {:<6} {:>9} {:>11} {:>8} {:>7}",
+        "type", "quantize", "dequantize", "vec_dot", "matvec"
+    );
+    for (t, rows) in &summary {
+        let ratio = |op: &str| {
+            rows.iter()
+                .find(|r| r.op == op)
+                .map_or("n/a".to_string(), |r| format!("{:.2}", r.ratio()))
+        };
+        println!(
+            "  {:<6} {:>9} {:>11} {:>8} {:>7}",
+            t.name(),
+            ratio("quantize"),
+            ratio("dequantize"),
+            ratio("vec_dot"),
+            ratio("matvec")
+        );
+    }
+}
