@@ -50,13 +50,35 @@ pub fn compare_bytes(
 pub struct FloatDiff {
     /// Values compared.
     pub values: usize,
-    /// Values whose bits differ.
+    /// Values whose bits differ, not counting pairs that are both NaN.
     pub differing: usize,
-    /// The first difference: index, ours, reference.
+    /// Pairs that are both NaN with different bits (sign or payload).
+    pub nan_bits: usize,
+    /// The first counted difference: index, ours, reference.
     pub first: Option<(usize, u32, u32)>,
+    /// The first NaN pair with different bits.
+    pub first_nan: Option<(usize, u32, u32)>,
 }
 
-/// Compares two f32 slices by `to_bits` (so NaN payloads and the sign of zero count).
+impl FloatDiff {
+    /// Whether the outputs are identical by `to_bits`, with NaN sign and payload differences
+    /// counted only when `strict_nan`.
+    pub fn is_identical(&self, strict_nan: bool) -> bool {
+        self.differing == 0 && (!strict_nan || self.nan_bits == 0)
+    }
+
+    /// Adds another comparison's counts (its indices are kept as they are).
+    pub fn absorb(&mut self, other: &FloatDiff) {
+        self.values += other.values;
+        self.differing += other.differing;
+        self.nan_bits += other.nan_bits;
+        self.first = self.first.or(other.first);
+        self.first_nan = self.first_nan.or(other.first_nan);
+    }
+}
+
+/// Compares two f32 slices by `to_bits`: inf, the sign of zero and NaN-ness count as differences.
+/// NaN pairs with different bits are counted apart (see [`strict_nan`]).
 pub fn compare_floats(ours: &[f32], reference: &[f32]) -> FloatDiff {
     assert_eq!(ours.len(), reference.len(), "outputs of different lengths");
     let mut diff = FloatDiff {
@@ -64,12 +86,39 @@ pub fn compare_floats(ours: &[f32], reference: &[f32]) -> FloatDiff {
         ..FloatDiff::default()
     };
     for (i, (a, b)) in ours.iter().zip(reference).enumerate() {
-        if a.to_bits() != b.to_bits() {
+        if a.to_bits() == b.to_bits() {
+            continue;
+        }
+        if a.is_nan() && b.is_nan() {
+            diff.nan_bits += 1;
+            diff.first_nan.get_or_insert((i, a.to_bits(), b.to_bits()));
+        } else {
             diff.differing += 1;
             diff.first.get_or_insert((i, a.to_bits(), b.to_bits()));
         }
     }
     diff
+}
+
+/// Whether NaN sign and payload differences fail the comparisons (`MINIQUANT_STRICT_NAN=1`).
+///
+/// Off by default for arithmetic results: Rust leaves the sign and payload of a NaN produced by
+/// arithmetic unspecified (RFC 3514), and LLVM may, for example, turn `x * -1.0` into a negation
+/// that flips a NaN's sign where C's multiplication keeps it. NaN-ness itself always counts, and
+/// conversions that are pure bit manipulation (F16, BF16, F32) are always compared strictly.
+pub fn strict_nan() -> bool {
+    std::env::var_os("MINIQUANT_STRICT_NAN").is_some_and(|v| v == "1")
+}
+
+/// A summary note on NaN bit differences, empty if there are none.
+pub fn nan_note(nan_bits: usize, strict: bool) -> String {
+    match (nan_bits, strict) {
+        (0, _) => String::new(),
+        (n, true) => format!(", {n} NaN sign/payload differences (strict)"),
+        (n, false) => format!(
+            ", {n} NaN sign/payload differences (tolerated; MINIQUANT_STRICT_NAN=1 fails them)"
+        ),
+    }
 }
 
 /// One line describing a float difference: index, block (for `block_size` elements per block) and

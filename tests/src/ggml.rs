@@ -401,6 +401,27 @@ fn word_bytes_mut(words: &mut [u64]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
 }
 
+/// ggml's `amax` loop (`if (fabsf(x) > amax) amax = fabsf(x)` from 0): the largest |x|, with NaN
+/// never taken.
+pub fn ggml_amax(values: &[f32]) -> f32 {
+    values
+        .iter()
+        .fold(0.0, |amax, v| if v.abs() > amax { v.abs() } else { amax })
+}
+
+/// Whether byte `byte` of the block ggml's reference quantizer writes for `block_values` is
+/// determined by those values. ggml leaves two outputs to chance:
+/// - IQ4_NL with amax < 1e-15: `qs` is packed from the caller's index buffer, which holds the
+///   previous block's indices (stack garbage for the first block); only `d` (bytes 0..2) is set.
+/// - Q8_K with amax = 0: `d` and `qs` are zeroed but `bsums` (bytes 260..292) is never written.
+pub fn reference_byte_is_defined(t: GgmlType, block_values: &[f32], byte: usize) -> bool {
+    match t {
+        GgmlType::IQ4_NL if byte >= 2 => ggml_amax(block_values) >= 1e-15,
+        GgmlType::Q8_K if byte >= 260 => ggml_amax(block_values) != 0.0,
+        _ => true,
+    }
+}
+
 /// The byte the quantizers' output buffers are filled with before the call, so bytes a quantizer
 /// leaves unwritten show up as this pattern instead of as stale memory.
 pub const UNWRITTEN: u8 = 0xa5;

@@ -16,7 +16,9 @@
 use miniquant::quant::{dequantize, quantize, vec_dot, vec_dot_type};
 use miniquant::GgmlType;
 use miniquant_tests::data::{self, Rng, Scales};
-use miniquant_tests::diff::{compare_bytes, compare_floats, describe_float};
+use miniquant_tests::diff::{
+    compare_bytes, compare_floats, describe_float, nan_note, strict_nan, FloatDiff,
+};
 use miniquant_tests::ggml;
 use miniquant_tests::report::Report;
 use std::sync::OnceLock;
@@ -153,13 +155,8 @@ fn ggml_blocks(t: GgmlType, x: &[f32]) -> Option<Vec<u8>> {
 
 /// Whether byte `byte` of quantized block `block` is defined by ggml's reference for `x`.
 fn byte_is_defined(t: GgmlType, x: &[f32], block: usize, byte: usize) -> bool {
-    if t != GgmlType::IQ4_NL || byte < 2 {
-        return true;
-    }
     let n = t.block_size() as usize;
-    let values = &x[block * n..(block + 1) * n];
-    // ggml's test: amax < GROUP_MAX_EPS (1e-15); NaN compares false, so a NaN block is defined.
-    !values.iter().all(|v| v.abs() < 1e-15)
+    ggml::reference_byte_is_defined(t, &x[block * n..(block + 1) * n], byte)
 }
 
 #[test]
@@ -293,7 +290,10 @@ fn dequantize_matches_ggml() {
             data::raw_blocks(t, RAW_BLOCKS / 4, Scales::Arbitrary, &mut rng),
         ));
 
-        let (mut values, mut differing, mut first, mut error) = (0, 0, None, None);
+        let mut total = FloatDiff::default();
+        let (mut first, mut first_nan, mut error) = (None, None, None);
+        let describe =
+            |set: &str, f| format!("{set}: {}", describe_float(f, t.block_size() as usize));
         for (set, bytes) in &sets {
             let reference = match reference_kind {
                 DequantReference::Ggml => ggml::ggml_dequantize(t, bytes).expect("ggml to_float"),
@@ -304,26 +304,13 @@ fn dequantize_matches_ggml() {
                 error = Some(e);
                 break;
             }
-            let mut diff = compare_floats(&ours, &reference);
-            if t == GgmlType::F64 {
-                // f64 -> f32 of a NaN keeps only "NaN" portably, not its payload.
-                let nan_pairs = ours
-                    .iter()
-                    .zip(&reference)
-                    .filter(|(a, b)| a.is_nan() && b.is_nan());
-                let nan_payload_only = nan_pairs
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
-                diff.differing -= nan_payload_only;
-            }
-            values += diff.values;
-            differing += diff.differing;
-            if first.is_none() {
-                first = diff
-                    .first
-                    .map(|f| format!("{set}: {}", describe_float(f, t.block_size() as usize)));
-            }
+            let diff = compare_floats(&ours, &reference);
+            first = first.or(diff.first.map(|f| describe(set, f)));
+            first_nan = first_nan.or(diff.first_nan.map(|f| describe(set, f)));
+            total.absorb(&diff);
         }
+        // Pure bit conversions keep NaN bits exactly; arithmetic follows MINIQUANT_STRICT_NAN.
+        let strict = matches!(t, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) || strict_nan();
         match (error, &reference_kind) {
             (Some(e), DequantReference::Ggml) => {
                 report.fail(t, format!("miniquant returned an error: {e}"))
@@ -333,14 +320,19 @@ fn dequantize_matches_ggml() {
             }
             (None, kind) => {
                 let note = match kind {
-                    DequantReference::Ggml => "",
-                    DequantReference::Formula(note) => note,
+                    DequantReference::Ggml => String::new(),
+                    DequantReference::Formula(note) => format!(" ({note})"),
                 };
                 report.check(
                     t,
-                    differing == 0,
-                    format!("{values} values compared, {differing} differ {note}"),
-                    first,
+                    total.is_identical(strict),
+                    format!(
+                        "{} values compared, {} differ{}{note}",
+                        total.values,
+                        total.differing,
+                        nan_note(total.nan_bits, strict)
+                    ),
+                    first.or(first_nan),
                 );
             }
         }
@@ -437,35 +429,47 @@ fn vec_dot_matches_ggml_generic() {
             continue;
         }
         let cases = dot_cases(t, vd, &mut rng);
-        let (mut differing, mut first, mut error) = (0, None, None);
+        let mut total = FloatDiff::default();
+        let (mut first, mut first_nan, mut error) = (None, None, None);
         for case in &cases {
             let reference = ggml::ggml_vec_dot(t, &case.w, &case.x).expect("ggml vec_dot");
-            match vec_dot(t, &case.w, &case.x) {
+            let ours = match vec_dot(t, &case.w, &case.x) {
+                Ok(ours) => ours,
                 Err(e) => {
                     error = Some(e);
                     break;
                 }
-                Ok(ours) if ours.to_bits() != reference.to_bits() => {
-                    differing += 1;
-                    first.get_or_insert_with(|| {
-                        format!(
-                            "first at {}: ours {ours:e} ({:#010x}), ggml {reference:e} ({:#010x})",
-                            case.label,
-                            ours.to_bits(),
-                            reference.to_bits()
-                        )
-                    });
-                }
-                Ok(_) => {}
+            };
+            let diff = compare_floats(&[ours], &[reference]);
+            let describe = || {
+                format!(
+                    "first at {}: ours {ours:e} ({:#010x}), ggml {reference:e} ({:#010x})",
+                    case.label,
+                    ours.to_bits(),
+                    reference.to_bits()
+                )
+            };
+            if diff.differing > 0 && first.is_none() {
+                first = Some(describe());
             }
+            if diff.nan_bits > 0 && first_nan.is_none() {
+                first_nan = Some(describe());
+            }
+            total.absorb(&diff);
         }
+        let strict = strict_nan();
         match error {
             Some(e) => report.fail(t, format!("miniquant returned an error: {e}")),
             None => report.check(
                 t,
-                differing == 0,
-                format!("{} rows x {vd} compared, {differing} differ", cases.len()),
-                first,
+                total.is_identical(strict),
+                format!(
+                    "{} rows x {vd} compared, {} differ{}",
+                    cases.len(),
+                    total.differing,
+                    nan_note(total.nan_bits, strict)
+                ),
+                first.or(first_nan),
             ),
         }
     }
@@ -519,7 +523,7 @@ mod random_blocks {
                 let mut values = vec![0f32; reference_values.len()];
                 dequantize(t, &reference, &mut values).map_err(|e| TestCaseError::fail(format!("{t} dequantize: {e}")))?;
                 let diff = compare_floats(&values, &reference_values);
-                prop_assert!(diff.differing == 0, "{t} dequantize: {}", describe_float(diff.first.unwrap(), t.block_size() as usize));
+                prop_assert!(diff.is_identical(true), "{t} dequantize: {}", describe_float(diff.first.or(diff.first_nan).unwrap(), t.block_size() as usize));
 
                 let vd = ggml::ggml_vec_dot_type(t).expect("dot type");
                 let xq = ggml::ggml_quantize_activation(vd, &y);
@@ -551,7 +555,7 @@ mod harness {
             })
             .collect();
         let got = ggml::ggml_dequantize(GgmlType::Q8_0, &q8).unwrap();
-        assert_eq!(compare_floats(&got, &expected).differing, 0);
+        assert!(compare_floats(&got, &expected).is_identical(true));
 
         let q4 = data::raw_blocks(GgmlType::Q4_0, 512, Scales::Sane, &mut rng);
         let expected: Vec<f32> = q4
@@ -564,7 +568,7 @@ mod harness {
             })
             .collect();
         let got = ggml::ggml_dequantize(GgmlType::Q4_0, &q4).unwrap();
-        assert_eq!(compare_floats(&got, &expected).differing, 0);
+        assert!(compare_floats(&got, &expected).is_identical(true));
     }
 
     /// ggml's f16 conversions agree with the `half` crate: every f16 bit pattern to f32 (NaNs
