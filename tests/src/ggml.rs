@@ -430,13 +430,19 @@ pub const UNWRITTEN: u8 = 0xa5;
 /// for F16/BF16; a copy for F32), or `None` if ggml has none (the imatrix-only IQ types, integers,
 /// F64). The output buffer is pre-filled with [`UNWRITTEN`].
 pub fn ggml_quantize_ref(t: GgmlType, x: &[f32]) -> Option<Vec<u8>> {
+    ggml_quantize_ref_over(t, x, UNWRITTEN)
+}
+
+/// [`ggml_quantize_ref`] with the output buffer pre-filled with `fill`: bytes that change with
+/// `fill` are bytes ggml does not write.
+pub fn ggml_quantize_ref_over(t: GgmlType, x: &[f32], fill: u8) -> Option<Vec<u8>> {
     let bytes = bytes_of(t, x.len());
     if t == GgmlType::F32 {
         return Some(x.iter().flat_map(|v| v.to_le_bytes()).collect());
     }
     let quantize = quantize_fn(t)?;
     init_iq_grids(t);
-    let mut out = Aligned::filled(bytes, UNWRITTEN);
+    let mut out = Aligned::filled(bytes, fill);
     // SAFETY: `x` holds `x.len()` floats, a whole number of blocks (checked above); `out` holds
     // exactly the bytes for them, 8-byte aligned. ggml writes only inside that range.
     unsafe { quantize(x.as_ptr(), out.mut_ptr(), x.len() as i64) };

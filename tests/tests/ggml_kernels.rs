@@ -8,10 +8,14 @@
 //! vec_dot; a proptest on random blocks for a few types. Run with `-- --nocapture` to see the
 //! per-type tables.
 //!
-//! One documented exception: ggml's IQ4_NL reference fills `qs` of a block whose max |x| is below
-//! 1e-15 from the caller's index buffer, which still holds the previous block's indices (or stack
-//! garbage for the first block). For those blocks only `d` is compared. The `harness_*` tests check
-//! that this is the only place where ggml's output depends on anything but the block itself.
+//! Where ggml's reference is not a function of the input, the comparison says so:
+//! - bytes ggml leaves unwritten or stale are not compared ([`ggml::reference_byte_is_defined`]:
+//!   `qs` of an all-zero IQ4_NL block, `bsums` of an all-zero Q8_K block); the `harness_*` tests
+//!   check that these are the only places where ggml's bytes depend on anything but the block;
+//! - ggml's grid-search IQ quantizers abort on NaN, inf and overflowing blocks, so those edge
+//!   blocks are left out for them ([`in_reference_domain`]);
+//! - two NaNs with different sign or payload are counted apart and tolerated unless
+//!   `MINIQUANT_STRICT_NAN=1` ([`miniquant_tests::diff::strict_nan`] says why).
 
 use miniquant::quant::{dequantize, quantize, vec_dot, vec_dot_type};
 use miniquant::GgmlType;
@@ -641,6 +645,31 @@ mod harness {
             }
         }
         assert!(checked >= 8 * 25, "only {checked} dots checked");
+    }
+
+    /// ggml writes every byte of its output except the documented ones: quantizing into buffers
+    /// pre-filled with 0x00 and with 0xff gives the same defined bytes.
+    #[test]
+    fn harness_reference_writes_every_defined_byte() {
+        let input = inputs();
+        for t in GgmlType::ALL {
+            let mut x = input.edges.restricted_to(t).values;
+            x.extend_from_slice(&input.gaussian()[..2 * COLS]);
+            let (Some(zeros), Some(ones)) = (
+                ggml::ggml_quantize_ref_over(t, &x, 0x00),
+                ggml::ggml_quantize_ref_over(t, &x, 0xff),
+            ) else {
+                continue;
+            };
+            let diff = compare_bytes(&zeros, &ones, t.block_bytes() as usize, |block, byte| {
+                byte_is_defined(t, &x, block, byte)
+            });
+            assert_eq!(
+                diff.bytes, 0,
+                "{t}: ggml leaves bytes unwritten: {:?}",
+                diff.first
+            );
+        }
     }
 
     /// ggml's reference output for a block depends only on that block, except the documented
