@@ -16,7 +16,7 @@ use miniquant_tests::report::Report;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SEED: u64 = 0x6767_7566_2d70_79;
+const SEED: u64 = 0x0067_6775_662d_7079;
 const ROWS: usize = 64;
 const COLS: usize = 4096;
 const RAW_BLOCKS: usize = 2048;
