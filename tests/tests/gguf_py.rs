@@ -3,8 +3,8 @@
 //! dequantize, on ggml-quantized data and on raw blocks with sane and arbitrary scale fields.
 //! How many values gguf-py and ggml disagree on is printed too, for information.
 //!
-//! Needs the venv that `python3 scripts/gguf_py_dequant.py --setup` creates under the cache, so
-//! it is ignored by default: `cargo test -p miniquant-tests --test gguf_py -- --ignored`.
+//! Needs the venv that `python3 scripts/gguf_py_dequant.py --setup` creates under the cache
+//! (`cargo xtask fetch` / `cargo xtask ci` run it); without it the test fails and says so.
 
 use miniquant::quant::dequantize;
 use miniquant::GgmlType;
@@ -66,7 +66,6 @@ fn read_f32(path: &Path) -> Vec<f32> {
 }
 
 #[test]
-#[ignore = "needs the gguf-py venv: python3 scripts/gguf_py_dequant.py --setup"]
 fn dequantize_matches_gguf_py() {
     let python = venv_python();
     let dir = std::env::temp_dir().join(format!("miniquant-gguf-py-{}", std::process::id()));

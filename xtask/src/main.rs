@@ -1,7 +1,8 @@
 //! `cargo xtask <task>`: the project's one-command build and test orchestration, identical on a
 //! developer machine and in CI.
 //!
-//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources), then run
+//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
+//!   venv), then run
 //!   fmt, clippy, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
@@ -63,7 +64,8 @@ fn fetch() -> Result<(), String> {
     run("rustup", &["target", "add", NO_STD_TARGET])?;
     run("rustup", &["component", "add", "clippy", "rustfmt"])?;
     run("bash", &["scripts/fetch-models.sh"])?;
-    run("bash", &["scripts/fetch-ggml.sh"])
+    run("bash", &["scripts/fetch-ggml.sh"])?;
+    run("python3", &["scripts/gguf_py_dequant.py", "--setup"])
 }
 
 fn checks() -> Result<(), String> {
