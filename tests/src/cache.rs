@@ -59,3 +59,18 @@ pub fn find_model(name: &str) -> Result<PathBuf, String> {
 pub fn model_path(name: &str) -> PathBuf {
     find_model(name).unwrap_or_else(|message| panic!("{message}"))
 }
+
+/// The python of the gguf-py venv that `python3 scripts/gguf_py_dequant.py --setup` makes.
+///
+/// # Panics
+/// If the venv is absent, saying how to make it.
+pub fn gguf_py_python() -> PathBuf {
+    let python = cache_dir().join("gguf-py-venv").join("bin").join("python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run `python3 scripts/gguf_py_dequant.py --setup` (it installs the pinned \
+         gguf package into a venv under $MINIQUANT_CACHE or ~/.cache/miniquant)",
+        python.display()
+    );
+    python
+}

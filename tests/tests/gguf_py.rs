@@ -21,20 +21,6 @@ const ROWS: usize = 64;
 const COLS: usize = 4096;
 const RAW_BLOCKS: usize = 2048;
 
-fn venv_python() -> PathBuf {
-    let python = cache::cache_dir()
-        .join("gguf-py-venv")
-        .join("bin")
-        .join("python");
-    assert!(
-        python.is_file(),
-        "{} is missing: run `python3 scripts/gguf_py_dequant.py --setup` (it installs the pinned \
-         gguf package into a venv under $MINIQUANT_CACHE or ~/.cache/miniquant)",
-        python.display()
-    );
-    python
-}
-
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/gguf_py_dequant.py")
 }
@@ -67,7 +53,7 @@ fn read_f32(path: &Path) -> Vec<f32> {
 
 #[test]
 fn dequantize_matches_gguf_py() {
-    let python = venv_python();
+    let python = cache::gguf_py_python();
     let dir = std::env::temp_dir().join(format!("miniquant-gguf-py-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let gaussian = data::gaussian_rows(SEED, ROWS, COLS);
