@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use miniquant::quant;
 
-use super::{open_gguf, quoted, shape_text, CliError, Output};
+use super::{find_tensor, open_gguf, shape_text, CliError, Output};
 use crate::stats::Stats;
 
 /// About this many elements are dequantized at a time.
@@ -22,9 +22,7 @@ pub(super) fn run<O: Write, E: Write>(
     err: &mut E,
 ) -> Result<(), CliError> {
     let file = open_gguf(path)?;
-    let tensor = file.index().tensor(name).ok_or_else(|| {
-        CliError::Message(format!("no tensor named {name:?} in {}", quoted(path)))
-    })?;
+    let tensor = find_tensor(&file, path, name)?;
     let data = file.data_of(tensor)?;
     let t = tensor.ggml_type;
     let destination = output.map_or_else(|| default_output(name), Path::to_path_buf);

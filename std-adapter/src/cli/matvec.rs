@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 // TEMPORARY: switch to `miniquant::quant::matvec::{matvec, matvec_scratch_bytes}` when it merges.
 use miniquant::quant::matvec::{matvec, matvec_scratch_bytes};
 
-use super::{open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
+use super::{find_tensor, open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
 use crate::stats::Stats;
 
 pub(super) fn run<O: Write, E: Write>(
@@ -19,9 +19,7 @@ pub(super) fn run<O: Write, E: Write>(
     err: &mut E,
 ) -> Result<(), CliError> {
     let file = open_gguf(path)?;
-    let tensor = file.index().tensor(name).ok_or_else(|| {
-        CliError::Message(format!("no tensor named {name:?} in {}", quoted(path)))
-    })?;
+    let tensor = find_tensor(&file, path, name)?;
     let shape = shape_text(&tensor.shape());
     let (cols, rows) = match tensor.ne() {
         &[cols, rows] if cols > 0 && rows > 0 => (cols, rows),

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand};
 
 use crate::file::{GgufFile, OpenError};
+use crate::index::TensorEntry;
 use crate::validate::Report;
 
 /// Exit code of a command that succeeded.
@@ -204,6 +205,17 @@ fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
         OpenError::Io(source) => CliError::io(format!("cannot open {}", quoted(path)), source),
         OpenError::Invalid(report) => CliError::Gguf(report),
     })
+}
+
+/// The entry of tensor `name` in `file` (opened from `path`), or the error that names both.
+fn find_tensor<'f>(
+    file: &'f GgufFile,
+    path: &Path,
+    name: &str,
+) -> Result<&'f TensorEntry, CliError> {
+    file.index()
+        .tensor(name)
+        .ok_or_else(|| CliError::Message(format!("no tensor named {name:?} in {}", quoted(path))))
 }
 
 fn quoted(path: &Path) -> String {
