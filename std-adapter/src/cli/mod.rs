@@ -59,7 +59,7 @@ pub enum Command {
         file: PathBuf,
         /// The tensor's name.
         tensor: String,
-        /// Output file (`-` for stdout) [default: <TENSOR>.f32 in the current directory].
+        /// Output file (`-` for stdout); default: `<TENSOR>.f32` in the current directory.
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
     },
