@@ -3,7 +3,7 @@
 //!
 //! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
 //!   venv), then run
-//!   fmt, clippy, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
+//!   fmt, clippy, rustdoc, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 
@@ -81,7 +81,24 @@ fn checks() -> Result<(), String> {
             "warnings",
         ],
     )?;
+    docs()?;
     no_std_build()
+}
+
+/// The API docs build without warnings (broken links, unclosed tags).
+fn docs() -> Result<(), String> {
+    eprintln!("+ RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps -p miniquant -p miniquant-std");
+    let status = Command::new("cargo")
+        .args(["doc", "--no-deps", "-p", "miniquant", "-p", "miniquant-std"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo doc: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo doc failed: {status}"))
+    }
 }
 
 /// `core` must build for a bare-metal target without `std` or `alloc`, with and without defmt.

@@ -2,7 +2,7 @@
 //! type Q8_K.
 //!
 //! Each type has its own module with its block layout, `dequantize_block`, `quantize_block` (a port
-//! of ggml's `quantize_row_*_ref`, searches included, see [`common`]) and `vec_dot` against Q8_K (a
+//! of ggml's `quantize_row_*_ref`, searches included, see `common`) and `vec_dot` against Q8_K (a
 //! port of `ggml_vec_dot_*_q8_K_generic`). This module only dispatches on the type.
 
 pub(crate) mod common;
