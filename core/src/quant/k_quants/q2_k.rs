@@ -2,6 +2,7 @@
 //! 4-bit min, themselves scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
 use super::common::{make_qkx2_quants, pack_2bit, Qkx2Search};
+use super::dot::scaled_lane_sums;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -36,6 +37,22 @@ const _: () = assert!(core::mem::align_of::<BlockQ2K>() == 1);
 fn quant_bytes(qs: &[u8; QK_K / 4], k: usize) -> (&[u8], u32) {
     let start = 32 * (k / 8) + 16 * (k % 2);
     (&qs[start..start + 16], 2 * ((k % 8) / 2) as u32)
+}
+
+/// The 256 quants (`0..4`) of a block, in element order: in each half of 128 values, the 32-value
+/// chunk `c` reads the half's 32 `qs` bytes at bit offset `2c`.
+#[inline(always)]
+fn quants(block: &BlockQ2K) -> [i8; QK_K] {
+    let mut quants = [0i8; QK_K];
+    for (values, bytes) in quants.chunks_exact_mut(128).zip(block.qs.chunks_exact(32)) {
+        for (chunk, out) in values.chunks_exact_mut(32).enumerate() {
+            let shift = 2 * chunk as u32;
+            for (y, &q) in out.iter_mut().zip(bytes) {
+                *y = ((q >> shift) & 3) as i8;
+            }
+        }
+    }
+    quants
 }
 
 /// `dequantize_row_q2_K` for one block.
@@ -135,21 +152,15 @@ pub fn vec_dot(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
         let mut summs = 0i32;
-        for (j, &sc) in wb.scales.iter().enumerate() {
-            summs += xb.bsum(j) as i32 * (sc >> 4) as i32;
+        for (bsum, &sc) in xb.bsums.iter().zip(&wb.scales) {
+            summs += i32::from(i16::from_le_bytes(*bsum)) * i32::from(sc >> 4);
         }
         let dall = xb.scale() * f16_le(wb.d);
         let dmin = xb.scale() * f16_le(wb.dmin);
 
-        let mut isum = 0i32;
-        for (k, (q8, &sc)) in xb.qs.chunks_exact(16).zip(&wb.scales).enumerate() {
-            let (bytes, shift) = quant_bytes(&wb.qs, k);
-            let mut isuml = 0i32;
-            for (&q, &y) in bytes.iter().zip(q8) {
-                isuml += y as i32 * ((q >> shift) & 3) as i32;
-            }
-            isum += (sc & 0x0f) as i32 * isuml;
-        }
+        let scales = wb.scales.map(|sc| i16::from(sc & 0x0f));
+        let lanes = scaled_lane_sums(&quants(wb), &xb.qs, &scales);
+        let isum = lanes.iter().fold(0i32, |acc, &lane| acc.wrapping_add(lane));
         sumf += dall * isum as f32 - dmin * summs as f32;
     }
     sumf
