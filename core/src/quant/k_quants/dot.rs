@@ -4,8 +4,8 @@
 //!
 //! Integer sums are exact, so they may be taken in any order; what must match ggml is only which lane
 //! each product lands in, because each lane is then scaled and accumulated in float on its own. The
-//! loops are written over fixed groups of 8 so that LLVM keeps the lanes in vector registers
-//! (SSE2 / NEON) instead of adding into memory one element at a time.
+//! loops run over fixed chunks of 16 so that LLVM keeps the lanes in vector registers (SSE2 / NEON)
+//! instead of adding into memory one element at a time.
 
 use crate::quant::activation::QK_K;
 
@@ -15,32 +15,35 @@ pub(crate) type Lanes = [i32; 8];
 /// `lanes[l] = Σ_s scales[s] · Σ_{e in sub-block s, e % 8 = l} w[e]·x[e]` for `SUBS` equal
 /// sub-blocks (16 of 16 or 8 of 32 elements).
 ///
-/// Each sub-block's per-lane products are summed in i16 before the scale is applied, which is exact
-/// as long as `(sub-block length / 8) · max|w| · 128 ≤ 32767`: every K-quant qualifies (Q5_K's
-/// quants below 32 in groups of 4, Q6_K's `-32..32` in groups of 2). Arithmetic wraps rather than
-/// panics, so inputs outside that range give a wrong sum, never a panic.
+/// Each product `w·x` is taken in i16, which is exact for every K-quant (`|w| ≤ 32`, so
+/// `|w·x| ≤ 4096`), then scaled into i32. Arithmetic wraps rather than panics, so quants outside
+/// that range would give a wrong sum, never a panic. (Summing a sub-block's products in i16 before
+/// scaling looks cheaper, but LLVM then widens those adds to i32 for SSE2 and the loop gets slower.)
 #[inline(always)]
 pub(crate) fn scaled_lane_sums<const SUBS: usize>(
     w: &[i8; QK_K],
     x: &[i8; QK_K],
     scales: &[i16; SUBS],
 ) -> Lanes {
-    let sub_len = QK_K / SUBS;
+    let chunks_per_sub = QK_K / SUBS / 16;
+    // Sixteen lanes (element index mod 16) while summing, folded to eight at the end: a chunk of
+    // 16 quants fills a whole SSE2 / NEON register.
+    let mut wide = [0i32; 16];
+    for (c, (wc, xc)) in w.chunks_exact(16).zip(x.chunks_exact(16)).enumerate() {
+        // `c / chunks_per_sub < SUBS` always; the fallback only keeps the code free of panics.
+        let scale = scales.get(c / chunks_per_sub).copied().unwrap_or(0);
+        let mut product = [0i16; 16];
+        for ((p, &a), &b) in product.iter_mut().zip(wc).zip(xc) {
+            *p = i16::from(a).wrapping_mul(i16::from(b));
+        }
+        for (lane, &p) in wide.iter_mut().zip(&product) {
+            *lane = lane.wrapping_add(i32::from(scale).wrapping_mul(i32::from(p)));
+        }
+    }
     let mut lanes = [0i32; 8];
-    for ((ws, xs), &scale) in w
-        .chunks_exact(sub_len)
-        .zip(x.chunks_exact(sub_len))
-        .zip(scales)
-    {
-        let mut sub = [0i16; 8];
-        for (wg, xg) in ws.chunks_exact(8).zip(xs.chunks_exact(8)) {
-            for ((s, &a), &b) in sub.iter_mut().zip(wg).zip(xg) {
-                *s = s.wrapping_add(i16::from(a).wrapping_mul(i16::from(b)));
-            }
-        }
-        for (lane, &s) in lanes.iter_mut().zip(&sub) {
-            *lane = lane.wrapping_add(i32::from(scale).wrapping_mul(i32::from(s)));
-        }
+    let (low, high) = wide.split_at(8);
+    for ((lane, &l), &h) in lanes.iter_mut().zip(low).zip(high) {
+        *lane = l.wrapping_add(h);
     }
     lanes
 }
