@@ -6,7 +6,7 @@
 //! even). A different order can flip a comparison in the search and change the output bytes.
 //! They take slices of equal length (a sub-block); shorter inputs are simply zipped.
 
-use crate::quant::float::nearest_int;
+use crate::quant::float::{first_largest_magnitude, nearest_int};
 
 /// ggml's threshold below which a group counts as all zeros (`GROUP_MAX_EPS`).
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
@@ -121,20 +121,6 @@ pub(crate) fn make_qkx2_quants(
     (scale, -min)
 }
 
-/// The signed value of largest magnitude (the first one on ties) and that magnitude.
-fn signed_max(x: &[f32]) -> (f32, f32) {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &xi in x {
-        let ax = xi.abs();
-        if ax > amax {
-            amax = ax;
-            max = xi;
-        }
-    }
-    (max, amax)
-}
-
 /// `max(-nmax, min(nmax - 1, l))`.
 #[inline(always)]
 fn clamp_symmetric(l: i32, nmax: i32) -> i32 {
@@ -145,7 +131,7 @@ fn clamp_symmetric(l: i32, nmax: i32) -> i32 {
 /// (Q6_K): levels `0..2*nmax` (stored with `+nmax`) and a scale chosen among 19 trial inverse scales
 /// by the x²-weighted least-squares fit.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
-    let (max, amax) = signed_max(x);
+    let (max, amax) = first_largest_magnitude(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
@@ -193,7 +179,7 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
 /// plain scale `-nmax / max`, then up to 5 passes that move single levels while the x²-weighted fit
 /// improves. Levels are stored with `+nmax`.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
-    let (max, amax) = signed_max(x);
+    let (max, amax) = first_largest_magnitude(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;

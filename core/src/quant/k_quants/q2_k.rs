@@ -2,7 +2,6 @@
 //! 4-bit min, themselves scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
 use super::common::{make_qkx2_quants, pack_2bit, Qkx2Search};
-use super::dot::scaled_lane_sums;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -158,9 +157,19 @@ pub fn vec_dot(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
         let dall = xb.scale() * f16_le(wb.d);
         let dmin = xb.scale() * f16_le(wb.dmin);
 
-        let scales = wb.scales.map(|sc| i16::from(sc & 0x0f));
-        let lanes = scaled_lane_sums(&quants(wb), &xb.qs, &scales);
-        let isum = lanes.iter().fold(0i32, |acc, &lane| acc.wrapping_add(lane));
+        // One integer total, no lanes: the sum of each sub-block is a plain reduction.
+        let mut isum = 0i32;
+        for ((ws, xs), &sc) in quants(wb)
+            .chunks_exact(16)
+            .zip(xb.qs.chunks_exact(16))
+            .zip(&wb.scales)
+        {
+            let mut isuml = 0i32;
+            for (&a, &b) in ws.iter().zip(xs) {
+                isuml += i32::from(a) * i32::from(b);
+            }
+            isum += i32::from(sc & 0x0f) * isuml;
+        }
         sumf += dall * isum as f32 - dmin * summs as f32;
     }
     sumf
