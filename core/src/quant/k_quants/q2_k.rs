@@ -1,9 +1,10 @@
 //! Q2_K: 256 values in 16 sub-blocks of 16, 2-bit quants, and per sub-block a 4-bit scale and a
 //! 4-bit min, themselves scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
-use super::common::{make_qkx2_quants, pack_2bit, Qkx2Search};
+use super::common::{make_qkx2_quants, pack_2bit, sub_blocks, sub_blocks_mut, Qkx2Search};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -79,22 +80,17 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ2K {
         use_mad: true,
     };
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 16];
-    let mut weights = [0.0f32; 16];
     let mut scales = [0.0f32; QK_K / 16];
     let mut mins = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut max_min = 0.0f32;
-    for (((xs, ls), scale), min) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for (((xs, ls), scale), min) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
         .zip(&mut mins)
     {
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = v.abs();
-        }
-        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls, &mut aux);
+        let weights = map(xs, f32::abs);
+        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
         if *scale > max_scale {
             max_scale = *scale;
         }

@@ -1,10 +1,11 @@
 //! Q3_K: 256 values in 16 sub-blocks of 16, 3-bit quants (2 low bits in `qs`, the third in
 //! `hmask`) and 6-bit signed sub-block scales scaled by the f16 `d`: value = `d*(sc-32) * (q-4)`.
 
-use super::common::{make_q3_quants, pack_2bit, unpack_q3_scales};
+use super::common::{make_q3_quants, pack_2bit, sub_blocks, sub_blocks_mut, unpack_q3_scales};
 use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -77,9 +78,8 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
     let mut scales = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut amax = 0.0f32;
-    for ((xs, ls), scale) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), scale) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
     {
         *scale = make_q3_quants(4, xs, ls);
@@ -143,7 +143,7 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
 pub fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     for (wb, xb) in w.iter().zip(x) {
-        let scales = unpack_q3_scales(&wb.scales).map(|sc| i16::from(sc) - 32);
+        let scales = map(&unpack_q3_scales(&wb.scales), |sc| i16::from(sc) - 32);
         let lanes = scaled_lane_sums(&signed_quants(wb), &xb.qs, &scales);
         accumulate_lanes(&mut sums, f16_le(wb.d) * xb.scale(), &lanes);
     }

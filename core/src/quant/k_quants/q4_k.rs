@@ -1,10 +1,13 @@
 //! Q4_K: 256 values in 8 sub-blocks of 32, 4-bit quants, and per sub-block a 6-bit scale and a 6-bit
 //! min scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
-use super::common::{make_qkx2_quants, pack_scale_min_k4, scale_min_k4, Qkx2Search};
+use super::common::{
+    make_qkx2_quants, pack_scale_min_k4, scale_min_k4, sub_blocks, sub_blocks_mut, Qkx2Search,
+};
 use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int, sqrt};
 use bytemuck::{Pod, Zeroable};
@@ -60,15 +63,12 @@ pub(crate) fn search_sub_blocks(
     search: Qkx2Search,
 ) -> ([u8; 12], [u8; 2], [u8; 2], [u8; QK_K]) {
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 32];
-    let mut weights = [0.0f32; 32];
     let mut scales = [0.0f32; QK_K / 32];
     let mut mins = [0.0f32; QK_K / 32];
     let mut max_scale = 0.0f32;
     let mut max_min = 0.0f32;
-    for (((xs, ls), scale), min) in x
-        .chunks_exact(32)
-        .zip(levels.chunks_exact_mut(32))
+    for (((xs, ls), scale), min) in sub_blocks::<32, _>(x)
+        .zip(sub_blocks_mut::<32, _>(&mut levels))
         .zip(&mut scales)
         .zip(&mut mins)
     {
@@ -77,10 +77,8 @@ pub(crate) fn search_sub_blocks(
             sum_x2 += v * v;
         }
         let av_x = sqrt(sum_x2 / 32.0);
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = av_x + v.abs();
-        }
-        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls, &mut aux);
+        let weights = map(xs, |v| av_x + v.abs());
+        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
         if *scale > max_scale {
             max_scale = *scale;
         }
@@ -212,7 +210,7 @@ pub(crate) fn vec_dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -
                 sumi += i32::from(i16::from_le_bytes(*bsum)) * i32::from(m);
             }
         }
-        let lanes = scaled_lane_sums(&quants, &xb.qs, &scales.map(i16::from));
+        let lanes = scaled_lane_sums(&quants, &xb.qs, &map(&scales, i16::from));
         accumulate_lanes(&mut sums, d * xb.scale(), &lanes);
         let dmin = dmin * xb.scale();
         sumf -= dmin * sumi as f32;

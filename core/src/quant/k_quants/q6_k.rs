@@ -1,10 +1,11 @@
 //! Q6_K: 256 values in 16 sub-blocks of 16, 6-bit quants (4 low bits in `ql`, 2 high bits in `qh`)
 //! and signed 8-bit sub-block scales scaled by the f16 `d`: value = `d*sc * (q - 32)`.
 
-use super::common::{make_qx_quants, GROUP_MAX_EPS};
+use super::common::{make_qx_quants, sub_blocks, sub_blocks_mut, GROUP_MAX_EPS};
 use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -83,9 +84,8 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
     let mut scales = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut max_abs_scale = 0.0f32;
-    for ((xs, ls), scale) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), scale) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
     {
         *scale = make_qx_quants(32, xs, ls);
@@ -143,7 +143,7 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
 pub fn vec_dot(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     for (wb, xb) in w.iter().zip(x) {
-        let lanes = scaled_lane_sums(&signed_quants(wb), &xb.qs, &wb.scales.map(i16::from));
+        let lanes = scaled_lane_sums(&signed_quants(wb), &xb.qs, &map(&wb.scales, i16::from));
         accumulate_lanes(&mut sums, f16_le(wb.d) * xb.scale(), &lanes);
     }
     add_lanes(0.0, &sums)

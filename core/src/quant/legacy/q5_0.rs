@@ -4,6 +4,7 @@
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{c_cast_i32_each, f16_le_bytes, first_largest_magnitude};
 use bytemuck::{Pod, Zeroable};
@@ -71,7 +72,9 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_0 {
     for (s, &v) in shifted.iter_mut().zip(x) {
         *s = v * id + 16.5;
     }
-    let levels = c_cast_i32_each(&shifted).map(|l| (l as i8 as i32).min(31) as u8);
+    let levels = map(&c_cast_i32_each(&shifted), |l| {
+        (l as i8 as i32).min(31) as u8
+    });
     let (low, high) = levels.split_at(QK / 2);
     for (j, ((q, &xi0), &xi1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
         *q = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);

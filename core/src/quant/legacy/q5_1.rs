@@ -4,6 +4,7 @@
 use super::q5_0::quant_pair;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_1;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{c_cast_i32_each, f16_le_bytes};
 use bytemuck::{Pod, Zeroable};
@@ -73,7 +74,7 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_1 {
     for (s, &v) in shifted.iter_mut().zip(x) {
         *s = (v - min) * id + 0.5;
     }
-    let levels = c_cast_i32_each(&shifted).map(|l| l as u8);
+    let levels = map(&c_cast_i32_each(&shifted), |l| l as u8);
     let (low, high) = levels.split_at(QK / 2);
     for (j, ((q, &xi0), &xi1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
         *q = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
