@@ -308,14 +308,24 @@ pub(crate) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
 }
 
 /// Q3_K's 16 six-bit scales (still offset by 32) from its 12 bytes: the low nibbles of scales 0..8
-/// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits.
+/// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits
+/// (scale `j`'s at bit offset `2·(j / 4)` of byte `8 + j % 4`). Worked on four bytes at a time.
 #[inline(always)]
 pub(crate) fn unpack_q3_scales(q: &[u8; 12]) -> [i8; 16] {
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (low_a, low_b, high) = (word(0), word(1), word(2));
+    let join = |low: u32, shift: u32| (low & 0x0f0f_0f0f) | (((high >> shift) & 0x0303_0303) << 4);
+    let words = [
+        join(low_a, 0),
+        join(low_b, 2),
+        join(low_a >> 4, 4),
+        join(low_b >> 4, 6),
+    ];
     let mut scales = [0i8; 16];
-    for (j, scale) in scales.iter_mut().enumerate() {
-        let low = if j < 8 { q[j] & 0x0f } else { q[j - 8] >> 4 };
-        let high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
-        *scale = (low | (high << 4)) as i8;
+    for (four, w) in scales.chunks_exact_mut(4).zip(words) {
+        for (s, b) in four.iter_mut().zip(w.to_le_bytes()) {
+            *s = b as i8;
+        }
     }
     scales
 }
