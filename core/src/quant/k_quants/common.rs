@@ -84,7 +84,7 @@ pub(crate) fn make_qkx2_quants<const N: usize>(
         return (0.0, -min);
     }
     let nmax_f = nmax as f32;
-    let mut iscale = nmax_f / (max - min);
+    let iscale = nmax_f / (max - min);
     let mut scale = 1.0 / iscale;
     let mut from_min = [0.0f32; N];
     for (d, &xi) in from_min.iter_mut().zip(x) {
@@ -97,49 +97,141 @@ pub(crate) fn make_qkx2_quants<const N: usize>(
     if nstep < 1 {
         return (scale, -min);
     }
-    let mut trial = [0u8; N];
+    // Each trial's three sums and the previous trial's error are four independent chains of
+    // in-order adds; they are summed in one pass so the CPU overlaps their latencies. The next
+    // trial is formed before this one's verdict, from the current minimum, and formed again if
+    // this trial moves the minimum (its levels, and the scale `iscale`, depend on it).
+    let trial_scale = |is: i32, min: f32| (rmin + rdelta * is as f32 + nmax_f) / (max - min);
+    let mut current = Trial::new(trial_scale(0, min), nmax, &from_min, x, weights);
+    let mut sums = current.sums();
     for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax_f) / (max - min);
-        for (t, &d) in trial.iter_mut().zip(&from_min) {
-            *t = nearest_int(iscale * d).min(nmax).max(0) as u8;
-        }
-        let lf = map(&trial, f32::from);
-        let wl = products(weights, &lf);
-        let wl2 = products(&wl, &lf);
-        let wlx = products(&wl, x);
-        let mut sum_l = 0.0f32;
-        let mut sum_l2 = 0.0f32;
-        let mut sum_xl = 0.0f32;
-        for ((&a, &b), &c) in wl.iter().zip(&wl2).zip(&wlx) {
-            sum_l += a;
-            sum_l2 += b;
-            sum_xl += c;
-        }
+        let (sum_l, sum_l2, sum_xl) = sums;
         let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+        let fit = (det > 0.0).then(|| {
+            let this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
             if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+                (sum_xl / sum_l2, 0.0)
+            } else {
+                (this_scale, this_min)
             }
-            let cur_error = weighted_error(&trial, this_scale, this_min, x, weights, use_mad);
+        });
+        let errors = match fit {
+            Some((this_scale, this_min)) => {
+                error_terms(&current.levels, this_scale, this_min, x, weights, use_mad)
+            }
+            None => [0.0; N],
+        };
+        let mut next = if is < nstep {
+            Trial::new(trial_scale(is + 1, min), nmax, &from_min, x, weights)
+        } else {
+            Trial::empty()
+        };
+        let (cur_error, next_sums) = next.sums_with(&errors);
+        sums = next_sums;
+        if let Some((this_scale, this_min)) = fit {
             if cur_error < best_error {
-                *levels = trial;
+                *levels = current.levels;
                 best_error = cur_error;
                 scale = this_scale;
+                let moved = this_min.to_bits() != min.to_bits();
                 min = this_min;
-                // Later trials measure from the new minimum, as ggml's loop does.
-                for (d, &xi) in from_min.iter_mut().zip(x) {
-                    *d = xi - min;
+                if moved {
+                    // Later trials measure from the new minimum, as ggml's loop does.
+                    for (d, &xi) in from_min.iter_mut().zip(x) {
+                        *d = xi - min;
+                    }
+                    if is < nstep {
+                        next = Trial::new(trial_scale(is + 1, min), nmax, &from_min, x, weights);
+                        sums = next.sums();
+                    }
                 }
             }
         }
+        current = next;
     }
     (scale, -min)
 }
 
-/// `Σ w · err(scale·l + min − x)` in element order, `err` the absolute or squared difference.
+/// One trial of the search: its levels and the terms of its three sums, `w·l`, `(w·l)·l` and
+/// `(w·l)·x`.
+struct Trial<const N: usize> {
+    levels: [u8; N],
+    wl: [f32; N],
+    wl2: [f32; N],
+    wlx: [f32; N],
+}
+
+impl<const N: usize> Trial<N> {
+    /// The levels `clamp(nearest_int(iscale · (x − min)), 0, nmax)` and their terms.
+    #[inline(always)]
+    fn new(iscale: f32, nmax: i32, from_min: &[f32; N], x: &[f32; N], weights: &[f32; N]) -> Self {
+        let mut levels = [0u8; N];
+        for (l, &d) in levels.iter_mut().zip(from_min) {
+            *l = nearest_int(iscale * d).min(nmax).max(0) as u8;
+        }
+        let lf = map(&levels, f32::from);
+        let wl = products(weights, &lf);
+        Trial {
+            levels,
+            wl2: products(&wl, &lf),
+            wlx: products(&wl, x),
+            wl,
+        }
+    }
+
+    /// A placeholder after the last trial (its sums are never used).
+    #[inline(always)]
+    fn empty() -> Self {
+        Trial {
+            levels: [0; N],
+            wl: [0.0; N],
+            wl2: [0.0; N],
+            wlx: [0.0; N],
+        }
+    }
+
+    /// `(Σ w·l, Σ (w·l)·l, Σ (w·l)·x)`, each added in element order.
+    #[inline(always)]
+    fn sums(&self) -> (f32, f32, f32) {
+        self.sums_with(&[0.0; N]).1
+    }
+
+    /// `Σ other` and [`Trial::sums`], all four in element order, in one pass.
+    #[inline(always)]
+    fn sums_with(&self, other: &[f32; N]) -> (f32, (f32, f32, f32)) {
+        let (mut total, mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        for (((&e, &a), &b), &c) in other.iter().zip(&self.wl).zip(&self.wl2).zip(&self.wlx) {
+            total += e;
+            sum_l += a;
+            sum_l2 += b;
+            sum_xl += c;
+        }
+        (total, (sum_l, sum_l2, sum_xl))
+    }
+}
+
+/// The terms `w · err(scale·l + min − x)` of a weighted error, `err` the absolute or squared
+/// difference.
+#[inline(always)]
+fn error_terms<const N: usize>(
+    levels: &[u8; N],
+    scale: f32,
+    min: f32,
+    x: &[f32; N],
+    weights: &[f32; N],
+    use_mad: bool,
+) -> [f32; N] {
+    let mut terms = [0.0f32; N];
+    for (((t, &l), &xi), &w) in terms.iter_mut().zip(levels).zip(x).zip(weights) {
+        let diff = scale * l as f32 + min - xi;
+        let diff = if use_mad { diff.abs() } else { diff * diff };
+        *t = w * diff;
+    }
+    terms
+}
+
+/// `Σ w · err(scale·l + min − x)` in element order.
 #[inline(always)]
 fn weighted_error<const N: usize>(
     levels: &[u8; N],
@@ -149,14 +241,8 @@ fn weighted_error<const N: usize>(
     weights: &[f32; N],
     use_mad: bool,
 ) -> f32 {
-    let mut terms = [0.0f32; N];
-    for (((t, &l), &xi), &w) in terms.iter_mut().zip(levels).zip(x).zip(weights) {
-        let diff = scale * l as f32 + min - xi;
-        let diff = if use_mad { diff.abs() } else { diff * diff };
-        *t = w * diff;
-    }
     let mut error = 0.0f32;
-    for &t in &terms {
+    for &t in &error_terms(levels, scale, min, x, weights, use_mad) {
         error += t;
     }
     error
