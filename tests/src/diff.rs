@@ -100,12 +100,21 @@ pub fn compare_floats(ours: &[f32], reference: &[f32]) -> FloatDiff {
     diff
 }
 
-/// Whether NaN sign and payload differences fail the comparisons (`MINIQUANT_STRICT_NAN=1`).
+/// Whether NaN sign and payload differences fail the comparisons of dot products (and of gguf-py's
+/// numpy dequantization) (`MINIQUANT_STRICT_NAN=1`). Dequantized values against ggml are always
+/// compared strictly.
 ///
-/// Off by default for arithmetic results: Rust leaves the sign and payload of a NaN produced by
-/// arithmetic unspecified (RFC 3514), and LLVM may, for example, turn `x * -1.0` into a negation
-/// that flips a NaN's sign where C's multiplication keeps it. NaN-ness itself always counts, and
-/// conversions that are pure bit manipulation (F16, BF16, F32) are always compared strictly.
+/// Off by default for a dot product's result, which is NaN whenever any of its products or scales
+/// is, and whose NaN bits are then not a property of the algorithm:
+/// - when both operands of an add or multiply are NaN, x86 (SSE/AVX) returns the first source
+///   operand's NaN and AArch64 the first operand's; since these operations are commutative, the
+///   compiler may swap their operands (C's and Rust's semantics allow it), so which NaN survives the
+///   sum depends on instruction selection, on both sides;
+/// - an invalid operation (`inf * 0`, `inf - inf`) creates a new NaN: negative (`0xffc00000`) on
+///   x86, positive (`0x7fc00000`) on AArch64, and Rust leaves the sign and payload of any
+///   arithmetic NaN unspecified, so LLVM may also fold such an operation to its own canonical NaN.
+///
+/// NaN-ness itself always counts.
 pub fn strict_nan() -> bool {
     std::env::var_os("MINIQUANT_STRICT_NAN").is_some_and(|v| v == "1")
 }

@@ -29,14 +29,55 @@ pub fn blocks_mut<B: Block>(bytes: &mut [u8]) -> Result<&mut [B]> {
     })
 }
 
-/// Reads a little-endian IEEE half stored as two bytes.
+/// Reads a little-endian IEEE half stored as two bytes: exact, with NaNs made quiet (payload kept),
+/// as the `half` crate and the F16C / AArch64 conversion instructions do.
 #[inline(always)]
 pub fn f16_le(bytes: [u8; 2]) -> f32 {
-    half::f16::from_bits(u16::from_le_bytes(bytes)).to_f32()
+    f16_bits_to_f32(u16::from_le_bytes(bytes))
+}
+
+/// Where the target has a conversion instruction, `half` uses it.
+#[cfg(target_feature = "f16c")]
+#[inline(always)]
+fn f16_bits_to_f32(bits: u16) -> f32 {
+    half::f16::from_bits(bits).to_f32()
+}
+
+/// Without one, a branchless form: `half`'s portable path branches per value, which costs more than
+/// the whole conversion in the kernels that read a scale every 32 values.
+#[cfg(not(target_feature = "f16c"))]
+#[inline(always)]
+fn f16_bits_to_f32(bits: u16) -> f32 {
+    /// 2^112: moves a half's exponent bias (15) to f32's (127).
+    const REBIAS: f32 = f32::from_bits(0x7780_0000);
+    let bits = u32::from(bits);
+    let sign = (bits & 0x8000) << 16;
+    let magnitude = bits & 0x7fff;
+    // Exponent and mantissa shifted into f32's fields read as 2^-112 times the half's value (a
+    // subnormal half lands on an f32 subnormal), so one exact multiplication rescales both normals
+    // and subnormals.
+    let finite = (f32::from_bits(magnitude << 13) * REBIAS).to_bits();
+    let special = 0x7f80_0000 | ((magnitude & 0x03ff) << 13) | u32::from(magnitude > 0x7c00) << 22;
+    let magnitude = if magnitude >= 0x7c00 { special } else { finite };
+    f32::from_bits(sign | magnitude)
 }
 
 /// Encodes an f32 as a little-endian IEEE half (round to nearest even, like `GGML_FP32_TO_FP16`).
 #[inline(always)]
 pub fn f16_to_le(x: f32) -> [u8; 2] {
     half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_conversion_matches_half_for_every_bit_pattern() {
+        for bits in 0..=u16::MAX {
+            let expected = half::f16::from_bits(bits).to_f32().to_bits();
+            let found = f16_le(bits.to_le_bytes()).to_bits();
+            assert_eq!(found, expected, "f16 {bits:#06x}");
+        }
+    }
 }

@@ -26,6 +26,56 @@ pub(crate) fn c_cast_i32(x: f32) -> i32 {
     }
 }
 
+/// [`c_cast_i32`] of each value. When every `|x| < 2^22` it rounds with [`nearest_int`]'s bit trick
+/// and steps back toward zero where that went past `x`, which LLVM vectorizes; any other input takes
+/// the scalar form, so every input gives exactly [`c_cast_i32`]'s result.
+#[inline(always)]
+pub(crate) fn c_cast_i32_each<const N: usize>(x: &[f32; N]) -> [i32; N] {
+    const MAGIC: f32 = 12_582_912.0;
+    let mut out = [0i32; N];
+    let small = x.iter().fold(true, |all, &v| all & (v.abs() < 4_194_304.0));
+    if !small {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = c_cast_i32(v);
+        }
+        return out;
+    }
+    for (o, &v) in out.iter_mut().zip(x) {
+        let shifted = v + MAGIC;
+        let nearest = (shifted.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000;
+        let rounded = shifted - MAGIC;
+        *o = nearest - i32::from(rounded > v && v > 0.0) + i32::from(rounded < v && v < 0.0);
+    }
+    out
+}
+
+/// The first value of largest magnitude and that magnitude, as ggml's scan
+/// `if (amax < fabsf(x)) { amax = fabsf(x); max = x; }` from `amax = max = 0` finds them: NaNs never
+/// win, and all zeros or NaNs give `(0, 0)`.
+///
+/// The scan's branch on every value is slow; instead the largest magnitude is an integer maximum
+/// over the magnitudes' bits (ordered like the values for non-NaN floats), which LLVM vectorizes,
+/// and `max` is the first value with that magnitude.
+#[inline(always)]
+pub(crate) fn first_largest_magnitude(x: &[f32]) -> (f32, f32) {
+    let mut top = 0u32;
+    for &v in x {
+        let bits = v.to_bits() & 0x7fff_ffff;
+        // A NaN's magnitude bits are above infinity's; it must count as never larger.
+        let bits = if bits > 0x7f80_0000 { 0 } else { bits };
+        top = top.max(bits);
+    }
+    if top == 0 {
+        return (0.0, 0.0);
+    }
+    let max = x
+        .iter()
+        .copied()
+        .find(|v| v.to_bits() & 0x7fff_ffff == top)
+        .unwrap_or(0.0);
+    (max, f32::from_bits(top))
+}
+
 /// C's `roundf`: round to nearest, ties away from zero.
 #[inline(always)]
 pub(crate) fn round_half_away(x: f32) -> f32 {
@@ -50,6 +100,51 @@ pub(crate) fn round_half_away(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn fabsf(x: f32) -> f32 {
     f32::from_bits(x.to_bits() & 0x7fff_ffff)
+}
+
+/// `(int)roundf(x)` as GCC compiles it on x86-64: [`c_cast_i32`] of [`round_half_away`], in a
+/// branchless form: truncate, then step away from zero when the dropped fraction is at least one
+/// half.
+#[inline(always)]
+pub(crate) fn c_round_i32(x: f32) -> i32 {
+    let in_range = (-2_147_483_648.0..2_147_483_648.0).contains(&x);
+    let truncated = x as i32;
+    // Exact: below 2^23 the fraction of x is representable, and from 2^23 on x is an integer.
+    let fraction = x - truncated as f32;
+    // Out of range the step may wrap; that result is discarded below.
+    let rounded = truncated
+        .wrapping_add(i32::from(fraction >= 0.5))
+        .wrapping_sub(i32::from(fraction <= -0.5));
+    if in_range {
+        rounded
+    } else {
+        i32::MIN
+    }
+}
+
+/// [`c_round_i32`] of each value. When every `|x| < 2^22` (the quantizers' normal case) it takes
+/// [`nearest_int`]'s bit trick, which rounds ties to even, and moves each tie that went toward zero
+/// one step away: only float adds, compares and integer ops, which LLVM vectorizes. Any other input
+/// takes the scalar form, so every input gives exactly [`c_round_i32`]'s result.
+#[inline(always)]
+pub(crate) fn c_round_i32_each<const N: usize>(x: &[f32; N]) -> [i32; N] {
+    const MAGIC: f32 = 12_582_912.0;
+    let mut out = [0i32; N];
+    let small = x.iter().fold(true, |all, &v| all & (v.abs() < 4_194_304.0));
+    if !small {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = c_round_i32(v);
+        }
+        return out;
+    }
+    for (o, &v) in out.iter_mut().zip(x) {
+        let shifted = v + MAGIC;
+        let even = (shifted.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000;
+        // Exact: the rounded value and the difference (at most 1/2) are representable.
+        let dropped = v - (shifted - MAGIC);
+        *o = even + i32::from(dropped == 0.5 && v > 0.0) - i32::from(dropped == -0.5 && v < 0.0);
+    }
+    out
 }
 
 /// glibc's `lroundf` on x86-64: `roundf` converted to `long`; NaN, infinities and values beyond the
@@ -180,6 +275,100 @@ mod tests {
         assert_eq!(fabsf(-0.0).to_bits(), 0);
         assert_eq!(f16_le_bytes(f32::from_bits(0xff80_0001)), [0x00, 0xfe]);
         assert_eq!(f16_le_bytes(65520.0), [0x00, 0x7c]);
+    }
+
+    #[test]
+    fn blockwise_and_branchless_casts_match_the_scalar_forms() {
+        let mut bits = Bits(0x9e37_79b9_7f4a_7c15);
+        let specials = [
+            0.0f32,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.499_999_97,
+            -0.499_999_97,
+            8_388_607.5,
+            -8_388_607.5,
+            8_388_608.0,
+            2_147_483_520.0,
+            -2_147_483_648.0,
+            2_147_483_648.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            127.5,
+            -127.5,
+        ];
+        let random = (0..1_000_000).map(|_| f32::from_bits(bits.next()));
+        // Small magnitudes, where the fraction matters most.
+        let small = (0..1_000_000).map(|i| (i as f32 - 500_000.0) / 1024.0);
+        let all: std::vec::Vec<f32> = specials.into_iter().chain(random).chain(small).collect();
+        for &x in &all {
+            let expected = c_cast_i32(round_half_away(x));
+            assert_eq!(c_round_i32(x), expected, "{x:e} ({:#010x})", x.to_bits());
+        }
+        // The blockwise form, on blocks that take the fast path (all small) and blocks that do not.
+        for block in all.chunks_exact(32) {
+            let block: [f32; 32] = core::array::from_fn(|i| block[i]);
+            let scaled = block.map(|v| v * 1e-3);
+            for b in [block, scaled] {
+                assert_eq!(c_round_i32_each(&b), b.map(c_round_i32), "{b:?}");
+                assert_eq!(c_cast_i32_each(&b), b.map(c_cast_i32), "{b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn first_largest_magnitude_matches_the_scan() {
+        fn scan(x: &[f32]) -> (f32, f32) {
+            let (mut max, mut amax) = (0.0f32, 0.0f32);
+            for &v in x {
+                if amax < v.abs() {
+                    amax = v.abs();
+                    max = v;
+                }
+            }
+            (max, amax)
+        }
+        let mut bits = Bits(0x1234_5678_9abc_def0);
+        let pool = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            2.0,
+            -2.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-45,
+            -1e-45,
+            3.5,
+            -3.5,
+        ];
+        for len in [0usize, 1, 2, 7, 32] {
+            for _ in 0..20_000 {
+                let x: std::vec::Vec<f32> = (0..len)
+                    .map(|_| match bits.next() % 3 {
+                        0 => pool[bits.next() as usize % pool.len()],
+                        1 => f32::from_bits(bits.next()),
+                        _ => (bits.next() % 7) as f32 - 3.0,
+                    })
+                    .collect();
+                let (a, b) = (first_largest_magnitude(&x), scan(&x));
+                assert_eq!(
+                    (a.0.to_bits(), a.1.to_bits()),
+                    (b.0.to_bits(), b.1.to_bits()),
+                    "{x:?}"
+                );
+            }
+        }
     }
 
     /// A small deterministic generator for bit patterns (xorshift64*).

@@ -9,7 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::grid_iq2::IQ2S_GRID;
-use super::tables::{grid8, sign_f32, sign_i32};
+use super::tables::{apply_sign, grid8, sign_i32};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -66,7 +66,7 @@ pub(super) fn dequantize_block(block: &BlockIq2S, out: &mut [f32; QK_K]) {
             let dl = db[l / 2];
             let grid = magnitudes(low, qh, l);
             for (j, (y, g)) in out.iter_mut().zip(grid).enumerate() {
-                *y = dl * f32::from(g) * sign_f32(sign, j);
+                *y = apply_sign(dl * f32::from(g), sign, j);
             }
         }
     }

@@ -8,7 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::grid_iq2::IQ2XS_GRID;
-use super::tables::{grid8, ksigns, sign_f32, sign_i32};
+use super::tables::{apply_sign, grid8, ksigns, sign_i32};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -59,7 +59,7 @@ pub(super) fn dequantize_block(block: &BlockIq2Xs, out: &mut [f32; QK_K]) {
             let (grid, signs) = decode(code);
             let dl = db[l / 2];
             for (j, (y, g)) in out.iter_mut().zip(grid).enumerate() {
-                *y = dl * f32::from(g) * sign_f32(signs, j);
+                *y = apply_sign(dl * f32::from(g), signs, j);
             }
         }
     }

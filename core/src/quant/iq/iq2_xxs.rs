@@ -8,7 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::grid_iq2::IQ2XXS_GRID;
-use super::tables::{grid8, ksigns, sign_f32, sign_i32};
+use super::tables::{apply_sign, grid8, ksigns, sign_i32};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -48,7 +48,7 @@ pub(super) fn dequantize_block(block: &BlockIq2Xxs, out: &mut [f32; QK_K]) {
             let grid = grid8(&IQ2XXS_GRID, usize::from(index));
             let signs = ksigns(aux >> (7 * l));
             for (j, (y, g)) in out.iter_mut().zip(grid).enumerate() {
-                *y = db * f32::from(g) * sign_f32(signs, j);
+                *y = apply_sign(db * f32::from(g), signs, j);
             }
         }
     }

@@ -9,7 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::grid_iq3::IQ3S_GRID;
-use super::tables::{grid4, sign_f32, sign_i32};
+use super::tables::{apply_sign, grid4, sign_i32};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -69,7 +69,7 @@ pub(super) fn dequantize_block(block: &BlockIq3S, out: &mut [f32; QK_K]) {
         let subgroups = pairs.iter().zip(signs).zip(out.chunks_exact_mut(8));
         for (l, ((&pair, &sign), out)) in subgroups.enumerate() {
             for (j, (y, g)) in out.iter_mut().zip(magnitudes(pair, qh, l)).enumerate() {
-                *y = db * f32::from(g) * sign_f32(sign, j);
+                *y = apply_sign(db * f32::from(g), sign, j);
             }
         }
     }

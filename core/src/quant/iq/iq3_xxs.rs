@@ -8,7 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::grid_iq3::IQ3XXS_GRID;
-use super::tables::{grid4, ksigns, sign_f32, sign_i32};
+use super::tables::{apply_sign, grid4, ksigns, sign_i32};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -56,7 +56,7 @@ pub(super) fn dequantize_block(block: &BlockIq3Xxs, out: &mut [f32; QK_K]) {
             let signs = ksigns(aux >> (7 * l));
             // ggml writes y[j] and y[j + 4] in one loop; each value is computed independently.
             for (j, (y, g)) in out.iter_mut().zip(magnitudes(pair)).enumerate() {
-                *y = db * f32::from(g) * sign_f32(signs, j);
+                *y = apply_sign(db * f32::from(g), signs, j);
             }
         }
     }

@@ -48,13 +48,22 @@ pub(super) fn ksigns(code: u32) -> u8 {
     KSIGNS_IQ2XS[(code & 127) as usize]
 }
 
-/// `signs & kmask_iq2xs[j] ? -1.f : 1.f` (`kmask_iq2xs[j]` is `1 << j`).
+/// `value * (signs & kmask_iq2xs[j] ? -1.f : 1.f)` (`kmask_iq2xs[j]` is `1 << j`), as the
+/// reference is compiled: a conditional negation.
+///
+/// For a non-NaN value the product is exactly `±value` either way; only a NaN's sign depends on the
+/// form. IEEE 754 and C leave the sign of an arithmetic NaN to the implementation, and GCC at `-O2`
+/// (the oracle's flags; scalar and vectorized alike) and Clang both compile the multiply as a
+/// conditional sign flip, so a NaN's sign flips too. Rust likewise lets LLVM pick either form for a
+/// multiply by ±1; the explicit negation is a pure sign-bit operation with one defined result, so
+/// the output no longer depends on that choice. (GCC at `-O3` vectorizes it as a real multiply,
+/// which keeps the NaN's sign: ggml's own NaN bits here depend on how it was built.)
 #[inline(always)]
-pub(super) fn sign_f32(signs: u8, j: usize) -> f32 {
+pub(super) fn apply_sign(value: f32, signs: u8, j: usize) -> f32 {
     if signs & (1 << (j & 7)) != 0 {
-        -1.0
+        -value
     } else {
-        1.0
+        value
     }
 }
 
@@ -79,6 +88,26 @@ mod tests {
     use super::super::grid_iq2::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
     use super::super::grid_iq3::{IQ3S_GRID, IQ3XXS_GRID};
     use super::*;
+
+    #[test]
+    fn apply_sign_flips_the_sign_bit_of_everything_selected() {
+        let negative_nan = f32::from_bits(0xffd0_6000);
+        let positive_nan = f32::from_bits(0x7fc0_2000);
+        for j in 0..8 {
+            let on = 1u8 << j;
+            let off = !on;
+            assert_eq!(apply_sign(2.5, on, j), -2.5);
+            assert_eq!(apply_sign(2.5, off, j), 2.5);
+            assert_eq!(apply_sign(0.0, on, j).to_bits(), (-0.0f32).to_bits());
+            assert_eq!(apply_sign(-0.0, on, j).to_bits(), 0);
+            assert_eq!(apply_sign(f32::INFINITY, on, j), f32::NEG_INFINITY);
+            assert_eq!(apply_sign(negative_nan, on, j).to_bits(), 0x7fd0_6000);
+            assert_eq!(apply_sign(positive_nan, on, j).to_bits(), 0xffc0_2000);
+            for nan in [negative_nan, positive_nan] {
+                assert_eq!(apply_sign(nan, off, j).to_bits(), nan.to_bits());
+            }
+        }
+    }
 
     /// Sum of `(i + 1) * entry` mod 2^64: changes if any entry or its position changes.
     fn position_checksum(entries: impl Iterator<Item = u64>) -> u64 {

@@ -4,9 +4,9 @@
 //! The searches are ported operation for operation: every product and sum is written in C's order
 //! and association (`w*x*l` is `(w*x)*l`), in f32, never fused, with ggml's `nearest_int` (ties to
 //! even). A different order can flip a comparison in the search and change the output bytes.
-//! They take slices of equal length (a sub-block); shorter inputs are simply zipped.
 
-use crate::quant::float::nearest_int;
+use crate::quant::arrays::{map, products};
+use crate::quant::float::{first_largest_magnitude, nearest_int};
 
 /// ggml's threshold below which a group counts as all zeros (`GROUP_MAX_EPS`).
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
@@ -26,15 +26,30 @@ pub(crate) struct Qkx2Search {
     pub use_mad: bool,
 }
 
+/// The sub-blocks of `N` values of a super-block.
+#[inline(always)]
+pub(crate) fn sub_blocks<const N: usize, T>(x: &[T]) -> impl Iterator<Item = &[T; N]> {
+    x.chunks_exact(N).filter_map(|c| c.try_into().ok())
+}
+
+/// The sub-blocks of `N` values of a super-block, mutably.
+#[inline(always)]
+pub(crate) fn sub_blocks_mut<const N: usize, T>(x: &mut [T]) -> impl Iterator<Item = &mut [T; N]> {
+    x.chunks_exact_mut(N).filter_map(|c| c.try_into().ok())
+}
+
 /// `make_qkx2_quants`: levels `0..=nmax` for `x` with a scale and a minimum, chosen by a weighted
 /// least-squares search over trial scales. Writes the levels and returns `(scale, -min)` (the minimum
-/// is stored negated, as ggml's `the_min`). `aux` is scratch of the same length.
-pub(crate) fn make_qkx2_quants(
+/// is stored negated, as ggml's `the_min`).
+///
+/// Each pass first computes its per-element terms into arrays (independent, so LLVM vectorizes
+/// them), then adds them up one by one in element order: the same float operations on the same
+/// values in the same order as ggml's single loop.
+pub(crate) fn make_qkx2_quants<const N: usize>(
     search: Qkx2Search,
-    x: &[f32],
-    weights: &[f32],
-    levels: &mut [u8],
-    aux: &mut [u8],
+    x: &[f32; N],
+    weights: &[f32; N],
+    levels: &mut [u8; N],
 ) -> (f32, f32) {
     let Qkx2Search {
         nmax,
@@ -50,7 +65,8 @@ pub(crate) fn make_qkx2_quants(
     let mut max = x0;
     let mut sum_w = w0;
     let mut sum_x = sum_w * x0;
-    for (&xi, &w) in x.iter().zip(weights).skip(1) {
+    let weighted_x = products(weights, x);
+    for ((&xi, &w), &wx) in x.iter().zip(weights).zip(&weighted_x).skip(1) {
         if xi < min {
             min = xi;
         }
@@ -58,7 +74,7 @@ pub(crate) fn make_qkx2_quants(
             max = xi;
         }
         sum_w += w;
-        sum_x += w * xi;
+        sum_x += wx;
     }
     if min > 0.0 {
         min = 0.0;
@@ -68,71 +84,168 @@ pub(crate) fn make_qkx2_quants(
         return (0.0, -min);
     }
     let nmax_f = nmax as f32;
-    let mut iscale = nmax_f / (max - min);
+    let iscale = nmax_f / (max - min);
     let mut scale = 1.0 / iscale;
-    let mut best_error = 0.0f32;
-    for ((level, &xi), &w) in levels.iter_mut().zip(x).zip(weights) {
-        let l = nearest_int(iscale * (xi - min));
-        *level = l.min(nmax).max(0) as u8;
-        let diff = scale * *level as f32 + min - xi;
-        let diff = if use_mad { diff.abs() } else { diff * diff };
-        best_error += w * diff;
+    let mut from_min = [0.0f32; N];
+    for (d, &xi) in from_min.iter_mut().zip(x) {
+        *d = xi - min;
     }
+    for (level, &d) in levels.iter_mut().zip(&from_min) {
+        *level = nearest_int(iscale * d).min(nmax).max(0) as u8;
+    }
+    let mut best_error = weighted_error(levels, scale, min, x, weights, use_mad);
     if nstep < 1 {
         return (scale, -min);
     }
+    // Each trial's three sums and the previous trial's error are four independent chains of
+    // in-order adds; they are summed in one pass so the CPU overlaps their latencies. The next
+    // trial is formed before this one's verdict, from the current minimum, and formed again if
+    // this trial moves the minimum (its levels, and the scale `iscale`, depend on it).
+    let trial_scale = |is: i32, min: f32| (rmin + rdelta * is as f32 + nmax_f) / (max - min);
+    let mut current = Trial::new(trial_scale(0, min), nmax, &from_min, x, weights);
+    let mut sums = current.sums();
     for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax_f) / (max - min);
-        let mut sum_l = 0.0f32;
-        let mut sum_l2 = 0.0f32;
-        let mut sum_xl = 0.0f32;
-        for ((trial, &xi), &w) in aux.iter_mut().zip(x).zip(weights) {
-            let l = nearest_int(iscale * (xi - min)).min(nmax).max(0);
-            *trial = l as u8;
-            let lf = l as f32;
-            sum_l += w * lf;
-            sum_l2 += w * lf * lf;
-            sum_xl += w * lf * xi;
-        }
+        let (sum_l, sum_l2, sum_xl) = sums;
         let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+        let fit = (det > 0.0).then(|| {
+            let this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
             if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+                (sum_xl / sum_l2, 0.0)
+            } else {
+                (this_scale, this_min)
             }
-            let mut cur_error = 0.0f32;
-            for ((&trial, &xi), &w) in aux.iter().zip(x).zip(weights) {
-                let diff = this_scale * trial as f32 + this_min - xi;
-                let diff = if use_mad { diff.abs() } else { diff * diff };
-                cur_error += w * diff;
+        });
+        let errors = match fit {
+            Some((this_scale, this_min)) => {
+                error_terms(&current.levels, this_scale, this_min, x, weights, use_mad)
             }
+            None => [0.0; N],
+        };
+        let mut next = if is < nstep {
+            Trial::new(trial_scale(is + 1, min), nmax, &from_min, x, weights)
+        } else {
+            Trial::empty()
+        };
+        let (cur_error, next_sums) = next.sums_with(&errors);
+        sums = next_sums;
+        if let Some((this_scale, this_min)) = fit {
             if cur_error < best_error {
-                for (level, &trial) in levels.iter_mut().zip(aux.iter()) {
-                    *level = trial;
-                }
+                *levels = current.levels;
                 best_error = cur_error;
                 scale = this_scale;
+                let moved = this_min.to_bits() != min.to_bits();
                 min = this_min;
+                if moved {
+                    // Later trials measure from the new minimum, as ggml's loop does.
+                    for (d, &xi) in from_min.iter_mut().zip(x) {
+                        *d = xi - min;
+                    }
+                    if is < nstep {
+                        next = Trial::new(trial_scale(is + 1, min), nmax, &from_min, x, weights);
+                        sums = next.sums();
+                    }
+                }
             }
         }
+        current = next;
     }
     (scale, -min)
 }
 
-/// The signed value of largest magnitude (the first one on ties) and that magnitude.
-fn signed_max(x: &[f32]) -> (f32, f32) {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &xi in x {
-        let ax = xi.abs();
-        if ax > amax {
-            amax = ax;
-            max = xi;
+/// One trial of the search: its levels and the terms of its three sums, `w·l`, `(w·l)·l` and
+/// `(w·l)·x`.
+struct Trial<const N: usize> {
+    levels: [u8; N],
+    wl: [f32; N],
+    wl2: [f32; N],
+    wlx: [f32; N],
+}
+
+impl<const N: usize> Trial<N> {
+    /// The levels `clamp(nearest_int(iscale · (x − min)), 0, nmax)` and their terms.
+    #[inline(always)]
+    fn new(iscale: f32, nmax: i32, from_min: &[f32; N], x: &[f32; N], weights: &[f32; N]) -> Self {
+        let mut levels = [0u8; N];
+        for (l, &d) in levels.iter_mut().zip(from_min) {
+            *l = nearest_int(iscale * d).min(nmax).max(0) as u8;
+        }
+        let lf = map(&levels, f32::from);
+        let wl = products(weights, &lf);
+        Trial {
+            levels,
+            wl2: products(&wl, &lf),
+            wlx: products(&wl, x),
+            wl,
         }
     }
-    (max, amax)
+
+    /// A placeholder after the last trial (its sums are never used).
+    #[inline(always)]
+    fn empty() -> Self {
+        Trial {
+            levels: [0; N],
+            wl: [0.0; N],
+            wl2: [0.0; N],
+            wlx: [0.0; N],
+        }
+    }
+
+    /// `(Σ w·l, Σ (w·l)·l, Σ (w·l)·x)`, each added in element order.
+    #[inline(always)]
+    fn sums(&self) -> (f32, f32, f32) {
+        self.sums_with(&[0.0; N]).1
+    }
+
+    /// `Σ other` and [`Trial::sums`], all four in element order, in one pass.
+    #[inline(always)]
+    fn sums_with(&self, other: &[f32; N]) -> (f32, (f32, f32, f32)) {
+        let (mut total, mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        for (((&e, &a), &b), &c) in other.iter().zip(&self.wl).zip(&self.wl2).zip(&self.wlx) {
+            total += e;
+            sum_l += a;
+            sum_l2 += b;
+            sum_xl += c;
+        }
+        (total, (sum_l, sum_l2, sum_xl))
+    }
+}
+
+/// The terms `w · err(scale·l + min − x)` of a weighted error, `err` the absolute or squared
+/// difference.
+#[inline(always)]
+fn error_terms<const N: usize>(
+    levels: &[u8; N],
+    scale: f32,
+    min: f32,
+    x: &[f32; N],
+    weights: &[f32; N],
+    use_mad: bool,
+) -> [f32; N] {
+    let mut terms = [0.0f32; N];
+    for (((t, &l), &xi), &w) in terms.iter_mut().zip(levels).zip(x).zip(weights) {
+        let diff = scale * l as f32 + min - xi;
+        let diff = if use_mad { diff.abs() } else { diff * diff };
+        *t = w * diff;
+    }
+    terms
+}
+
+/// `Σ w · err(scale·l + min − x)` in element order.
+#[inline(always)]
+fn weighted_error<const N: usize>(
+    levels: &[u8; N],
+    scale: f32,
+    min: f32,
+    x: &[f32; N],
+    weights: &[f32; N],
+    use_mad: bool,
+) -> f32 {
+    let mut error = 0.0f32;
+    for &t in &error_terms(levels, scale, min, x, weights, use_mad) {
+        error += t;
+    }
+    error
 }
 
 /// `max(-nmax, min(nmax - 1, l))`.
@@ -141,47 +254,57 @@ fn clamp_symmetric(l: i32, nmax: i32) -> i32 {
     l.min(nmax - 1).max(-nmax)
 }
 
+/// For one trial inverse scale: the levels `clamp(nearest_int(iscale·x), -nmax, nmax-1)` and the
+/// x²-weighted fit sums `Σ (x²·x)·l` and `Σ (x²·l)·l`, added in element order (`w` = x², `wx` =
+/// x²·x, precomputed once per sub-block: the same products ggml forms in its loop).
+#[inline(always)]
+fn symmetric_fit<const N: usize>(
+    iscale: f32,
+    nmax: i32,
+    x: &[f32; N],
+    w: &[f32; N],
+    wx: &[f32; N],
+) -> ([i32; N], f32, f32) {
+    let mut levels = [0i32; N];
+    for (l, &xi) in levels.iter_mut().zip(x) {
+        *l = clamp_symmetric(nearest_int(iscale * xi), nmax);
+    }
+    let lf = map(&levels, |l| l as f32);
+    let lx_terms = products(wx, &lf);
+    let l2_terms = products(&products(w, &lf), &lf);
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for (&a, &b) in lx_terms.iter().zip(&l2_terms) {
+        sumlx += a;
+        suml2 += b;
+    }
+    (levels, sumlx, suml2)
+}
+
 /// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL)`, the only form a `_ref` quantizer uses
 /// (Q6_K): levels `0..2*nmax` (stored with `+nmax`) and a scale chosen among 19 trial inverse scales
 /// by the x²-weighted least-squares fit.
-pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
-    let (max, amax) = signed_max(x);
+pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], levels: &mut [i8; N]) -> f32 {
+    let (max, amax) = first_largest_magnitude(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
     }
+    let w = products(x, x);
+    let wx = products(&w, x);
     let nmax_f = nmax as f32;
-    let mut iscale = -nmax_f / max;
-    let mut sumlx = 0.0f32;
-    let mut suml2 = 0.0f32;
-    for (level, &xi) in levels.iter_mut().zip(x) {
-        let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
-        *level = (l + nmax) as i8;
-        let w = xi * xi;
-        let lf = l as f32;
-        sumlx += w * xi * lf;
-        suml2 += w * lf * lf;
-    }
+    let (first, sumlx, suml2) = symmetric_fit(-nmax_f / max, nmax, x, &w, &wx);
+    *levels = map(&first, |l| (l + nmax) as i8);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9i32..=9 {
         if is == 0 {
             continue;
         }
-        iscale = -(nmax_f + 0.1 * is as f32) / max;
-        sumlx = 0.0;
-        suml2 = 0.0;
-        for &xi in x {
-            let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
-            let w = xi * xi;
-            let lf = l as f32;
-            sumlx += w * xi * lf;
-            suml2 += w * lf * lf;
-        }
+        let iscale = -(nmax_f + 0.1 * is as f32) / max;
+        let (trial, sumlx, suml2) = symmetric_fit(iscale, nmax, x, &w, &wx);
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for (level, &xi) in levels.iter_mut().zip(x) {
-                *level = (nmax + clamp_symmetric(nearest_int(iscale * xi), nmax)) as i8;
-            }
+            *levels = map(&trial, |l| (l + nmax) as i8);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -192,35 +315,27 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
 /// `make_q3_quants(n, nmax, x, L, do_rmse = true)` (Q3_K's form): levels `-nmax..nmax` from the
 /// plain scale `-nmax / max`, then up to 5 passes that move single levels while the x²-weighted fit
 /// improves. Levels are stored with `+nmax`.
-pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
-    let (max, amax) = signed_max(x);
+pub(crate) fn make_q3_quants<const N: usize>(nmax: i32, x: &[f32; N], levels: &mut [i8; N]) -> f32 {
+    let (max, amax) = first_largest_magnitude(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
     }
-    let iscale = -(nmax as f32) / max;
-    let mut sumlx = 0.0f32;
-    let mut suml2 = 0.0f32;
-    for (level, &xi) in levels.iter_mut().zip(x) {
-        let l = clamp_symmetric(nearest_int(iscale * xi), nmax);
-        *level = l as i8;
-        let w = xi * xi;
-        let lf = l as f32;
-        sumlx += w * xi * lf;
-        suml2 += w * lf * lf;
-    }
+    let w = products(x, x);
+    let wx = products(&w, x);
+    let (first, mut sumlx, mut suml2) = symmetric_fit(-(nmax as f32) / max, nmax, x, &w, &wx);
+    *levels = map(&first, |l| l as i8);
     for _ in 0..5 {
         let mut changed = false;
-        for (level, &xi) in levels.iter_mut().zip(x) {
-            let w = xi * xi;
+        for (((level, &xi), &w), &wx) in levels.iter_mut().zip(x).zip(&w).zip(&wx) {
             let current = *level as f32;
-            let mut slx = sumlx - w * xi * current;
+            let mut slx = sumlx - wx * current;
             if slx > 0.0 {
                 let mut sl2 = suml2 - w * current * current;
                 let new_l = clamp_symmetric(nearest_int(xi * sl2 / slx), nmax);
                 if new_l != *level as i32 {
                     let nf = new_l as f32;
-                    slx += w * xi * nf;
+                    slx += wx * nf;
                     sl2 += w * nf * nf;
                     if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
                         *level = new_l as i8;
@@ -279,14 +394,24 @@ pub(crate) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
 }
 
 /// Q3_K's 16 six-bit scales (still offset by 32) from its 12 bytes: the low nibbles of scales 0..8
-/// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits.
+/// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits
+/// (scale `j`'s at bit offset `2·(j / 4)` of byte `8 + j % 4`). Worked on four bytes at a time.
 #[inline(always)]
 pub(crate) fn unpack_q3_scales(q: &[u8; 12]) -> [i8; 16] {
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (low_a, low_b, high) = (word(0), word(1), word(2));
+    let join = |low: u32, shift: u32| (low & 0x0f0f_0f0f) | (((high >> shift) & 0x0303_0303) << 4);
+    let words = [
+        join(low_a, 0),
+        join(low_b, 2),
+        join(low_a >> 4, 4),
+        join(low_b >> 4, 6),
+    ];
     let mut scales = [0i8; 16];
-    for (j, scale) in scales.iter_mut().enumerate() {
-        let low = if j < 8 { q[j] & 0x0f } else { q[j - 8] >> 4 };
-        let high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
-        *scale = (low | (high << 4)) as i8;
+    for (four, w) in scales.chunks_exact_mut(4).zip(words) {
+        for (s, b) in four.iter_mut().zip(w.to_le_bytes()) {
+            *s = b as i8;
+        }
     }
     scales
 }
@@ -342,7 +467,6 @@ mod tests {
         let x: [f32; 16] = core::array::from_fn(|i| 0.5 * (i % 4) as f32 - 1.0);
         let weights = [1.0f32; 16];
         let mut levels = [0u8; 16];
-        let mut aux = [0u8; 16];
         let search = Qkx2Search {
             nmax: 3,
             rmin: -0.5,
@@ -350,7 +474,7 @@ mod tests {
             nstep: 15,
             use_mad: true,
         };
-        let (scale, min) = make_qkx2_quants(search, &x, &weights, &mut levels, &mut aux);
+        let (scale, min) = make_qkx2_quants(search, &x, &weights, &mut levels);
         assert_eq!((scale, min), (0.5, 1.0));
         for (i, &l) in levels.iter().enumerate() {
             assert_eq!(l as usize, i % 4);

@@ -6,6 +6,7 @@
 //! port of `ggml_vec_dot_*_q8_K_generic`). This module only dispatches on the type.
 
 pub(crate) mod common;
+mod dot;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_k;

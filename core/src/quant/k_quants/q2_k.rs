@@ -1,9 +1,10 @@
 //! Q2_K: 256 values in 16 sub-blocks of 16, 2-bit quants, and per sub-block a 4-bit scale and a
 //! 4-bit min, themselves scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
-use super::common::{make_qkx2_quants, pack_2bit, Qkx2Search};
+use super::common::{make_qkx2_quants, pack_2bit, sub_blocks, sub_blocks_mut, Qkx2Search};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -38,6 +39,22 @@ fn quant_bytes(qs: &[u8; QK_K / 4], k: usize) -> (&[u8], u32) {
     (&qs[start..start + 16], 2 * ((k % 8) / 2) as u32)
 }
 
+/// The 256 quants (`0..4`) of a block, in element order: in each half of 128 values, the 32-value
+/// chunk `c` reads the half's 32 `qs` bytes at bit offset `2c`.
+#[inline(always)]
+fn quants(block: &BlockQ2K) -> [i8; QK_K] {
+    let mut quants = [0i8; QK_K];
+    for (values, bytes) in quants.chunks_exact_mut(128).zip(block.qs.chunks_exact(32)) {
+        for (chunk, out) in values.chunks_exact_mut(32).enumerate() {
+            let shift = 2 * chunk as u32;
+            for (y, &q) in out.iter_mut().zip(bytes) {
+                *y = ((q >> shift) & 3) as i8;
+            }
+        }
+    }
+    quants
+}
+
 /// `dequantize_row_q2_K` for one block.
 pub fn dequantize_block(block: &BlockQ2K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
@@ -63,22 +80,17 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ2K {
         use_mad: true,
     };
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 16];
-    let mut weights = [0.0f32; 16];
     let mut scales = [0.0f32; QK_K / 16];
     let mut mins = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut max_min = 0.0f32;
-    for (((xs, ls), scale), min) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for (((xs, ls), scale), min) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
         .zip(&mut mins)
     {
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = v.abs();
-        }
-        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls, &mut aux);
+        let weights = map(xs, f32::abs);
+        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
         if *scale > max_scale {
             max_scale = *scale;
         }
@@ -135,20 +147,24 @@ pub fn vec_dot(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
         let mut summs = 0i32;
-        for (j, &sc) in wb.scales.iter().enumerate() {
-            summs += xb.bsum(j) as i32 * (sc >> 4) as i32;
+        for (bsum, &sc) in xb.bsums.iter().zip(&wb.scales) {
+            summs += i32::from(i16::from_le_bytes(*bsum)) * i32::from(sc >> 4);
         }
         let dall = xb.scale() * f16_le(wb.d);
         let dmin = xb.scale() * f16_le(wb.dmin);
 
+        // One integer total, no lanes: the sum of each sub-block is a plain reduction.
         let mut isum = 0i32;
-        for (k, (q8, &sc)) in xb.qs.chunks_exact(16).zip(&wb.scales).enumerate() {
-            let (bytes, shift) = quant_bytes(&wb.qs, k);
+        for ((ws, xs), &sc) in quants(wb)
+            .chunks_exact(16)
+            .zip(xb.qs.chunks_exact(16))
+            .zip(&wb.scales)
+        {
             let mut isuml = 0i32;
-            for (&q, &y) in bytes.iter().zip(q8) {
-                isuml += y as i32 * ((q >> shift) & 3) as i32;
+            for (&a, &b) in ws.iter().zip(xs) {
+                isuml += i32::from(a) * i32::from(b);
             }
-            isum += (sc & 0x0f) as i32 * isuml;
+            isum += i32::from(sc & 0x0f) * isuml;
         }
         sumf += dall * isum as f32 - dmin * summs as f32;
     }

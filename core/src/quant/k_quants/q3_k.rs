@@ -1,9 +1,11 @@
 //! Q3_K: 256 values in 16 sub-blocks of 16, 3-bit quants (2 low bits in `qs`, the third in
 //! `hmask`) and 6-bit signed sub-block scales scaled by the f16 `d`: value = `d*(sc-32) * (q-4)`.
 
-use super::common::{make_q3_quants, pack_2bit, unpack_q3_scales};
+use super::common::{make_q3_quants, pack_2bit, sub_blocks, sub_blocks_mut, unpack_q3_scales};
+use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -30,15 +32,25 @@ impl Block for BlockQ3K {
 const _: () = assert!(core::mem::size_of::<BlockQ3K>() == GgmlType::Q3_K.block_bytes() as usize);
 const _: () = assert!(core::mem::align_of::<BlockQ3K>() == 1);
 
-/// The 256 signed quants (`-4..=3`) of a block, in element order.
+/// The 256 signed quants (`-4..=3`) of a block, in element order. In each half of 128 values, the
+/// 32-value chunk `c` takes its low bits from the half's 32 `qs` bytes at bit offset `2c` and its
+/// third bit from bit `4·half + c` of the 32 `hmask` bytes.
 #[inline(always)]
 fn signed_quants(block: &BlockQ3K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (e, q) in quants.iter_mut().enumerate() {
-        let byte = block.qs[32 * (e / 128) + e % 32];
-        let shift = 2 * ((e % 128) / 32);
-        let high = block.hmask[e % 32] & (1 << (e / 32)) != 0;
-        *q = ((byte >> shift) & 3) as i8 - if high { 0 } else { 4 };
+    for (half, (values, bytes)) in quants
+        .chunks_exact_mut(128)
+        .zip(block.qs.chunks_exact(32))
+        .enumerate()
+    {
+        for (chunk, out) in values.chunks_exact_mut(32).enumerate() {
+            let shift = 2 * chunk as u32;
+            let bit = (4 * half + chunk) as u32;
+            for ((y, &q), &h) in out.iter_mut().zip(bytes).zip(&block.hmask) {
+                // A clear third bit means `low - 4`, a set one `low`: `(low | bit << 2) - 4`.
+                *y = (((q >> shift) & 3) | (((h >> bit) & 1) << 2)) as i8 - 4;
+            }
+        }
     }
     quants
 }
@@ -66,9 +78,8 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
     let mut scales = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut amax = 0.0f32;
-    for ((xs, ls), scale) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), scale) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
     {
         *scale = make_q3_quants(4, xs, ls);
@@ -132,29 +143,11 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
 pub fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     for (wb, xb) in w.iter().zip(x) {
-        let quants = signed_quants(wb);
-        let scales = unpack_q3_scales(&wb.scales);
-        let mut lanes = [0i32; 8];
-        for ((q3, q8), &sc) in quants
-            .chunks_exact(16)
-            .zip(xb.qs.chunks_exact(16))
-            .zip(&scales)
-        {
-            let scale = sc as i32 - 32;
-            for (e, (&a, &b)) in q3.iter().zip(q8).enumerate() {
-                lanes[e % 8] += scale * (a as i32 * b as i32);
-            }
-        }
-        let d = f16_le(wb.d) * xb.scale();
-        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
-            *sum += d * lane as f32;
-        }
+        let scales = map(&unpack_q3_scales(&wb.scales), |sc| i16::from(sc) - 32);
+        let lanes = scaled_lane_sums(&signed_quants(wb), &xb.qs, &scales);
+        accumulate_lanes(&mut sums, f16_le(wb.d) * xb.scale(), &lanes);
     }
-    let mut sumf = 0.0f32;
-    for sum in sums {
-        sumf += sum;
-    }
-    sumf
+    add_lanes(0.0, &sums)
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
 //! Q4_K: 256 values in 8 sub-blocks of 32, 4-bit quants, and per sub-block a 6-bit scale and a 6-bit
 //! min scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
-use super::common::{make_qkx2_quants, pack_scale_min_k4, scale_min_k4, Qkx2Search};
+use super::common::{
+    make_qkx2_quants, pack_scale_min_k4, scale_min_k4, sub_blocks, sub_blocks_mut, Qkx2Search,
+};
+use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int, sqrt};
 use bytemuck::{Pod, Zeroable};
@@ -59,15 +63,12 @@ pub(crate) fn search_sub_blocks(
     search: Qkx2Search,
 ) -> ([u8; 12], [u8; 2], [u8; 2], [u8; QK_K]) {
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 32];
-    let mut weights = [0.0f32; 32];
     let mut scales = [0.0f32; QK_K / 32];
     let mut mins = [0.0f32; QK_K / 32];
     let mut max_scale = 0.0f32;
     let mut max_min = 0.0f32;
-    for (((xs, ls), scale), min) in x
-        .chunks_exact(32)
-        .zip(levels.chunks_exact_mut(32))
+    for (((xs, ls), scale), min) in sub_blocks::<32, _>(x)
+        .zip(sub_blocks_mut::<32, _>(&mut levels))
         .zip(&mut scales)
         .zip(&mut mins)
     {
@@ -76,10 +77,8 @@ pub(crate) fn search_sub_blocks(
             sum_x2 += v * v;
         }
         let av_x = sqrt(sum_x2 / 32.0);
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = av_x + v.abs();
-        }
-        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls, &mut aux);
+        let weights = map(xs, |v| av_x + v.abs());
+        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
         if *scale > max_scale {
             max_scale = *scale;
         }
@@ -181,58 +180,66 @@ pub(crate) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (scales, mins)
 }
 
+/// One Q4_K/Q5_K block as the shared dot product needs it: its 256 quants (unsigned, below 32) in
+/// element order, packed scales, `d` and `dmin`.
+pub(crate) struct DotParts {
+    pub quants: [i8; QK_K],
+    pub scales: [u8; 12],
+    pub d: f32,
+    pub dmin: f32,
+}
+
 /// The dot product shared by Q4_K and Q5_K (`ggml_vec_dot_q{4,5}_K_q8_K_generic`), given each
-/// block's unsigned quants: eight i32 lanes per super-block, `sums[lane] += d * lane_sum` across
+/// block's unpacked quants: eight i32 lanes per super-block, `sums[lane] += d * lane_sum` across
 /// blocks, `sumf -= dmin * sum(bsums * mins)` per block, and the lane totals added to `sumf` last.
-pub(crate) fn vec_dot_with_mins<W>(
-    w: &[W],
-    x: &[BlockQ8K],
-    parts: impl Fn(&W) -> ([u8; QK_K], [u8; 12], f32, f32),
-) -> f32 {
+#[inline(always)]
+pub(crate) fn vec_dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> DotParts) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
-        let (quants, packed, d, dmin) = parts(wb);
-        let (scales, mins) = scales_and_mins(&packed);
+        let DotParts {
+            quants,
+            scales,
+            d,
+            dmin,
+        } = parts(wb);
+        let (scales, mins) = scales_and_mins(&scales);
         let mut sumi = 0i32;
-        for (j, &m) in mins.iter().enumerate() {
-            sumi += (xb.bsum(2 * j) as i32 + xb.bsum(2 * j + 1) as i32) * m as i32;
-        }
-        let mut lanes = [0i32; 8];
-        for ((qa, q8), &sc) in quants
-            .chunks_exact(32)
-            .zip(xb.qs.chunks_exact(32))
-            .zip(&scales)
-        {
-            for (e, (&a, &b)) in qa.iter().zip(q8).enumerate() {
-                lanes[e % 8] += sc as i32 * (a as i32 * b as i32);
+        for (pair, &m) in xb.bsums.chunks_exact(2).zip(&mins) {
+            for bsum in pair {
+                sumi += i32::from(i16::from_le_bytes(*bsum)) * i32::from(m);
             }
         }
-        let d = d * xb.scale();
-        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
-            *sum += d * lane as f32;
-        }
+        let lanes = scaled_lane_sums(&quants, &xb.qs, &map(&scales, i16::from));
+        accumulate_lanes(&mut sums, d * xb.scale(), &lanes);
         let dmin = dmin * xb.scale();
         sumf -= dmin * sumi as f32;
     }
-    for sum in sums {
-        sumf += sum;
+    add_lanes(sumf, &sums)
+}
+
+/// The 256 quants (`0..16`) of a block, in element order: each 32 bytes give 32 low nibbles, then
+/// 32 high nibbles.
+#[inline(always)]
+fn quants(block: &BlockQ4K) -> [i8; QK_K] {
+    let mut quants = [0i8; QK_K];
+    for (values, bytes) in quants.chunks_exact_mut(64).zip(block.qs.chunks_exact(32)) {
+        let (low, high) = values.split_at_mut(32);
+        for ((lo, hi), &q) in low.iter_mut().zip(high).zip(bytes) {
+            *lo = (q & 0x0f) as i8;
+            *hi = (q >> 4) as i8;
+        }
     }
-    sumf
+    quants
 }
 
 /// `ggml_vec_dot_q4_K_q8_K_generic`.
 pub fn vec_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    vec_dot_with_mins(w, x, |b| {
-        let mut quants = [0u8; QK_K];
-        for (values, bytes) in quants.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)) {
-            let (low, high) = values.split_at_mut(32);
-            for ((lo, hi), &q) in low.iter_mut().zip(high).zip(bytes) {
-                *lo = q & 0x0f;
-                *hi = q >> 4;
-            }
-        }
-        (quants, b.scales, f16_le(b.d), f16_le(b.dmin))
+    vec_dot_with_mins(w, x, |b| DotParts {
+        quants: quants(b),
+        scales: b.scales,
+        d: f16_le(b.d),
+        dmin: f16_le(b.dmin),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Q5_K: Q4_K with a fifth bit per quant in `qh`: value = `d*sc * q - dmin*m` with `q` in `0..32`.
 
 use super::common::{scale_min_k4, Qkx2Search};
-use super::q4_k::{requantize, search_sub_blocks, vec_dot_with_mins};
+use super::q4_k::{requantize, search_sub_blocks, vec_dot_with_mins, DotParts};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{f16_le, Block};
@@ -31,15 +31,23 @@ impl Block for BlockQ5K {
 const _: () = assert!(core::mem::size_of::<BlockQ5K>() == GgmlType::Q5_K.block_bytes() as usize);
 const _: () = assert!(core::mem::align_of::<BlockQ5K>() == 1);
 
-/// The 256 quants (`0..32`) of a block, in element order.
+/// The 256 quants (`0..32`) of a block, in element order: each 32 bytes of `qs` give 32 low nibbles,
+/// then 32 high nibbles (as Q4_K), and chunk `c` of 32 elements takes its fifth bit from bit `c` of
+/// the 32 `qh` bytes.
 #[inline(always)]
-fn quants(block: &BlockQ5K) -> [u8; QK_K] {
-    let mut quants = [0u8; QK_K];
-    for (e, q) in quants.iter_mut().enumerate() {
-        let byte = block.qs[32 * (e / 64) + e % 32];
-        let low = if e % 64 < 32 { byte & 0x0f } else { byte >> 4 };
-        let high = block.qh[e % 32] & (1 << (e / 32)) != 0;
-        *q = low + if high { 16 } else { 0 };
+fn quants(block: &BlockQ5K) -> [i8; QK_K] {
+    let mut quants = [0i8; QK_K];
+    for (pair, (values, bytes)) in quants
+        .chunks_exact_mut(64)
+        .zip(block.qs.chunks_exact(32))
+        .enumerate()
+    {
+        let shift = 2 * pair as u32;
+        let (low, high) = values.split_at_mut(32);
+        for (((lo, hi), &q), &h) in low.iter_mut().zip(high).zip(bytes).zip(&block.qh) {
+            *lo = ((q & 0x0f) | (((h >> shift) & 1) << 4)) as i8;
+            *hi = ((q >> 4) | (((h >> (shift + 1)) & 1) << 4)) as i8;
+        }
     }
     quants
 }
@@ -99,7 +107,12 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ5K {
 
 /// `ggml_vec_dot_q5_K_q8_K_generic` (the same float order as Q4_K's).
 pub fn vec_dot(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    vec_dot_with_mins(w, x, |b| (quants(b), b.scales, f16_le(b.d), f16_le(b.dmin)))
+    vec_dot_with_mins(w, x, |b| DotParts {
+        quants: quants(b),
+        scales: b.scales,
+        d: f16_le(b.d),
+        dmin: f16_le(b.dmin),
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! Q6_K: 256 values in 16 sub-blocks of 16, 6-bit quants (4 low bits in `ql`, 2 high bits in `qh`)
 //! and signed 8-bit sub-block scales scaled by the f16 `d`: value = `d*sc * (q - 32)`.
 
-use super::common::{make_qx_quants, GROUP_MAX_EPS};
+use super::common::{make_qx_quants, sub_blocks, sub_blocks_mut, GROUP_MAX_EPS};
+use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
 use crate::quant::float::{f16_le_bytes, nearest_int};
 use bytemuck::{Pod, Zeroable};
@@ -32,20 +34,30 @@ impl Block for BlockQ6K {
 const _: () = assert!(core::mem::size_of::<BlockQ6K>() == GgmlType::Q6_K.block_bytes() as usize);
 const _: () = assert!(core::mem::align_of::<BlockQ6K>() == 1);
 
-/// The 256 signed quants (`-32..32`) of a block, in element order.
+/// The 256 signed quants (`-32..32`) of a block, in element order. Each half of 128 values reads
+/// 64 `ql` bytes and 32 `qh` bytes: for `l < 32`, `ql[l]` and `ql[l + 32]` give the low nibbles of
+/// values `l` and `l + 32` and the high nibbles of values `l + 64` and `l + 96`, whose top two bits
+/// sit in `qh[l]` at bit offsets 0, 2, 4 and 6.
 #[inline(always)]
 fn signed_quants(block: &BlockQ6K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (e, q) in quants.iter_mut().enumerate() {
-        let (half, r) = (e / 128, e % 128);
-        let low_byte = block.ql[64 * half + r % 64];
-        let low = if r < 64 {
-            low_byte & 0x0f
-        } else {
-            low_byte >> 4
-        };
-        let high = (block.qh[32 * half + r % 32] >> (2 * (r / 32))) & 3;
-        *q = (low | (high << 4)) as i8 - 32;
+    for ((values, ql), qh) in quants
+        .chunks_exact_mut(128)
+        .zip(block.ql.chunks_exact(64))
+        .zip(block.qh.chunks_exact(32))
+    {
+        let (first, second) = ql.split_at(32);
+        let (v0, rest) = values.split_at_mut(32);
+        let (v1, rest) = rest.split_at_mut(32);
+        let (v2, v3) = rest.split_at_mut(32);
+        let outputs = v0.iter_mut().zip(v1).zip(v2).zip(v3);
+        for ((((y0, y1), y2), y3), ((&a, &b), &h)) in outputs.zip(first.iter().zip(second).zip(qh))
+        {
+            *y0 = ((a & 0x0f) | ((h & 3) << 4)) as i8 - 32;
+            *y1 = ((b & 0x0f) | (((h >> 2) & 3) << 4)) as i8 - 32;
+            *y2 = ((a >> 4) | (((h >> 4) & 3) << 4)) as i8 - 32;
+            *y3 = ((b >> 4) | ((h >> 6) << 4)) as i8 - 32;
+        }
     }
     quants
 }
@@ -72,9 +84,8 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
     let mut scales = [0.0f32; QK_K / 16];
     let mut max_scale = 0.0f32;
     let mut max_abs_scale = 0.0f32;
-    for ((xs, ls), scale) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), scale) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
     {
         *scale = make_qx_quants(32, xs, ls);
@@ -132,27 +143,10 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
 pub fn vec_dot(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     for (wb, xb) in w.iter().zip(x) {
-        let quants = signed_quants(wb);
-        let mut lanes = [0i32; 8];
-        for ((q6, q8), &sc) in quants
-            .chunks_exact(16)
-            .zip(xb.qs.chunks_exact(16))
-            .zip(&wb.scales)
-        {
-            for (e, (&a, &b)) in q6.iter().zip(q8).enumerate() {
-                lanes[e % 8] += sc as i32 * (a as i32 * b as i32);
-            }
-        }
-        let d = f16_le(wb.d) * xb.scale();
-        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
-            *sum += d * lane as f32;
-        }
+        let lanes = scaled_lane_sums(&signed_quants(wb), &xb.qs, &map(&wb.scales, i16::from));
+        accumulate_lanes(&mut sums, f16_le(wb.d) * xb.scale(), &lanes);
     }
-    let mut sumf = 0.0f32;
-    for sum in sums {
-        sumf += sum;
-    }
-    sumf
+    add_lanes(0.0, &sums)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! each 16 quants. ggml has no vec_dot with Q8_K weights.
 
 use crate::quant::activation::{BlockQ8K, QK_K};
-use crate::quant::float::nearest_int;
+use crate::quant::float::{first_largest_magnitude, nearest_int};
 
 /// `dequantize_row_q8_K` for one block.
 pub fn dequantize_block(block: &BlockQ8K, out: &mut [f32; QK_K]) {
@@ -20,15 +20,7 @@ pub fn dequantize_block(block: &BlockQ8K, out: &mut [f32; QK_K]) {
 /// keep whatever the output buffer held); here they are zero, which is what ggml gives on a zeroed
 /// buffer.
 pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ8K {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = first_largest_magnitude(x);
     let mut block = BlockQ8K {
         d: [0; 4],
         qs: [0; QK_K],

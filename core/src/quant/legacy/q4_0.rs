@@ -3,8 +3,9 @@
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32, f16_le_bytes};
+use crate::quant::float::{c_cast_i32_each, f16_le_bytes, first_largest_magnitude};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -41,14 +42,7 @@ pub fn dequantize_block(block: &BlockQ4_0, out: &mut [f32; QK]) {
 /// `quantize_row_q4_0_ref` for one block: `d = max / -8` where `max` is the first element of largest
 /// magnitude (sign kept), then `q = min(15, (int8_t)(x / d + 8.5))`.
 pub fn quantize_block(x: &[f32; QK]) -> BlockQ4_0 {
-    let mut amax = 0.0f32;
-    let mut max = 0.0f32;
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, _) = first_largest_magnitude(x);
     let d = max / -8.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
@@ -56,11 +50,16 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ4_0 {
         d: f16_le_bytes(d),
         qs: [0; QK / 2],
     };
-    let (low, high) = x.split_at(QK / 2);
-    for ((q, &x0), &x1) in block.qs.iter_mut().zip(low).zip(high) {
-        let xi0 = (c_cast_i32(x0 * id + 8.5) as i8 as i32).min(15) as u8;
-        let xi1 = (c_cast_i32(x1 * id + 8.5) as i8 as i32).min(15) as u8;
-        *q = xi0 | (xi1 << 4);
+    let mut shifted = [0.0f32; QK];
+    for (s, &v) in shifted.iter_mut().zip(x) {
+        *s = v * id + 8.5;
+    }
+    let levels = map(&c_cast_i32_each(&shifted), |l| {
+        (l as i8 as i32).min(15) as u8
+    });
+    let (low, high) = levels.split_at(QK / 2);
+    for ((q, &l0), &l1) in block.qs.iter_mut().zip(low).zip(high) {
+        *q = l0 | (l1 << 4);
     }
     block
 }

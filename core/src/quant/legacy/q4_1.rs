@@ -3,8 +3,9 @@
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_1;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32, f16_le_bytes};
+use crate::quant::float::{c_cast_i32_each, f16_le_bytes};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -62,13 +63,16 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ4_1 {
         m: f16_le_bytes(min),
         qs: [0; QK / 2],
     };
-    let (low, high) = x.split_at(QK / 2);
-    for ((q, &v0), &v1) in block.qs.iter_mut().zip(low).zip(high) {
-        let x0 = (v0 - min) * id;
-        let x1 = (v1 - min) * id;
-        let xi0 = (c_cast_i32(x0 + 0.5) as i8 as i32).min(15) as u8;
-        let xi1 = (c_cast_i32(x1 + 0.5) as i8 as i32).min(15) as u8;
-        *q = xi0 | (xi1 << 4);
+    let mut shifted = [0.0f32; QK];
+    for (s, &v) in shifted.iter_mut().zip(x) {
+        *s = (v - min) * id + 0.5;
+    }
+    let levels = map(&c_cast_i32_each(&shifted), |l| {
+        (l as i8 as i32).min(15) as u8
+    });
+    let (low, high) = levels.split_at(QK / 2);
+    for ((q, &l0), &l1) in block.qs.iter_mut().zip(low).zip(high) {
+        *q = l0 | (l1 << 4);
     }
     block
 }

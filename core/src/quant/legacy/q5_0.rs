@@ -4,8 +4,9 @@
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32, f16_le_bytes};
+use crate::quant::float::{c_cast_i32_each, f16_le_bytes, first_largest_magnitude};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -57,14 +58,7 @@ pub fn dequantize_block(block: &BlockQ5_0, out: &mut [f32; QK]) {
 /// `quantize_row_q5_0_ref` for one block: `d = max / -16` (`max` = first element of largest
 /// magnitude), `q = min(31, (int8_t)(x / d + 16.5))`.
 pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_0 {
-    let mut amax = 0.0f32;
-    let mut max = 0.0f32;
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, _) = first_largest_magnitude(x);
     let d = max / -16.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
@@ -74,10 +68,15 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_0 {
         qs: [0; QK / 2],
     };
     let mut qh = 0u32;
-    let (low, high) = x.split_at(QK / 2);
-    for (j, ((q, &x0), &x1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
-        let xi0 = (c_cast_i32(x0 * id + 16.5) as i8 as i32).min(31) as u8;
-        let xi1 = (c_cast_i32(x1 * id + 16.5) as i8 as i32).min(31) as u8;
+    let mut shifted = [0.0f32; QK];
+    for (s, &v) in shifted.iter_mut().zip(x) {
+        *s = v * id + 16.5;
+    }
+    let levels = map(&c_cast_i32_each(&shifted), |l| {
+        (l as i8 as i32).min(31) as u8
+    });
+    let (low, high) = levels.split_at(QK / 2);
+    for (j, ((q, &xi0), &xi1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
         *q = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
         qh |= u32::from((xi0 & 0x10) >> 4) << j;
         qh |= u32::from((xi1 & 0x10) >> 4) << (j + QK / 2);

@@ -4,8 +4,9 @@
 use super::q5_0::quant_pair;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_1;
+use crate::quant::arrays::map;
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32, f16_le_bytes};
+use crate::quant::float::{c_cast_i32_each, f16_le_bytes};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -69,12 +70,13 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_1 {
         qs: [0; QK / 2],
     };
     let mut qh = 0u32;
-    let (low, high) = x.split_at(QK / 2);
-    for (j, ((q, &v0), &v1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
-        let x0 = (v0 - min) * id;
-        let x1 = (v1 - min) * id;
-        let xi0 = c_cast_i32(x0 + 0.5) as u8;
-        let xi1 = c_cast_i32(x1 + 0.5) as u8;
+    let mut shifted = [0.0f32; QK];
+    for (s, &v) in shifted.iter_mut().zip(x) {
+        *s = (v - min) * id + 0.5;
+    }
+    let levels = map(&c_cast_i32_each(&shifted), |l| l as u8);
+    let (low, high) = levels.split_at(QK / 2);
+    for (j, ((q, &xi0), &xi1)) in block.qs.iter_mut().zip(low).zip(high).enumerate() {
         *q = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
         qh |= u32::from((xi0 & 0x10) >> 4) << j;
         qh |= u32::from((xi1 & 0x10) >> 4) << (j + QK / 2);

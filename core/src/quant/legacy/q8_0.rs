@@ -4,7 +4,7 @@
 
 use crate::quant::activation::{BlockQ8_0, QK8_0 as QK};
 use crate::quant::cast::f16_le;
-use crate::quant::float::{c_cast_i32, c_max, f16_le_bytes, round_half_away};
+use crate::quant::float::{c_max, c_round_i32_each, f16_le_bytes};
 
 /// `dequantize_row_q8_0` for one block.
 pub fn dequantize_block(block: &BlockQ8_0, out: &mut [f32; QK]) {
@@ -21,10 +21,20 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_0 {
         d: f16_le_bytes(d),
         qs: [0; QK],
     };
-    for (q, &v) in block.qs.iter_mut().zip(x) {
-        *q = c_cast_i32(round_half_away(v * id)) as i8;
+    for (q, r) in block.qs.iter_mut().zip(c_round_i32_each(&scaled(x, id))) {
+        *q = r as i8;
     }
     block
+}
+
+/// `x * id` for each value.
+#[inline(always)]
+pub(crate) fn scaled(x: &[f32; QK], id: f32) -> [f32; QK] {
+    let mut out = [0.0f32; QK];
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v * id;
+    }
+    out
 }
 
 /// The f32 scale `amax / 127` and its inverse (0 when the scale is 0), as Q8_0 and Q8_1 compute them.

@@ -2,10 +2,10 @@
 //! Q5_1 (its `s` carries their minimum term) and has no dequantize for it; ours is the obvious
 //! `q * d`. The block type lives in [`activation`](crate::quant::activation).
 
-use super::q8_0::scale_of;
+use super::q8_0::{scale_of, scaled};
 use crate::quant::activation::{BlockQ8_1, QK8_0 as QK};
 use crate::quant::cast::f16_le;
-use crate::quant::float::{c_cast_i32, f16_le_bytes, round_half_away};
+use crate::quant::float::{c_round_i32_each, f16_le_bytes};
 
 /// `q * d` for one block (ggml has no `dequantize_row_q8_1`).
 pub fn dequantize_block(block: &BlockQ8_1, out: &mut [f32; QK]) {
@@ -19,11 +19,10 @@ pub fn dequantize_block(block: &BlockQ8_1, out: &mut [f32; QK]) {
 pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_1 {
     let (d, id) = scale_of(x);
     let mut qs = [0i8; QK];
-    let mut sum = 0i32;
-    for (q, &v) in qs.iter_mut().zip(x) {
-        *q = c_cast_i32(round_half_away(v * id)) as i8;
-        sum += *q as i32;
+    for (q, r) in qs.iter_mut().zip(c_round_i32_each(&scaled(x, id))) {
+        *q = r as i8;
     }
+    let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
     BlockQ8_1 {
         d: f16_le_bytes(d),
         s: f16_le_bytes(sum as f32 * d),

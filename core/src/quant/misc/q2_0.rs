@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8_0, QK8_0};
 use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32, f16_le_bytes, fabsf, round_half_away};
+use crate::quant::float::{c_round_i32, f16_le_bytes, fabsf};
 
 /// Values per Q2_0 block.
 pub const QK2_0: usize = 64;
@@ -64,9 +64,7 @@ pub(super) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
     };
     for (byte, xs) in block.qs.iter_mut().flatten().zip(x.chunks_exact(4)) {
         for (slot, &w) in xs.iter().enumerate() {
-            let q = c_cast_i32(round_half_away(w * id))
-                .saturating_add(1)
-                .clamp(0, 3) as u8;
+            let q = c_round_i32(w * id).saturating_add(1).clamp(0, 3) as u8;
             *byte |= q << (2 * slot);
         }
     }
