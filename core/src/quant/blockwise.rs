@@ -30,7 +30,8 @@ where
     })
 }
 
-fn same_count(expected: usize, found: usize) -> Result<()> {
+/// `Ok` when two lengths that must agree do, else [`Error::LengthMismatch`].
+pub(crate) fn same_len(expected: usize, found: usize) -> Result<()> {
     if expected == found {
         Ok(())
     } else {
@@ -52,7 +53,7 @@ where
 {
     let blocks = blocks::<B>(src)?;
     let out = groups_mut::<B, N>(dst)?;
-    same_count(blocks.len(), out.len())?;
+    same_len(blocks.len(), out.len())?;
     for (block, values) in blocks.iter().zip(out) {
         kernel(block, values);
     }
@@ -70,7 +71,7 @@ where
 {
     let input = groups::<B, N>(src)?;
     let out = blocks_mut::<B>(dst)?;
-    same_count(input.len(), out.len())?;
+    same_len(input.len(), out.len())?;
     for (values, block) in input.iter().zip(out) {
         *block = kernel(values);
     }
@@ -84,7 +85,7 @@ pub(crate) fn paired_blocks<'a, W: Block, X: Block>(
 ) -> Result<(&'a [W], &'a [X])> {
     let w = blocks::<W>(w)?;
     let x = blocks::<X>(x)?;
-    same_count(w.len(), x.len())?;
+    same_len(w.len(), x.len())?;
     Ok((w, x))
 }
 

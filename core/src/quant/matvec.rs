@@ -4,6 +4,7 @@
 //! caller-provided scratch buffer (no allocation), and every output is one [`vec_dot`] call, so the
 //! result is the same as calling [`quantize`] and [`vec_dot`] by hand, row by row.
 
+use super::blockwise::same_len;
 use super::{bytes_for, quantize, vec_dot, vec_dot_type};
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
@@ -14,17 +15,6 @@ pub fn matvec_scratch_bytes(t: GgmlType, cols: usize) -> Result<usize> {
     let vd = vec_dot_type_of(t)?;
     bytes_for(t, cols)?;
     bytes_for(vd, cols)
-}
-
-fn expect_len(expected: usize, found: usize) -> Result<()> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            expected: expected as u64,
-            found: found as u64,
-        })
-    }
 }
 
 /// `y = W x` for a row-major `rows × cols` weight matrix `w` of type `t` (each row `cols` elements,
@@ -49,9 +39,9 @@ pub fn matvec(
         expected: u64::MAX,
         found: w.len() as u64,
     })?;
-    expect_len(weight_bytes, w.len())?;
-    expect_len(cols, x.len())?;
-    expect_len(rows, y.len())?;
+    same_len(weight_bytes, w.len())?;
+    same_len(cols, x.len())?;
+    same_len(rows, y.len())?;
     let available = scratch.len();
     let xq = scratch
         .get_mut(..scratch_len)
