@@ -97,13 +97,7 @@ pub fn bytes_for(t: GgmlType, elements: usize) -> Result<usize> {
 
 /// Dequantizes `src` (whole blocks of type `t`) into `dst`, which must hold exactly the elements.
 pub fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
-    let n = elements_in(t, src.len())?;
-    if n != dst.len() {
-        return Err(Error::LengthMismatch {
-            expected: n as u64,
-            found: dst.len() as u64,
-        });
-    }
+    blockwise::same_len(elements_in(t, src.len())?, dst.len())?;
     match family(t) {
         Family::Legacy => legacy::dequantize(t, src, dst),
         Family::KQuants => k_quants::dequantize(t, src, dst),
@@ -116,13 +110,7 @@ pub fn dequantize(t: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 /// `quantize_row_*_ref`. Types whose reference needs an importance matrix give
 /// [`Error::Unsupported`].
 pub fn quantize(t: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
-    let bytes = bytes_for(t, src.len())?;
-    if bytes != dst.len() {
-        return Err(Error::LengthMismatch {
-            expected: bytes as u64,
-            found: dst.len() as u64,
-        });
-    }
+    blockwise::same_len(bytes_for(t, src.len())?, dst.len())?;
     match family(t) {
         Family::Legacy => legacy::quantize(t, src, dst),
         Family::KQuants => k_quants::quantize(t, src, dst),
@@ -139,13 +127,7 @@ pub fn vec_dot(t: GgmlType, w: &[u8], x: &[u8]) -> Result<f32> {
         op: Op::VecDot,
     })?;
     let n = elements_in(t, w.len())?;
-    let x_bytes = bytes_for(vd, n)?;
-    if x.len() != x_bytes {
-        return Err(Error::LengthMismatch {
-            expected: x_bytes as u64,
-            found: x.len() as u64,
-        });
-    }
+    blockwise::same_len(bytes_for(vd, n)?, x.len())?;
     match family(t) {
         Family::Legacy => legacy::vec_dot(t, w, x),
         Family::KQuants => k_quants::vec_dot(t, w, x),
