@@ -328,6 +328,17 @@ pub enum Op {
     VecDot,
 }
 
+impl Op {
+    /// The operation's name in messages.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Quantize => "quantize",
+            Self::Dequantize => "dequantize",
+            Self::VecDot => "vec_dot",
+        }
+    }
+}
+
 impl Error {
     /// The byte offset in the input that the error points at, if it has one.
     pub const fn offset(&self) -> Option<u64> {
@@ -440,7 +451,10 @@ impl core::fmt::Display for Error {
                 write!(f, "length mismatch: expected {expected}, found {found}")?
             }
             Self::Unsupported { ggml_type, op } => {
-                write!(f, "{op:?} is not available for {ggml_type}")?
+                write!(f, "{} is not available for {ggml_type}", op.as_str())?;
+                if op == Op::Quantize && ggml_type.is_quantized() {
+                    f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
+                }
             }
         }
         if let Some(offset) = self.offset() {

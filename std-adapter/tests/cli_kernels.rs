@@ -10,7 +10,8 @@ mod common;
 use common::{
     assert_no_panic, f32_bytes, f32_values, miniquant, miniquant_in, scratch_dir, scratch_file,
 };
-use miniquant::{quant, GgmlType};
+use miniquant::error::Op;
+use miniquant::{quant, Error, GgmlType};
 use miniquant_std::writer::GgufWriter;
 
 fn quantize_runs(t: GgmlType) -> bool {
@@ -30,13 +31,11 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn assert_unsupported(run: &common::Run, op: &str, t: GgmlType, leftover: &std::path::Path) {
+fn assert_unsupported(run: &common::Run, op: Op, t: GgmlType, leftover: &std::path::Path) {
     assert_no_panic(run);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert_eq!(
-        run.stderr,
-        format!("error: {op} is not available for {t}\n")
-    );
+    let expected = Error::Unsupported { ggml_type: t, op };
+    assert_eq!(run.stderr, format!("error: {expected}\n"));
     assert!(!leftover.exists(), "{} left behind", leftover.display());
 }
 
@@ -58,7 +57,7 @@ fn f32_round_trip_is_exact() {
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(std::fs::read(&out_path).unwrap(), f32_bytes(&input));
     } else {
-        assert_unsupported(&run, "Quantize", GgmlType::F32, &out_path);
+        assert_unsupported(&run, Op::Quantize, GgmlType::F32, &out_path);
     }
 
     let mut w = GgufWriter::new();
@@ -77,7 +76,7 @@ fn f32_round_trip_is_exact() {
         );
         assert!(stats.contains("  NaN 1  -> "), "{stats}");
     } else {
-        assert_unsupported(&run, "Dequantize", GgmlType::F32, &out_path);
+        assert_unsupported(&run, Op::Dequantize, GgmlType::F32, &out_path);
     }
 }
 
@@ -95,7 +94,7 @@ fn q8_0_round_trip_stays_within_the_quantization_error() {
         blocks_path.to_str().unwrap(),
     ]);
     if !quantize_runs(GgmlType::Q8_0) {
-        assert_unsupported(&run, "Quantize", GgmlType::Q8_0, &blocks_path);
+        assert_unsupported(&run, Op::Quantize, GgmlType::Q8_0, &blocks_path);
         return;
     }
     assert_eq!(run.code, 0, "{}", run.stderr);
