@@ -7,6 +7,21 @@ use std::vec::Vec;
 
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK8_0, QK_K};
 
+/// The vec-dot operand for weights of type `t`, made from `x`: its bytes (Q8_0 or Q8_K, as
+/// [`vec_dot_type`](crate::quant::vec_dot_type) says) and the values they stand for.
+pub(in crate::quant) fn activation_for(
+    t: crate::ggml_type::GgmlType,
+    x: &[f32],
+) -> (Vec<u8>, Vec<f32>) {
+    if crate::quant::vec_dot_type(t) == Some(crate::ggml_type::GgmlType::Q8_K) {
+        let b = q8_k_blocks(x);
+        (bytemuck::cast_slice(&b).to_vec(), q8_k_values(&b))
+    } else {
+        let b = q8_0_blocks(x);
+        (bytemuck::cast_slice(&b).to_vec(), q8_0_values(&b))
+    }
+}
+
 /// ggml's test-quantize-fns data: `0.1 + 2 cos(i + offset)`.
 pub(in crate::quant) fn cos_data(n: usize, offset: f32) -> Vec<f32> {
     (0..n)

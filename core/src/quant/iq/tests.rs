@@ -7,9 +7,7 @@ extern crate std;
 use std::vec;
 use std::vec::Vec;
 
-use super::test_support::{
-    cos_data, dot_f64, ggml_rmse, q8_0_blocks, q8_0_values, q8_k_blocks, q8_k_values, Rng,
-};
+use super::test_support::{activation_for, cos_data, dot_f64, ggml_rmse, Rng};
 use crate::error::{Error, Op};
 use crate::ggml_type::GgmlType;
 use crate::quant::{dequantize, quantize, vec_dot};
@@ -81,13 +79,7 @@ fn vec_dot_matches_an_f64_dot_of_the_operands() {
             random_blocks(t, n / 256, &mut rng)
         };
         let wf = dequantized(t, &w);
-        let (x, xf): (Vec<u8>, Vec<f32>) = if t == GgmlType::IQ4_NL {
-            let b = q8_0_blocks(&activations);
-            (bytemuck::cast_slice(&b).to_vec(), q8_0_values(&b))
-        } else {
-            let b = q8_k_blocks(&activations);
-            (bytemuck::cast_slice(&b).to_vec(), q8_k_values(&b))
-        };
+        let (x, xf) = activation_for(t, &activations);
         let got = f64::from(vec_dot(t, &w, &x).unwrap());
         let want = dot_f64(&wf, &xf);
         let magnitude: f64 = wf

@@ -9,9 +9,7 @@ use std::vec::Vec;
 
 use crate::error::Error;
 use crate::ggml_type::GgmlType;
-use crate::quant::iq::test_support::{
-    cos_data, dot_f64, ggml_rmse, q8_0_blocks, q8_0_values, q8_k_blocks, q8_k_values, Rng,
-};
+use crate::quant::iq::test_support::{activation_for, cos_data, dot_f64, ggml_rmse, Rng};
 use crate::quant::{bytes_for, dequantize, quantize, vec_dot};
 
 /// Each type with ggml's test-quantize-fns bounds: quantize -> dequantize "RMSE" (ternary and
@@ -41,7 +39,7 @@ fn dequantized(t: GgmlType, bytes: &[u8]) -> Vec<f32> {
 }
 
 fn uses_q8_k(t: GgmlType) -> bool {
-    matches!(t, GgmlType::TQ1_0 | GgmlType::TQ2_0)
+    crate::quant::vec_dot_type(t) == Some(GgmlType::Q8_K)
 }
 
 #[test]
@@ -62,13 +60,7 @@ fn vec_dot_matches_an_f64_dot_of_the_operands() {
     for (t, _, max_dot_error) in TYPES {
         let w = quantized(t, &cos_data(n, 0.0));
         let wf = dequantized(t, &w);
-        let (x, xf): (Vec<u8>, Vec<f32>) = if uses_q8_k(t) {
-            let b = q8_k_blocks(&activations);
-            (bytemuck::cast_slice(&b).to_vec(), q8_k_values(&b))
-        } else {
-            let b = q8_0_blocks(&activations);
-            (bytemuck::cast_slice(&b).to_vec(), q8_0_values(&b))
-        };
+        let (x, xf) = activation_for(t, &activations);
         let got = f64::from(vec_dot(t, &w, &x).unwrap());
         let want = dot_f64(&wf, &xf);
         let magnitude: f64 = wf
