@@ -20,9 +20,9 @@ const Q4_0: u32 = 2;
 
 // ----- drivers -----------------------------------------------------------------------------
 
-/// The error the slice driver ends with; the `Read` driver (told the total length) must end with
-/// the same error after the same events, through a 4096-byte buffer (plus `buffers`) and reads of
-/// 4096 bytes (plus 1 and 7 bytes for files up to 64 KiB).
+/// The error the slice driver ends with; the `Read` and push drivers (told the total length) must
+/// end with the same error after the same events, through a 4096-byte buffer (plus `buffers`) and
+/// reads or chunks of 4096 bytes (plus 1 and 7 bytes for files up to 64 KiB).
 fn error_of(case: &str, bytes: &[u8], limits: Limits, buffers: &[usize]) -> Error {
     let slice = drive::slice(bytes, limits);
     let error = slice
@@ -49,6 +49,12 @@ fn error_of(case: &str, bytes: &[u8], limits: Limits, buffers: &[usize]) -> Erro
             assert_eq!(
                 read.events, slice.events,
                 "{case}: events before the error (buffer {buffer})"
+            );
+            let push = drive::push(bytes, sizes, buffer, Some(bytes.len() as u64), limits);
+            assert_eq!(
+                push.result(),
+                slice.result(),
+                "{case}: push driver (buffer {buffer}, chunks {sizes:?})"
             );
         }
     }
@@ -1474,4 +1480,71 @@ fn every_truncation_of_the_smollm2_header_fails() {
 #[test]
 fn every_truncation_of_the_gemma3_header_fails() {
     truncations("gemma-3-270m-q4_k_m.gguf");
+}
+
+// ----- issue 6: fuzzing finds ------------------------------------------------------------------
+
+/// The fuzzer's 65-byte reproducer: key `a` holds an array of two strings, `""` and one whose
+/// length prefix is 2^64 - 1. The slice driver's string-run pre-scan added that length to an offset
+/// before checking it, which panicked wherever overflow checks are on (this suite runs in debug in
+/// CI too).
+#[test]
+fn string_length_u64_max_after_a_short_string_in_an_array_is_rejected() {
+    let bytes = hex("474755460300000000000000000000000100000000000000010000000000000061090000000800000002000000000000000000000000000000ffffffffffffffff");
+    assert_eq!(bytes.len(), 65);
+    rejects(
+        "array of \"\" and a string of 2^64 - 1 bytes",
+        &bytes,
+        Error::LimitExceeded {
+            limit: Limit::StringBytes,
+            max: Limits::DEFAULT.max_string_bytes,
+            found: u64::MAX,
+            offset: 57,
+        },
+    );
+    // With no string limit, the length is checked against the input instead.
+    let unlimited = Limits {
+        max_string_bytes: u64::MAX,
+        ..Limits::DEFAULT
+    };
+    rejects_within(
+        "array of \"\" and a string of 2^64 - 1 bytes, no string limit",
+        &bytes,
+        unlimited,
+        Error::ExceedsInput {
+            field: Field::String,
+            found: u64::MAX,
+            needed: u64::MAX,
+            available: 0,
+            offset: 57,
+        },
+    );
+    // The same shape, crafted, in both byte orders and with v1's 4-byte lengths.
+    for (version, endian) in [(3, Endian::Little), (3, Endian::Big), (1, Endian::Little)] {
+        let mut w = Writer::for_version(version, endian);
+        w.header(version, 0, 1).key(b"a", code::ARRAY);
+        w.array_header(code::STRING, 3).string(b"").string(b"b");
+        let at = w.position();
+        let huge = if version == 1 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        };
+        w.len(huge);
+        let bytes = w.into_bytes();
+        let case = format!("v{version} {endian:?}: third string of {huge} bytes");
+        let error = error_of(&case, &bytes, unlimited, &[]);
+        assert!(
+            matches!(error, Error::ExceedsInput { field: Field::String, found, offset, .. }
+                if found == huge && offset == at),
+            "{case}: {error:?}"
+        );
+    }
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
 }

@@ -142,15 +142,19 @@ impl<'a> Iterator for SliceParser<'a> {
 fn checked_string_run(bytes: &[u8], count: u64, width: usize, order: ByteOrder) -> usize {
     let mut at = 0usize;
     for _ in 0..count {
-        let Some(prefix) = bytes.get(at..at + width) else {
+        // The length prefix comes from the file: it is compared against `SHORT_STRING` before any
+        // arithmetic uses it (a length near 2^64 would overflow `at + width + len`).
+        let Some(text_at) = at.checked_add(width).filter(|&t| t <= bytes.len()) else {
             break;
         };
-        let len = prefix_len(prefix, order);
-        let end = at + width + len as usize;
-        if len >= SHORT_STRING || end > bytes.len() {
+        let len = prefix_len(bytes.get(at..text_at).unwrap_or(&[]), order);
+        if len >= SHORT_STRING {
             break;
         }
-        at = end;
+        match text_at.checked_add(len as usize) {
+            Some(end) if end <= bytes.len() => at = end,
+            _ => break,
+        }
     }
     at
 }
