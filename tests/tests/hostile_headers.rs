@@ -1548,3 +1548,87 @@ fn hex(text: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
         .collect()
 }
+
+/// An array of `count` short strings in which string `bad` holds a 0xFF byte; the file and that
+/// byte's offset.
+fn strings_with_one_bad(count: usize, bad: usize) -> (Vec<u8>, u64) {
+    let mut w = file(0, 1);
+    w.key(b"tokenizer.ggml.tokens", code::ARRAY)
+        .array_header(code::STRING, count as u64);
+    let mut bad_at = 0;
+    for i in 0..count {
+        if i == bad {
+            w.len(4);
+            bad_at = w.position() + 2;
+            w.raw(b"ok\xffk");
+        } else {
+            w.string(format!("tok{i}").as_bytes());
+        }
+    }
+    (w.into_bytes(), bad_at)
+}
+
+/// One invalid string among 262,144 (a Gemma-sized vocabulary) is found at its byte by every
+/// driver and by both whole-file validators. Each string after a failed run check used to rescan
+/// the rest of the array (108 s for the bad string at the end); the work is now linear (the unit
+/// test `one_bad_string_among_many_costs_linear_utf8_work` bounds it).
+#[test]
+fn one_bad_string_in_a_262144_string_array_is_found_at_its_byte() {
+    const COUNT: usize = 262_144;
+    for bad in [0, COUNT / 2, COUNT - 1] {
+        let (bytes, bad_at) = strings_with_one_bad(COUNT, bad);
+        let expected = Error::InvalidUtf8 {
+            field: Field::String,
+            offset: bad_at,
+        };
+        rejects(&format!("bad string {bad} of {COUNT}"), &bytes, expected);
+        assert_validators_report(&bytes, expected);
+    }
+}
+
+/// Both of the std adapter's validators report exactly `expected`.
+fn assert_validators_report(bytes: &[u8], expected: Error) {
+    let streamed = miniquant_std::validate::check_bytes(bytes);
+    assert_eq!(streamed.errors, [expected], "check_bytes");
+    let (index, parse_error) = miniquant_std::Index::from_bytes_partial(bytes, Limits::DEFAULT);
+    let indexed = miniquant_std::validate::check(&index, parse_error);
+    assert_eq!(indexed.errors, [expected], "check");
+}
+
+/// The real Gemma 3 header (262,144 tokens) with one byte of one token (the first, the middle,
+/// the last) made invalid UTF-8: rejected at that byte by every driver and both validators.
+#[test]
+fn gemma3_header_with_one_token_byte_flipped_is_rejected_at_that_byte() {
+    let (header, _) = drive::real_header(&model_path(miniquant_tests::cache::GEMMA3_Q4_K_M));
+    // Where each token's text starts, from the slice driver's events.
+    let mut parser = miniquant::gguf::SliceParser::new(&header, Limits::DEFAULT);
+    let mut in_tokens = false;
+    let mut token_texts = Vec::new();
+    while let Some(event) = parser.next_event().expect("the real header parses") {
+        match event {
+            miniquant::gguf::Event::Key { key, .. } => {
+                in_tokens = key == "tokenizer.ggml.tokens";
+            }
+            miniquant::gguf::Event::String(piece) if in_tokens && piece.len > 0 => {
+                token_texts.push(parser.event_offset() + 8);
+            }
+            _ => {}
+        }
+    }
+    assert!(token_texts.len() > 200_000, "{} tokens", token_texts.len());
+    let picks = [0, token_texts.len() / 2, token_texts.len() - 1];
+    for at in picks.map(|i| token_texts[i]) {
+        let mut bytes = header.clone();
+        bytes[at as usize] = 0xFF;
+        let expected = Error::InvalidUtf8 {
+            field: Field::String,
+            offset: at,
+        };
+        rejects(
+            &format!("Gemma 3, token byte {at} flipped"),
+            &bytes,
+            expected,
+        );
+        assert_validators_report(&bytes, expected);
+    }
+}

@@ -191,6 +191,35 @@ impl RawEvent {
     }
 }
 
+/// Counts the bytes that UTF-8 checks scan (on this thread, in the crate's unit tests), so that
+/// tests can bound the parser's work by the input's size without timing anything.
+#[cfg(test)]
+pub(crate) mod utf8_scans {
+    use core::cell::Cell;
+
+    std::thread_local! {
+        static SCANNED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn add(bytes: usize) {
+        SCANNED.with(|c| c.set(c.get().saturating_add(bytes as u64)));
+    }
+
+    /// The bytes scanned since the last call.
+    pub(crate) fn take() -> u64 {
+        SCANNED.with(|c| c.replace(0))
+    }
+}
+
+/// Records `bytes` scanned by a UTF-8 check (a no-op outside the unit tests).
+#[inline(always)]
+pub(crate) fn note_utf8_scan(bytes: usize) {
+    #[cfg(test)]
+    utf8_scans::add(bytes);
+    #[cfg(not(test))]
+    let _ = bytes;
+}
+
 #[inline(always)]
 fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let bytes = span
@@ -203,6 +232,7 @@ fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
             needed: span.len as u64,
             available: 0,
         })?;
+    note_utf8_scan(bytes.len());
     core::str::from_utf8(bytes).map_err(|e| Error::InvalidUtf8 {
         field,
         offset: offset + e.valid_up_to() as u64,
@@ -1055,6 +1085,7 @@ impl Parser {
 /// Length of the longest prefix of `bytes` that is whole UTF-8 characters (at least one byte, as
 /// the driver's buffer is never shorter than a character); an invalid sequence is an error.
 fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
+    note_utf8_scan(bytes.len());
     match core::str::from_utf8(bytes) {
         Ok(_) => Ok(bytes.len()),
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),

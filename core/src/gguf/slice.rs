@@ -4,7 +4,7 @@
 use super::event::ByteOrder;
 use super::event::Event;
 use super::limits::Limits;
-use super::machine::{Feed, Parser, RawStep};
+use super::machine::{note_utf8_scan, Feed, Parser, RawStep};
 use crate::error::Result;
 
 /// Strings shorter than this have a length prefix made of ASCII bytes only (every byte below 0x80).
@@ -99,11 +99,20 @@ impl<'a> SliceParser<'a> {
         };
         let width = self.parser.len_width();
         let len = checked_string_run(rest, count, width, self.parser.byte_order());
-        // On invalid UTF-8 the strings are checked one by one, which finds the exact offset.
-        if let Ok(text) = simdutf8::basic::from_utf8(rest.get(..len).unwrap_or(&[])) {
-            self.checked = text;
-            self.checked_start = at;
-        }
+        let run = rest.get(..len).unwrap_or(&[]);
+        note_utf8_scan(run.len());
+        self.checked = match simdutf8::basic::from_utf8(run) {
+            Ok(text) => text,
+            // Invalid UTF-8 somewhere in the run: keep its valid prefix, so that the strings before
+            // the bad one are still taken from it and only the bad one is checked again (to find
+            // the exact offset). Keeping nothing would make every later string start a new run
+            // over the rest of the array: quadratic time on one bad string.
+            Err(_) => {
+                note_utf8_scan(run.len());
+                run.utf8_chunks().next().map_or("", |chunk| chunk.valid())
+            }
+        };
+        self.checked_start = at;
     }
 
     /// Absolute offset where the last event's bytes start.
