@@ -608,3 +608,57 @@ fn one_bad_string_among_many_costs_linear_utf8_work() {
         }
     }
 }
+
+/// The push driver's natural loop (feed until every chunk is taken, pull events after each feed)
+/// ends on a whole file, tensor data included, for every chunk size: after the header, `feed`
+/// takes whole chunks (it took none before, forever). Also after an error (a 64-byte buffer is too
+/// small for some of the file's keys).
+#[test]
+fn push_loop_over_a_whole_file_ends() {
+    let file: &[u8] = include_bytes!("../../../examples/tiny.gguf");
+    let expected = slice_events(file).unwrap();
+    for buf_len in [64, 256, 4096] {
+        for chunk_size in 1..=300 {
+            let mut buf = std::vec![0u8; buf_len];
+            let mut parser = PushParser::new(&mut buf, Limits::default()).unwrap();
+            let mut events = Vec::new();
+            let mut error = None;
+            let mut feeds = 0usize;
+            for mut chunk in file.chunks(chunk_size) {
+                while !chunk.is_empty() {
+                    feeds += 1;
+                    assert!(
+                        feeds <= 2 * file.len(),
+                        "buffer {buf_len}, chunks of {chunk_size}: stuck"
+                    );
+                    let taken = parser.feed(chunk);
+                    chunk = &chunk[taken..];
+                    loop {
+                        match parser.next_event() {
+                            Ok(Some(e)) => push_event(&mut events, &e),
+                            Ok(None) => break,
+                            Err(e) => {
+                                error = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(e) = error {
+                assert_eq!(buf_len, 64, "{e:?}");
+                assert!(matches!(e, Error::BufferTooSmall { .. }), "{e:?}");
+                continue;
+            }
+            parser.finish();
+            while let Some(e) = parser.next_event().unwrap() {
+                push_event(&mut events, &e);
+            }
+            assert!(parser.is_done());
+            assert_eq!(events, expected, "buffer {buf_len}, chunks of {chunk_size}");
+            let header_end = parser.parser().offset() as usize;
+            let after = parser.buffered();
+            assert_eq!(after, &file[header_end..header_end + after.len()]);
+        }
+    }
+}

@@ -62,9 +62,20 @@ impl<'b> Window<'b> {
         self.end = (self.end + n).min(self.buf.len());
     }
 
+    /// The unparsed bytes (after the last event's).
+    pub(crate) fn unparsed(&self) -> &[u8] {
+        let start = self.start.saturating_add(self.consumed);
+        self.buf.get(start..self.end).unwrap_or(&[])
+    }
+
     /// Drops the bytes of the last event and moves the unparsed bytes to the front.
     pub(crate) fn compact(&mut self) {
         self.start += core::mem::take(&mut self.consumed);
+        if self.start == 0 {
+            // Already at the front: copying them onto themselves would cost a buffer's length per
+            // call (a push driver fed 1-byte chunks through a large buffer would be quadratic).
+            return;
+        }
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
