@@ -66,6 +66,10 @@ impl StrPiece<'_> {
 
 /// One tensor info of the tensor directory, checked: known type, whole blocks, sizes that fit in
 /// `u64`, offset a multiple of the alignment.
+///
+/// The tensor's `bytes` bytes of data are in the file's byte order ([`Header::byte_order`]). The
+/// [`quant`](crate::quant) kernels read little-endian blocks: convert a big-endian file's data with
+/// [`quant::byte_order`](crate::quant::byte_order) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct TensorInfo<'a> {
@@ -119,7 +123,8 @@ impl Shape {
     }
 }
 
-/// Where the data section starts; the last event.
+/// Where the data section starts; the last event. The tensor data there is in the file's byte
+/// order (see [`TensorInfo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DataSection {
