@@ -1595,8 +1595,8 @@ fn assert_validators_report(bytes: &[u8], expected: Error) {
     assert_eq!(indexed.errors, [expected], "check");
 }
 
-/// The real Gemma 3 header (262,144 tokens) with one byte of one token (the first, the middle,
-/// the last) made invalid UTF-8: rejected at that byte by every driver and both validators.
+/// The real Gemma 3 header (262,144 tokens) with one byte of one token (the first, the last) made
+/// invalid UTF-8: rejected at that byte by every driver and both validators.
 #[test]
 fn gemma3_header_with_one_token_byte_flipped_is_rejected_at_that_byte() {
     let (header, _) = drive::real_header(&model_path(miniquant_tests::cache::GEMMA3_Q4_K_M));
@@ -1616,8 +1616,8 @@ fn gemma3_header_with_one_token_byte_flipped_is_rejected_at_that_byte() {
         }
     }
     assert!(token_texts.len() > 200_000, "{} tokens", token_texts.len());
-    let picks = [0, token_texts.len() / 2, token_texts.len() - 1];
-    for at in picks.map(|i| token_texts[i]) {
+    // The first token and the last (the worst case before the fix: 131 s to reject).
+    for at in [token_texts[0], token_texts[token_texts.len() - 1]] {
         let mut bytes = header.clone();
         bytes[at as usize] = 0xFF;
         let expected = Error::InvalidUtf8 {
