@@ -171,7 +171,11 @@ const fn compiled_in(level: Level) -> bool {
 /// Run-time detection (only under `std`; bare metal relies on [`compiled_in`]).
 #[allow(unused_variables)]
 fn detected(level: Level) -> bool {
-    #[cfg(all(feature = "std", target_arch = "x86_64", not(miniquant_disable_simd)))]
+    #[cfg(all(
+        any(test, feature = "std"),
+        target_arch = "x86_64",
+        not(miniquant_disable_simd)
+    ))]
     {
         use std::is_x86_feature_detected as has;
         let avx2 = has!("avx2") && has!("f16c");
@@ -186,7 +190,11 @@ fn detected(level: Level) -> bool {
             _ => false,
         };
     }
-    #[cfg(all(feature = "std", target_arch = "aarch64", not(miniquant_disable_simd)))]
+    #[cfg(all(
+        any(test, feature = "std"),
+        target_arch = "aarch64",
+        not(miniquant_disable_simd)
+    ))]
     {
         use std::arch::is_aarch64_feature_detected as has;
         let neon = has!("neon");

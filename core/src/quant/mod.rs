@@ -42,6 +42,8 @@ pub mod k_quants;
 mod kernel_tests;
 pub mod legacy;
 pub mod level;
+#[cfg(test)]
+mod level_tests;
 pub mod matvec;
 pub mod misc;
 pub mod table;
