@@ -313,6 +313,11 @@ pub enum Error {
         /// The operation.
         op: Op,
     },
+    /// A kernel level was requested that this CPU or build does not have.
+    LevelUnavailable {
+        /// The level.
+        level: crate::quant::Level,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -369,9 +374,10 @@ impl Error {
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
             | Self::TensorOverlap { offset } => Some(offset),
-            Self::PartialBlock { .. } | Self::LengthMismatch { .. } | Self::Unsupported { .. } => {
-                None
-            }
+            Self::PartialBlock { .. }
+            | Self::LengthMismatch { .. }
+            | Self::Unsupported { .. }
+            | Self::LevelUnavailable { .. } => None,
         }
     }
 }
@@ -462,6 +468,11 @@ impl core::fmt::Display for Error {
                     f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;
                 }
             }
+            Self::LevelUnavailable { level } => write!(
+                f,
+                "kernel level {level} is not available on this CPU or build (best: {})",
+                crate::quant::level::detect()
+            )?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;
