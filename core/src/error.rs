@@ -313,6 +313,14 @@ pub enum Error {
         /// The operation.
         op: Op,
     },
+    /// A [`GgufWriter`](crate::gguf::GgufWriter) call that would make a wrong file; nothing of it
+    /// was written, and the writer refuses further calls.
+    WriterMisuse {
+        /// What was wrong.
+        problem: crate::gguf::Misuse,
+        /// Bytes written before the call.
+        offset: u64,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -365,7 +373,8 @@ impl Error {
             | Self::DuplicateKey { offset }
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
-            | Self::TensorOverlap { offset } => Some(offset),
+            | Self::TensorOverlap { offset }
+            | Self::WriterMisuse { offset, .. } => Some(offset),
             Self::PartialBlock { .. } | Self::LengthMismatch { .. } | Self::Unsupported { .. } => {
                 None
             }
@@ -456,6 +465,7 @@ impl core::fmt::Display for Error {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
                 }
             }
+            Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;
