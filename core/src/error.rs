@@ -318,6 +318,14 @@ pub enum Error {
         /// The level.
         level: crate::quant::Level,
     },
+    /// A [`GgufWriter`](crate::gguf::GgufWriter) call that would make a wrong file; nothing of it
+    /// was written, and the writer refuses further calls.
+    WriterMisuse {
+        /// What was wrong.
+        problem: crate::gguf::Misuse,
+        /// Bytes written before the call.
+        offset: u64,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -373,7 +381,8 @@ impl Error {
             | Self::DuplicateKey { offset }
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
-            | Self::TensorOverlap { offset } => Some(offset),
+            | Self::TensorOverlap { offset }
+            | Self::WriterMisuse { offset, .. } => Some(offset),
             Self::PartialBlock { .. }
             | Self::LengthMismatch { .. }
             | Self::Unsupported { .. }
@@ -473,6 +482,7 @@ impl core::fmt::Display for Error {
                 "kernel level {level} is not available on this CPU or build (best: {})",
                 crate::quant::level::detect()
             )?,
+            Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;

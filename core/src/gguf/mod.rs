@@ -19,6 +19,7 @@ mod read;
 mod slice;
 mod value;
 mod window;
+mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,10 @@ pub use read::ReadParser;
 pub use slice::SliceParser;
 pub use value::{Scalar, ScalarRun, ValueType};
 pub use window::MIN_BUFFER;
+pub use writer::{
+    Encoder, Expected, GgufWriter, Misuse, TensorSpec, WriteOptions, ALIGNMENT_KEY, GGUF_MAGIC,
+    MAX_CHECKED_KEYS,
+};
 
 /// A small valid GGUF v3 header (one string key, one F32 tensor `w` of 4 elements), for examples.
 #[doc(hidden)]
