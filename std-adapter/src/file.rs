@@ -61,6 +61,23 @@ impl Bytes {
 }
 
 /// A memory-mapped GGUF file with its [`Index`].
+///
+/// ```
+/// use miniquant_std::GgufFile;
+/// # let path = std::env::temp_dir().join(format!("miniquant-doc-{}.gguf", std::process::id()));
+/// # std::fs::write(&path, miniquant_std::example::tiny_gguf())?;
+/// let file = GgufFile::open(&path)?; // maps, indexes and checks the whole file
+/// assert_eq!(
+///     file.index().get("general.architecture").and_then(|v| v.as_str()),
+///     Some("tiny")
+/// );
+/// let t = file.index().tensor("blk.0.attn_q.weight").expect("listed");
+/// println!("{} {} shape {:?} (row-major)", t.name, t.ggml_type, t.shape());
+/// let blocks: &[u8] = file.tensor_data(&t.name)?; // borrowed from the mapping, no copy
+/// assert_eq!(blocks.len() as u64, t.bytes);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct GgufFile {
     bytes: Bytes,
     index: Index,
