@@ -30,9 +30,11 @@ pub use miniquant;
 mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod diagnose;
 pub mod example;
 pub mod file;
 pub mod format;
+pub mod gguf_dump;
 pub mod index;
 pub mod json;
 mod names;
