@@ -38,7 +38,9 @@ pub mod gguf_dump;
 pub mod index;
 pub mod json;
 mod names;
+pub mod npy;
 pub mod stats;
+pub mod tensor;
 pub mod validate;
 pub mod value;
 // TEMPORARY: `GgufWriter` has no `Debug` yet; writer.rs is being reworked in another branch.

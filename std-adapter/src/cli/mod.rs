@@ -6,9 +6,11 @@
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
 
 mod dequant;
+mod dequant_raw;
 mod inspect;
 mod make_example;
 mod matvec;
+mod progress;
 mod quantize_raw;
 mod report;
 mod type_arg;
@@ -49,26 +51,22 @@ pub enum Command {
         /// The GGUF file.
         file: PathBuf,
     },
-    /// Write a tensor as raw little-endian f32, row-major; statistics go to stderr.
-    Dequant {
-        /// The GGUF file.
-        file: PathBuf,
-        /// The tensor's name.
-        tensor: String,
-        /// Output file (`-` for stdout); default: `<TENSOR>.f32` in the current directory.
-        #[arg(short, long, value_name = "OUT")]
-        output: Option<PathBuf>,
-    },
+    /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
+    /// go to stderr.
+    Dequant(dequant::Args),
     /// Quantize a raw little-endian f32 file into raw blocks of a ggml type.
     QuantizeRaw(quantize_raw::Args),
-    /// Compute y = W x for a 2-D tensor W [rows, cols] and a raw f32 vector x of cols values;
-    /// write y as raw little-endian f32.
+    /// Dequantize a file of raw blocks of a ggml type into little-endian f32 (raw or `.npy`).
+    DequantRaw(dequant_raw::Args),
+    /// Compute y = W x for a 2-D tensor W of shape [rows, cols] as `inspect` prints it and a raw
+    /// f32 vector x of cols values; write y (rows values) as raw little-endian f32.
     Matvec {
         /// The GGUF file.
         file: PathBuf,
         /// The tensor W.
         tensor: String,
-        /// x: raw little-endian f32, cols values (cols = the tensor's first stored dimension).
+        /// x: raw little-endian f32, cols values: the last number of the shape `inspect` prints
+        /// (ggml's ne[0], the first stored dimension).
         x: PathBuf,
         /// Output file (`-` for stdout) [default: y.f32 in the current directory].
         #[arg(short, long, value_name = "OUT")]
@@ -86,12 +84,9 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(args, out, err),
         Command::Validate { file } => validate::run(file, out, err),
-        Command::Dequant {
-            file,
-            tensor,
-            output,
-        } => dequant::run(file, tensor, output.as_deref(), out, err),
+        Command::Dequant(args) => dequant::run(args, out, err),
         Command::QuantizeRaw(args) => quantize_raw::run(args, err),
+        Command::DequantRaw(args) => dequant_raw::run(args, out, err),
         Command::Matvec {
             file,
             tensor,
