@@ -105,6 +105,7 @@ impl Limit {
 /// What is wrong with `general.alignment`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum AlignmentProblem {
     /// The value is not a u32.
     NotU32(ValueType),
@@ -456,9 +457,10 @@ impl core::fmt::Display for Error {
             Self::Io { kind, .. } => write!(f, "read failed: {kind:?}")?,
             Self::DuplicateKey { .. } => write!(f, "duplicate metadata key")?,
             Self::DuplicateTensor { .. } => write!(f, "duplicate tensor name")?,
+            // "at byte" is kept for the error's own offset (the tensor info), once per message.
             Self::TensorOutOfBounds { end, file_size, .. } => write!(
                 f,
-                "tensor data ends at byte {end}, past the end of the file ({file_size} bytes)"
+                "tensor data runs past the end of the file (it ends at offset {end}, the file has {file_size} bytes)"
             )?,
             Self::TensorOverlap { .. } => write!(f, "tensor data overlaps another tensor's")?,
             Self::PartialBlock { ggml_type, len } => write!(

@@ -15,19 +15,42 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Crate features
+//! - `cli` (default): the `miniquant` binary and its [`cli`] module (clap). Library users can
+//!   depend on `miniquant-std = { version = "0.1", default-features = false }` and skip clap.
+//!
+//! The core crate is re-exported as [`miniquant`], so one dependency gives both.
+#![deny(missing_docs, missing_debug_implementations)]
+
+/// The core crate: the `no_std` parser ([`miniquant::gguf`]), [`miniquant::GgmlType`] and the
+/// kernels ([`miniquant::quant`]).
+pub use miniquant;
 
 mod build;
+#[cfg(feature = "cli")]
 pub mod cli;
+pub mod diagnose;
 pub mod example;
 pub mod file;
 pub mod format;
+pub mod gguf_dump;
 pub mod index;
 pub mod json;
 mod names;
+pub mod npy;
 pub mod stats;
+pub mod tensor;
 pub mod validate;
 pub mod value;
+// TEMPORARY: `GgufWriter` has no `Debug` yet; writer.rs is being reworked in another branch.
+#[allow(missing_debug_implementations)]
 pub mod writer;
+
+/// The README's Rust snippets, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 pub use file::{GgufFile, OpenError, TensorDataError};
 pub use index::{Index, MetadataEntry, ReaderOptions, TensorEntry};

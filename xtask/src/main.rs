@@ -3,13 +3,16 @@
 //!
 //! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
 //!   venv), then run
-//!   fmt, clippy, rustdoc, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
+//!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.85), the no_std build of
+//!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
 //!   `ci`).
 
 mod overflow;
+
+mod msrv;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -90,6 +93,7 @@ fn checks() -> Result<(), String> {
         ],
     )?;
     docs()?;
+    msrv::msrv_build()?;
     no_std_build()
 }
 
