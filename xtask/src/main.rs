@@ -6,6 +6,10 @@
 //!   fmt, clippy, rustdoc, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
+//! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
+//!   (also the last step of `ci`).
+
+mod firmware;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -16,13 +20,17 @@ const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
-        "ci" => fetch().and_then(|()| checks()).and_then(|()| tests()),
+        "ci" => fetch()
+            .and_then(|()| checks())
+            .and_then(|()| tests())
+            .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "firmware" => firmware::firmware(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|firmware>");
             return ExitCode::from(2);
         }
     };
