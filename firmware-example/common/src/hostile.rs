@@ -1,7 +1,6 @@
 //! Hostile headers with the error each must give, worked out from the GGUF layout (magic, u32
 //! version, u64 tensor count, u64 metadata count, then length-prefixed keys and tensor infos).
 
-use miniquant::gguf::{Limits, SliceParser};
 use miniquant::Error;
 
 /// A metadata value type code of 13 (valid codes are 0..=12), at byte 24 + 8 + 1 = 33; eight more
@@ -81,10 +80,3 @@ pub const HOSTILE: [Hostile; 3] = [
         },
     },
 ];
-
-/// Parses `bytes` to the end or the first error.
-pub fn parse(bytes: &[u8]) -> Result<(), Error> {
-    let mut parser = SliceParser::new(bytes, Limits::DEFAULT);
-    while parser.next_event()?.is_some() {}
-    Ok(())
-}
