@@ -57,8 +57,8 @@ pub fn firmware() -> Result<(), String> {
         let log = run_in_qemu(&elf)?;
         reports.push((image, elf, log));
     }
-    let parser_only = parser_only_link_check();
-    print_budgets(&reports, &inputs, &parser_only)?;
+    let minimal = minimal_images(&inputs)?;
+    print_budgets(&reports, &inputs, &minimal)?;
     eprintln!(
         "xtask firmware: both images passed ({:.1} s)",
         start.elapsed().as_secs_f64()
@@ -125,10 +125,11 @@ fn install() -> Result<(), String> {
     Ok(())
 }
 
-/// The files the images embed, with their sizes (subtracted from the flash figures).
+/// The files the images embed, with their sizes (subtracted from the flash figures where the image
+/// links them).
 struct Inputs {
     dir: PathBuf,
-    bytes: u64,
+    files: Vec<PathBuf>,
 }
 
 fn cache_dir() -> PathBuf {
@@ -231,14 +232,13 @@ fn generate_inputs() -> Result<Inputs, String> {
         update(&dir.join(format!("x{i}.f32")), &x)?;
         update(&dir.join(format!("y{i}.f32")), &read(&y_path)?)?;
     }
-    let bytes = fs::read_dir(&dir)
+    let files = fs::read_dir(&dir)
         .map_err(|e| e.to_string())?
         .filter_map(Result::ok)
-        .filter_map(|e| e.metadata().ok())
-        .filter(fs::Metadata::is_file)
-        .map(|m| m.len())
-        .sum();
-    Ok(Inputs { dir, bytes })
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    Ok(Inputs { dir, files })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -367,70 +367,123 @@ fn run_in_qemu(elf: &Path) -> Result<String, String> {
     }
 }
 
-/// Whether the parser-only image links (its panic handler calls an undefined symbol), and if not,
-/// the linker's lines naming where a panic is referenced from.
-fn parser_only_link_check() -> Result<u64, String> {
+/// The minimal M4F images (no logging): what each costs in flash, and whether it links with a
+/// panic handler that may not be referenced (`Err` holds the linker's lines naming the reference).
+struct Minimal {
+    what: &'static str,
+    flash: u64,
+    no_panic_link: Result<(), String>,
+}
+
+/// Builds `minimal` without and with the kernels, runs each in QEMU (exit 0: the parse succeeded and,
+/// with kernels, every output matched the host's bits), then tries each with `no-panic-link`.
+fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
     let image = Image {
         package: "cortex-m4f",
-        bin: "parser-only",
+        bin: "minimal",
         target: "thumbv7em-none-eabihf",
     };
-    let args = [
-        "build",
-        "--release",
-        "-p",
-        image.package,
-        "--bin",
-        image.bin,
-        "--target",
-        image.target,
-        "--features",
-        "parser-only",
-    ];
-    eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
-    let out = fw_cargo(&args).output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let elf = fw_dir()
-                .join("target")
-                .join(image.target)
-                .join("release")
-                .join(image.bin);
-            let status = Command::new("timeout")
-                .args([
-                    "60",
-                    "qemu-system-arm",
-                    "-machine",
-                    "mps2-an386",
-                    "-cpu",
-                    "cortex-m4",
-                ])
-                .args([
-                    "-nographic",
-                    "-semihosting-config",
-                    "enable=on,target=native",
-                    "-kernel",
-                ])
-                .arg(&elf)
-                .stdin(Stdio::null())
-                .status()
-                .map_err(|e| format!("cannot run qemu: {e}"))?;
-            if !status.success() {
-                return Err(format!("the parser-only image exited with {status}"));
-            }
-            Ok(flash_and_ram(&elf)?.0)
-        }
-        Ok(o) => {
-            let stderr = String::from_utf8_lossy(&o.stderr);
+    let mut out = Vec::new();
+    for (what, features) in [
+        ("parser + Catalog", ""),
+        ("parser + Catalog + Q8_0/Q4_K matvec", "kernels"),
+    ] {
+        let elf = build(&image, &["--features", features])?;
+        run_m4f_silent(&elf)?;
+        let flash = flash_without_inputs(&elf, inputs)?;
+        let with_check = format!("{features} no-panic-link");
+        let args = [
+            "build",
+            "--release",
+            "-p",
+            image.package,
+            "--bin",
+            image.bin,
+            "--target",
+            image.target,
+            "--features",
+            &with_check,
+        ];
+        eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
+        let built = fw_cargo(&args)
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        let no_panic_link = if built.status.success() {
+            Ok(())
+        } else {
+            let stderr = String::from_utf8_lossy(&built.stderr);
             let lines: Vec<&str> = stderr
                 .lines()
-                .filter(|l| l.contains("reachable_panic") || l.contains(">>> referenced by"))
-                .take(12)
+                .filter(|l| l.contains("undefined symbol") || l.contains(">>> referenced by"))
+                .take(4)
                 .collect();
             Err(lines.join("\n"))
-        }
-        Err(e) => Err(format!("cannot run cargo: {e}")),
+        };
+        out.push(Minimal {
+            what,
+            flash,
+            no_panic_link,
+        });
     }
+    Ok(out)
+}
+
+/// Runs an M4F image that logs nothing (so no defmt-print) in QEMU under a timeout.
+fn run_m4f_silent(elf: &Path) -> Result<(), String> {
+    eprintln!(
+        "+ qemu-system-arm -machine mps2-an386 ... -kernel {}",
+        elf.display()
+    );
+    let status = Command::new("timeout")
+        .args([
+            "60",
+            "qemu-system-arm",
+            "-machine",
+            "mps2-an386",
+            "-cpu",
+            "cortex-m4",
+        ])
+        .args([
+            "-nographic",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+        ])
+        .arg(elf)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run qemu-system-arm: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} exited with {status}", elf.display()))
+    }
+}
+
+/// Flash of an ELF minus the embedded inputs it links: each input file whose bytes appear in the
+/// ELF (the linker drops the ones the image does not use).
+fn flash_without_inputs(elf: &Path, inputs: &Inputs) -> Result<u64, String> {
+    let (flash, _) = flash_and_ram(elf)?;
+    let image = read(elf)?;
+    let mut embedded = 0;
+    for input in &inputs.files {
+        let needle = read(input)?;
+        if contains(&image, &needle) {
+            embedded += needle.len() as u64;
+        }
+    }
+    Ok(flash.saturating_sub(embedded))
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    haystack
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == first)
+        .any(|(i, _)| haystack.get(i..i + needle.len()) == Some(needle))
 }
 
 /// (flash, static RAM) of an ELF: flash = every allocated, non-writable section plus `.data`'s load
@@ -511,12 +564,11 @@ fn figure(line: &str, key: &str) -> Option<u64> {
 fn print_budgets(
     reports: &[(&Image, PathBuf, String)],
     inputs: &Inputs,
-    parser_only: &Result<u64, String>,
+    minimal: &[Minimal],
 ) -> Result<(), String> {
     eprintln!();
     eprintln!(
-        "budgets (flash = code + read-only data + .data image, without the {} B of embedded inputs in {}):",
-        inputs.bytes,
+        "budgets (flash = code + read-only data + .data image, without the embedded inputs of {}):",
         inputs.dir.display()
     );
     eprintln!(
@@ -531,7 +583,8 @@ fn print_budgets(
         "Read/slice"
     );
     for (image, elf, log) in reports {
-        let (flash, ram) = flash_and_ram(elf)?;
+        let (_, ram) = flash_and_ram(elf)?;
+        let flash = flash_without_inputs(elf, inputs)?;
         let stack_of = |prefix: &str, nth: usize| {
             log.lines()
                 .filter(|l| l.contains(prefix))
@@ -555,7 +608,7 @@ fn print_budgets(
                 image.bin,
                 image.target.split('-').next().unwrap_or("")
             ),
-            flash.saturating_sub(inputs.bytes),
+            flash,
             ram,
             stack_of("parse &[u8]", 0),
             stack_of("parse Read", 0),
@@ -565,14 +618,15 @@ fn print_budgets(
         );
     }
     eprintln!("(stack columns: high-water marks measured by painting in the firmware; static RAM excludes the stack)");
-    match parser_only {
-        Ok(flash) => eprintln!(
-            "parser-only image (thumbv7em): links with an undefined panic handler, so no panic path is reachable; flash {} B without inputs",
-            flash.saturating_sub(inputs.bytes)
-        ),
-        Err(why) => eprintln!(
-            "parser-only image (thumbv7em): DOES NOT LINK without a panic path (target not met):\n{why}"
-        ),
+    for m in minimal {
+        let link = match &m.no_panic_link {
+            Ok(()) => "links with an undefined panic handler: no panic path".to_owned(),
+            Err(why) => format!(
+                "a panic path is reachable (target not met):\n    {}",
+                why.replace('\n', "\n    ")
+            ),
+        };
+        eprintln!("minimal M4F image, {}: flash {} B; {link}", m.what, m.flash);
     }
     Ok(())
 }
