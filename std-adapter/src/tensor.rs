@@ -98,7 +98,8 @@ impl GgufFile {
         let mut scratch =
             vec![0u8; matvec::matvec_scratch_bytes(t, cols).map_err(TensorDataError::Gguf)?];
         let mut y = vec![0f32; rows];
-        matvec::matvec(t, &w, rows, cols, x, &mut scratch, &mut y).map_err(TensorDataError::Gguf)?;
+        matvec::matvec(t, &w, rows, cols, x, &mut scratch, &mut y)
+            .map_err(TensorDataError::Gguf)?;
         Ok(y)
     }
 

@@ -9,10 +9,12 @@
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
 //!   `ci`).
+//! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
+//!   (also the last step of `ci`).
 
-mod overflow;
-
+mod firmware;
 mod msrv;
+mod overflow;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -26,14 +28,16 @@ fn main() -> ExitCode {
         "ci" => fetch()
             .and_then(|()| checks())
             .and_then(|()| tests())
-            .and_then(|()| overflow::tests()),
+            .and_then(|()| overflow::tests())
+            .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
         "overflow" => overflow::tests(),
+        "firmware" => firmware::firmware(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware>");
             return ExitCode::from(2);
         }
     };

@@ -7,6 +7,7 @@
 
 mod dequant;
 mod dequant_raw;
+mod extract;
 mod inspect;
 mod make_example;
 mod matvec;
@@ -72,6 +73,23 @@ pub enum Command {
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
     },
+    /// Write a smaller GGUF file with the chosen tensors and keys (all by default: then the output
+    /// is byte-identical to a file ggml wrote); through a temporary file renamed into place.
+    Extract {
+        /// The GGUF file to read.
+        input: PathBuf,
+        /// The GGUF file to write.
+        output: PathBuf,
+        /// Keep this tensor (repeatable); default: every tensor.
+        #[arg(long = "tensor", value_name = "NAME", num_args = 1..)]
+        tensors: Vec<String>,
+        /// Keep the keys matching this pattern, `*` matching any characters (repeatable); default: every key.
+        #[arg(long = "key", value_name = "PATTERN", num_args = 1..)]
+        keys: Vec<String>,
+        /// Cut every metadata array (tokens, scores, merges, ...) to its first N elements.
+        #[arg(long, value_name = "N")]
+        max_array: Option<usize>,
+    },
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
         /// Where to write it.
@@ -93,6 +111,22 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             x,
             output,
         } => matvec::run(file, tensor, x, output.as_deref(), out, err),
+        Command::Extract {
+            input,
+            output,
+            tensors,
+            keys,
+            max_array,
+        } => extract::run(
+            input,
+            output,
+            &extract::Selection {
+                tensors,
+                keys,
+                max_array: *max_array,
+            },
+            err,
+        ),
         Command::MakeExample { output } => make_example::run(output, err),
     };
     let flushed = out

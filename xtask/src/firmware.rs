@@ -1,0 +1,632 @@
+//! `cargo xtask firmware`: builds the two firmware images of `firmware-example/`, runs them in QEMU,
+//! and prints their flash, static RAM and stack budgets.
+//!
+//! 1. Installs what is missing (idempotent): apt's `qemu-system-arm` (which holds
+//!    `qemu-system-aarch64` too) and `binutils-arm-none-eabi`, the rustup targets, `llvm-tools`
+//!    (for `llvm-size`), and `defmt-print`.
+//! 2. Generates the images' inputs on the host with the CLI, into `firmware-example/target/inputs`
+//!    (from a real model, so never committed): `miniquant extract` of two tensors of Gemma 3 (Q8_0
+//!    and Q4_K) with the metadata and a 32-entry tokenizer slice, an input vector per tensor, and
+//!    `miniquant matvec`'s output for it, whose bits the firmware must reproduce.
+//! 3. Builds both images in release mode, runs each in QEMU under a timeout through
+//!    `firmware-example/qemu-run.sh` (defmt-print decodes the log), and fails on a non-zero exit.
+//! 4. Prints the budgets: flash (text + rodata + data, without the embedded inputs) and static RAM
+//!    per image from `llvm-size`, the stack figures the firmware measured by painting, and whether
+//!    the parser-only image links with a panic handler that may not be referenced.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::{root, run};
+
+/// The real model the images' extract comes from, in the cache `cargo xtask fetch` fills.
+const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
+/// Its tensors the images run: a Q8_0 and a Q4_K one, as the real file stores them.
+const TENSORS: [&str; 2] = ["blk.0.attn_v.weight", "blk.0.attn_output.weight"];
+/// Metadata arrays (the tokenizer's) are cut to this many entries.
+const MAX_ARRAY: &str = "32";
+
+struct Image {
+    package: &'static str,
+    bin: &'static str,
+    target: &'static str,
+}
+
+const IMAGES: [Image; 2] = [
+    Image {
+        package: "cortex-m4f",
+        bin: "cortex-m4f",
+        target: "thumbv7em-none-eabihf",
+    },
+    Image {
+        package: "cortex-a",
+        bin: "cortex-a",
+        target: "aarch64-unknown-none",
+    },
+];
+
+pub fn firmware() -> Result<(), String> {
+    let start = Instant::now();
+    install()?;
+    let inputs = generate_inputs()?;
+    let mut reports = Vec::new();
+    for image in &IMAGES {
+        let elf = build(image, &[])?;
+        let log = run_in_qemu(&elf)?;
+        reports.push((image, elf, log));
+    }
+    let minimal = minimal_images(&inputs)?;
+    print_budgets(&reports, &inputs, &minimal)?;
+    eprintln!(
+        "xtask firmware: both images passed ({:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn fw_dir() -> PathBuf {
+    root().join("firmware-example")
+}
+
+fn found(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn install() -> Result<(), String> {
+    let have_qemu =
+        found("qemu-system-arm", "--version") && found("qemu-system-aarch64", "--version");
+    if !have_qemu || !found("arm-none-eabi-size", "--version") {
+        let sudo = !Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let apt = |args: &[&str]| {
+            let mut all = vec!["DEBIAN_FRONTEND=noninteractive", "apt-get"];
+            all.extend_from_slice(args);
+            if sudo {
+                run("sudo", &all)
+            } else {
+                run("env", &all)
+            }
+        };
+        apt(&["update"])?;
+        apt(&[
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "qemu-system-arm",
+            "binutils-arm-none-eabi",
+        ])?;
+    }
+    let mut targets = vec!["target", "add"];
+    targets.extend(IMAGES.iter().map(|i| i.target));
+    run("rustup", &targets)?;
+    run("rustup", &["component", "add", "llvm-tools"])?;
+    if !found("defmt-print", "--version") {
+        run(
+            "cargo",
+            &[
+                "install",
+                "defmt-print",
+                "--locked",
+                "--debug",
+                "--version",
+                "1.2.0",
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// The files the images embed, with their sizes (subtracted from the flash figures where the image
+/// links them).
+struct Inputs {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+fn cache_dir() -> PathBuf {
+    match std::env::var_os("MINIQUANT_CACHE").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/miniquant")
+        }
+    }
+}
+
+fn generate_inputs() -> Result<Inputs, String> {
+    let model = cache_dir().join(MODEL);
+    if !model.is_file() {
+        return Err(format!(
+            "{} is missing: run `cargo xtask fetch` first",
+            model.display()
+        ));
+    }
+    let dir = fw_dir().join("target/inputs");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let scratch = dir.join("scratch");
+    fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let path = |p: &Path| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or("non-UTF-8 path".to_owned())
+    };
+    let model_s = path(&model)?;
+
+    let extract = scratch.join("model.gguf");
+    let mut args = vec![
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "miniquant-std",
+        "--bin",
+        "miniquant",
+        "--",
+        "extract",
+    ];
+    let extract_s = path(&extract)?;
+    args.extend([
+        model_s.as_str(),
+        extract_s.as_str(),
+        "--max-array",
+        MAX_ARRAY,
+        "--tensor",
+    ]);
+    args.extend(TENSORS);
+    run("cargo", &args)?;
+    run(
+        "cargo",
+        &[
+            "run",
+            "--release",
+            "-q",
+            "-p",
+            "miniquant-std",
+            "--bin",
+            "miniquant",
+            "--",
+            "validate",
+            &extract_s,
+        ],
+    )?;
+    update(&dir.join("model.gguf"), &read(&extract)?)?;
+    update(&dir.join("tensors.txt"), TENSORS.join("\n").as_bytes())?;
+
+    for (i, (name, cols)) in TENSORS.iter().zip(columns(&extract)?).enumerate() {
+        let x_path = scratch.join(format!("x{i}.f32"));
+        let y_path = scratch.join(format!("y{i}.f32"));
+        let x: Vec<u8> = activations(cols, i as u32)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        fs::write(&x_path, &x).map_err(|e| format!("{}: {e}", x_path.display()))?;
+        // The host's answer, from the original file (the extract must carry the same bytes).
+        let (x_s, y_s) = (path(&x_path)?, path(&y_path)?);
+        run(
+            "cargo",
+            &[
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "miniquant-std",
+                "--bin",
+                "miniquant",
+                "--",
+                "matvec",
+                &model_s,
+                name,
+                &x_s,
+                "-o",
+                &y_s,
+            ],
+        )?;
+        update(&dir.join(format!("x{i}.f32")), &x)?;
+        update(&dir.join(format!("y{i}.f32")), &read(&y_path)?)?;
+    }
+    let files = fs::read_dir(&dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    Ok(Inputs { dir, files })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes `bytes` unless the file already holds them, so that an unchanged input does not rebuild
+/// the images.
+fn update(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Each tensor's first dimension (its columns), from `miniquant inspect --json` of the extract.
+fn columns(extract: &Path) -> Result<Vec<usize>, String> {
+    let out = Command::new("cargo")
+        .args([
+            "run",
+            "--release",
+            "-q",
+            "-p",
+            "miniquant-std",
+            "--bin",
+            "miniquant",
+            "--",
+        ])
+        .args(["inspect", "--json"])
+        .arg(extract)
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run miniquant inspect: {e}"))?;
+    let json = String::from_utf8_lossy(&out.stdout);
+    TENSORS
+        .iter()
+        .map(|name| {
+            // `"name": "<name>", ... "shape": [rows, cols]` (row-major: cols last).
+            let at = json
+                .find(&format!("\"{name}\""))
+                .ok_or(format!("{name} not in the extract"))?;
+            let shape = &json[at..];
+            let open = shape.find("\"shape\"").ok_or("no shape")?;
+            let list = &shape[open..];
+            let (start, end) = (list.find('[').ok_or("no [")?, list.find(']').ok_or("no ]")?);
+            list[start + 1..end]
+                .split(',')
+                .next_back()
+                .and_then(|c| c.trim().parse().ok())
+                .ok_or(format!("cannot read {name}'s shape"))
+        })
+        .collect()
+}
+
+/// Deterministic activations in about [-2, 2], exact in f32 (a multiplicative hash of the index).
+fn activations(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| {
+            let h = i
+                .wrapping_add(seed.wrapping_mul(0x9E37_79B9))
+                .wrapping_mul(2_654_435_761);
+            (h >> 8) as f32 / (1u32 << 22) as f32 - 2.0
+        })
+        .collect()
+}
+
+/// `cargo build --release` of one image in `firmware-example/` (its own workspace and target dir).
+fn build(image: &Image, extra: &[&str]) -> Result<PathBuf, String> {
+    let mut args = vec![
+        "build",
+        "--release",
+        "-p",
+        image.package,
+        "--bin",
+        image.bin,
+        "--target",
+        image.target,
+    ];
+    args.extend_from_slice(extra);
+    eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
+    let start = Instant::now();
+    let status = fw_cargo(&args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if !status.success() {
+        return Err(format!("building {} failed", image.bin));
+    }
+    Ok(fw_dir()
+        .join("target")
+        .join(image.target)
+        .join("release")
+        .join(image.bin))
+}
+
+/// A cargo command for the firmware workspace: its own target dir, and no RUSTFLAGS (they would
+/// replace the per-target rustflags of its `.cargo/config.toml`).
+fn fw_cargo(args: &[&str]) -> Command {
+    let mut cmd = Command::new("cargo");
+    cmd.args(args)
+        .current_dir(fw_dir())
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET");
+    cmd
+}
+
+/// Runs an image through `qemu-run.sh`; echoes and returns its decoded log.
+fn run_in_qemu(elf: &Path) -> Result<String, String> {
+    eprintln!("+ firmware-example/qemu-run.sh {}", elf.display());
+    let start = Instant::now();
+    let out = Command::new("bash")
+        .arg(fw_dir().join("qemu-run.sh"))
+        .arg(elf)
+        .current_dir(fw_dir())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run qemu-run.sh: {e}"))?;
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprint!("{log}");
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    match out.status.code() {
+        Some(0) => Ok(log),
+        Some(124) => Err(format!("{} hung (killed by timeout)", elf.display())),
+        other => Err(format!("{} exited with {other:?}", elf.display())),
+    }
+}
+
+/// The minimal M4F images (no logging): what each costs in flash, and whether it links with a
+/// panic handler that may not be referenced (`Err` holds the linker's lines naming the reference).
+struct Minimal {
+    what: &'static str,
+    flash: u64,
+    no_panic_link: Result<(), String>,
+}
+
+/// Builds `minimal` without and with the kernels, runs each in QEMU (exit 0: the parse succeeded and,
+/// with kernels, every output matched the host's bits), then tries each with `no-panic-link`.
+fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
+    let image = Image {
+        package: "cortex-m4f",
+        bin: "minimal",
+        target: "thumbv7em-none-eabihf",
+    };
+    let mut out = Vec::new();
+    for (what, features) in [
+        ("parser + Catalog", ""),
+        ("parser + Catalog + Q8_0/Q4_K matvec", "kernels"),
+    ] {
+        let elf = build(&image, &["--features", features])?;
+        run_m4f_silent(&elf)?;
+        let flash = flash_without_inputs(&elf, inputs)?;
+        let with_check = format!("{features} no-panic-link");
+        let args = [
+            "build",
+            "--release",
+            "-p",
+            image.package,
+            "--bin",
+            image.bin,
+            "--target",
+            image.target,
+            "--features",
+            &with_check,
+        ];
+        eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
+        let built = fw_cargo(&args)
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        let no_panic_link = if built.status.success() {
+            Ok(())
+        } else {
+            let stderr = String::from_utf8_lossy(&built.stderr);
+            let lines: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.contains("undefined symbol") || l.contains(">>> referenced by"))
+                .take(4)
+                .collect();
+            Err(lines.join("\n"))
+        };
+        out.push(Minimal {
+            what,
+            flash,
+            no_panic_link,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs an M4F image that logs nothing (so no defmt-print) in QEMU under a timeout.
+fn run_m4f_silent(elf: &Path) -> Result<(), String> {
+    eprintln!(
+        "+ qemu-system-arm -machine mps2-an386 ... -kernel {}",
+        elf.display()
+    );
+    let status = Command::new("timeout")
+        .args([
+            "60",
+            "qemu-system-arm",
+            "-machine",
+            "mps2-an386",
+            "-cpu",
+            "cortex-m4",
+        ])
+        .args([
+            "-nographic",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+        ])
+        .arg(elf)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run qemu-system-arm: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} exited with {status}", elf.display()))
+    }
+}
+
+/// Flash of an ELF minus the embedded inputs it links: each input file whose bytes appear in the
+/// ELF (the linker drops the ones the image does not use).
+fn flash_without_inputs(elf: &Path, inputs: &Inputs) -> Result<u64, String> {
+    let (flash, _) = flash_and_ram(elf)?;
+    let image = read(elf)?;
+    let mut embedded = 0;
+    for input in &inputs.files {
+        let needle = read(input)?;
+        if contains(&image, &needle) {
+            embedded += needle.len() as u64;
+        }
+    }
+    Ok(flash.saturating_sub(embedded))
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    haystack
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == first)
+        .any(|(i, _)| haystack.get(i..i + needle.len()) == Some(needle))
+}
+
+/// (flash, static RAM) of an ELF: flash = every allocated, non-writable section plus `.data`'s load
+/// image; static RAM = `.data` + `.bss` + `.uninit` (without a `.stack` section).
+fn flash_and_ram(elf: &Path) -> Result<(u64, u64), String> {
+    let sections = sections(elf)?;
+    let size = |name: &str| -> u64 {
+        sections
+            .iter()
+            .filter(|(n, _)| n == name || n.starts_with(&format!("{name}.")))
+            .map(|(_, s)| s)
+            .sum()
+    };
+    let flash = size(".vector_table")
+        + size(".text")
+        + size(".rodata")
+        + size(".data")
+        + size(".init")
+        + size(".ARM.exidx");
+    let ram = size(".data") + size(".bss") + size(".uninit");
+    Ok((flash, ram))
+}
+
+/// `llvm-size -A` of an ELF: (section, bytes).
+fn sections(elf: &Path) -> Result<Vec<(String, u64)>, String> {
+    let out = Command::new(llvm_tool("llvm-size")?)
+        .arg("-A")
+        .arg(elf)
+        .output()
+        .map_err(|e| format!("cannot run llvm-size: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("llvm-size {} failed", elf.display()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split_whitespace();
+            let name = cols.next()?;
+            let size = cols.next()?.parse().ok()?;
+            name.starts_with('.').then(|| (name.to_owned(), size))
+        })
+        .collect())
+}
+
+/// A tool from rustup's `llvm-tools` component.
+fn llvm_tool(name: &str) -> Result<PathBuf, String> {
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run rustc: {e}"))?;
+    let version = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run rustc: {e}"))?;
+    let host = String::from_utf8_lossy(&version.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .ok_or("rustc -vV names no host")?;
+    let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_owned();
+    Ok(Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin")
+        .join(name))
+}
+
+/// The numbers after `key` in a log line, e.g. `stack 712 B`.
+fn figure(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(key)? + key.len();
+    line[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn print_budgets(
+    reports: &[(&Image, PathBuf, String)],
+    inputs: &Inputs,
+    minimal: &[Minimal],
+) -> Result<(), String> {
+    eprintln!();
+    eprintln!(
+        "budgets (flash = code + read-only data + .data image, without the embedded inputs of {}):",
+        inputs.dir.display()
+    );
+    eprintln!(
+        "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
+        "image",
+        "flash B",
+        "static RAM",
+        "parse [u8]",
+        "parse Read",
+        "matvec 0",
+        "matvec 1",
+        "Read/slice"
+    );
+    for (image, elf, log) in reports {
+        let (_, ram) = flash_and_ram(elf)?;
+        let flash = flash_without_inputs(elf, inputs)?;
+        let stack_of = |prefix: &str, nth: usize| {
+            log.lines()
+                .filter(|l| l.contains(prefix))
+                .nth(nth)
+                .and_then(|l| figure(l, "stack "))
+                .map_or("?".to_owned(), |v| format!("{v} B"))
+        };
+        let ticks_of = |prefix: &str| {
+            log.lines()
+                .find(|l| l.contains(prefix))
+                .and_then(|l| figure(l, "events, "))
+        };
+        let ratio = match (ticks_of("parse &[u8]"), ticks_of("parse Read")) {
+            (Some(s), Some(r)) if s > 0 => format!("{:.2}x", r as f64 / s as f64),
+            _ => "?".to_owned(),
+        };
+        eprintln!(
+            "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
+            format!(
+                "{} ({})",
+                image.bin,
+                image.target.split('-').next().unwrap_or("")
+            ),
+            flash,
+            ram,
+            stack_of("parse &[u8]", 0),
+            stack_of("parse Read", 0),
+            stack_of("matvec ", 0),
+            stack_of("matvec ", 1),
+            ratio
+        );
+    }
+    eprintln!("(stack columns: high-water marks measured by painting in the firmware; static RAM excludes the stack)");
+    for m in minimal {
+        let link = match &m.no_panic_link {
+            Ok(()) => "links with an undefined panic handler: no panic path".to_owned(),
+            Err(why) => format!(
+                "a panic path is reachable (target not met):\n    {}",
+                why.replace('\n', "\n    ")
+            ),
+        };
+        eprintln!("minimal M4F image, {}: flash {} B; {link}", m.what, m.flash);
+    }
+    Ok(())
+}
