@@ -4,6 +4,8 @@
 //! exact bytes and values, through the library and through `miniquant dequant` and `matvec`. A
 //! big-endian file with a type the tool cannot convert is a clear error naming tensor and type.
 
+use clap::Parser;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -84,29 +86,36 @@ fn convert_to_big_endian(path: &Path) {
 }
 
 /// Runs a CLI command; its exit code, stdout and stderr.
-fn run_cli(command: cli::Command) -> (u8, Vec<u8>, String) {
+/// Runs the CLI in process on `args` (the words after `miniquant`), as a user types them.
+fn run_cli(args: &[&OsStr]) -> (u8, Vec<u8>, String) {
+    let argv = std::iter::once(OsStr::new("miniquant")).chain(args.iter().copied());
+    let cli = Cli::try_parse_from(argv).expect("valid command line");
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = cli::run(&Cli { command }, &mut out, &mut err);
+    let code = cli::run(&cli, &mut out, &mut err);
     (code, out, String::from_utf8(err).expect("UTF-8 stderr"))
 }
 
 fn dequant(file: &Path, tensor: &str) -> Vec<u8> {
-    let (code, out, err) = run_cli(cli::Command::Dequant {
-        file: file.to_owned(),
-        tensor: tensor.to_owned(),
-        output: Some(PathBuf::from("-")),
-    });
+    let (code, out, err) = run_cli(&[
+        "dequant".as_ref(),
+        file.as_os_str(),
+        tensor.as_ref(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
     assert_eq!(code, 0, "dequant {tensor} of {}: {err}", file.display());
     out
 }
 
 fn matvec(file: &Path, tensor: &str, x: &Path) -> Vec<u8> {
-    let (code, out, err) = run_cli(cli::Command::Matvec {
-        file: file.to_owned(),
-        tensor: tensor.to_owned(),
-        x: x.to_owned(),
-        output: Some(PathBuf::from("-")),
-    });
+    let (code, out, err) = run_cli(&[
+        "matvec".as_ref(),
+        file.as_os_str(),
+        tensor.as_ref(),
+        x.as_os_str(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
     assert_eq!(code, 0, "matvec {tensor} of {}: {err}", file.display());
     out
 }
@@ -182,11 +191,13 @@ fn other_types_in_a_big_endian_file_are_a_clear_error() {
             op: Op::FromBigEndian,
         };
         assert_eq!(opened.native_data_of(tensor).unwrap_err(), expected);
-        let (code, out, err) = run_cli(cli::Command::Dequant {
-            file: path.clone(),
-            tensor: "w".to_owned(),
-            output: Some(PathBuf::from("-")),
-        });
+        let (code, out, err) = run_cli(&[
+            "dequant".as_ref(),
+            path.as_os_str(),
+            "w".as_ref(),
+            "-o".as_ref(),
+            "-".as_ref(),
+        ]);
         assert_eq!(code, 1);
         assert!(out.is_empty());
         assert_eq!(err, format!("error: tensor \"w\" ({t}): {expected}\n"));
