@@ -1,6 +1,6 @@
 //! Big-endian GGUF files made by gguf-py's `gguf-convert-endian` (run from the cached venv at test
 //! time) over a little-endian file that the project's writer makes: every tensor type the tool
-//! converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K) must read back as the little-endian file's
+//! converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4, NVFP4) must read back as the little-endian file's
 //! exact bytes and values, through the library and through `miniquant dequant` and `matvec`. A
 //! big-endian file with a type the tool cannot convert is a clear error naming tensor and type.
 
@@ -18,8 +18,8 @@ use miniquant_std::GgufFile;
 use miniquant_tests::cache::gguf_py_python;
 use miniquant_tests::craft::{self, Endian, Tensor, Value};
 
-/// The types `gguf-convert-endian` converts whose kernels this test runs.
-const TYPES: [GgmlType; 7] = [
+/// Every type `gguf-convert-endian` converts.
+const TYPES: [GgmlType; 9] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -27,6 +27,8 @@ const TYPES: [GgmlType; 7] = [
     GgmlType::Q8_0,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
+    GgmlType::MXFP4,
+    GgmlType::NVFP4,
 ];
 const COLS: usize = 256;
 const ROWS: usize = 3;
@@ -146,10 +148,13 @@ fn files_converted_by_gguf_convert_endian_read_like_the_little_endian_file() {
         assert_eq!(be.ggml_type, t);
         let stored_le = little.data_of(le).expect("data");
         let stored_be = big.data_of(be).expect("data");
-        // The tool did change the bytes (every type here has a multi-byte field)...
-        assert_ne!(
-            stored_be, stored_le,
-            "{name}: the conversion changed nothing"
+        // The tool changed the bytes of every type with a multi-byte field (MXFP4 and NVFP4 have
+        // none)...
+        let single_byte_fields = matches!(t, GgmlType::MXFP4 | GgmlType::NVFP4);
+        assert_eq!(
+            stored_be == stored_le,
+            single_byte_fields,
+            "{name}: bytes changed by the conversion"
         );
         // ...and the conversion gives them back exactly.
         let native = big.native_data_of(be).expect("known layout");

@@ -1632,3 +1632,106 @@ fn gemma3_header_with_one_token_byte_flipped_is_rejected_at_that_byte() {
         assert_validators_report(&bytes, expected);
     }
 }
+
+/// With every limit lifted and the input's length unknown (a stream), nothing bounds a length
+/// prefix but its type: lengths near 2^64 for a key, a string value and a tensor name were added to
+/// the prefix's width before any check (a panic with overflow checks on). Now the needed byte count
+/// saturates and the stream's end is a truncation error.
+#[test]
+fn lengths_near_2_64_in_a_stream_without_limits_are_truncations() {
+    let unlimited = Limits {
+        max_depth: u32::MAX,
+        max_string_bytes: u64::MAX,
+        max_key_bytes: u64::MAX,
+        max_array_len: u64::MAX,
+        max_metadata: u64::MAX,
+        max_tensors: u64::MAX,
+        max_dims: u32::MAX,
+    };
+    let key = {
+        let mut w = file(0, 1);
+        w.len(u64::MAX - 2).raw(b"abc");
+        (w.into_bytes(), Field::Key, 24)
+    };
+    let string = {
+        let mut w = file(0, 1);
+        w.key(b"s", code::STRING).len(u64::MAX - 7).raw(b"text");
+        (w.into_bytes(), Field::String, 37)
+    };
+    let in_array = {
+        let mut w = file(0, 1);
+        w.key(b"a", code::ARRAY)
+            .array_header(code::STRING, 2)
+            .string(b"")
+            .len(u64::MAX)
+            .raw(b"x");
+        (w.into_bytes(), Field::String, 57)
+    };
+    let tensor_name = {
+        let mut w = file(1, 0);
+        w.len(u64::MAX - 5).raw(b"name");
+        (w.into_bytes(), Field::DimensionCount, 24)
+    };
+    for (case, (bytes, field, offset)) in [
+        ("key", key),
+        ("string value", string),
+        ("string in an array", in_array),
+        ("tensor name", tensor_name),
+    ] {
+        let expected = Error::Truncated {
+            field,
+            offset,
+            needed: u64::MAX,
+            available: bytes.len() as u64 - offset,
+        };
+        for sizes in [vec![4096], vec![1], vec![7]] {
+            let read = drive::read_chunked(&bytes, sizes.clone(), 4096, None, unlimited);
+            assert_eq!(read.error, Some(expected), "{case}: read, reads {sizes:?}");
+            let push = drive::push(&bytes, &sizes, 4096, None, unlimited);
+            assert_eq!(push.error, Some(expected), "{case}: push, chunks {sizes:?}");
+        }
+        // Knowing the length, the slice driver says the length exceeds the input.
+        let slice = drive::slice(&bytes, unlimited);
+        assert!(
+            matches!(slice.error, Some(Error::ExceedsInput { .. })),
+            "{case}: slice: {:?}",
+            slice.error
+        );
+    }
+}
+
+/// A bool array whose third element is 18: every driver yields the two valid elements, then the
+/// error, whatever the read or chunk sizes. (A run that held the bad byte used to fail without
+/// its valid prefix, so the events before the error depended on where reads ended; found by the
+/// stream-equivalence property test.)
+#[test]
+fn bool_array_with_a_bad_third_element_yields_the_first_two() {
+    let mut w = file(0, 1);
+    w.key(b"flags", code::ARRAY).array_header(code::BOOL, 4);
+    let at = w.position() + 2;
+    w.raw(&[0, 1, 18, 0]);
+    let bytes = w.into_bytes();
+    rejects(
+        "bool array [0, 1, 18, 0]",
+        &bytes,
+        Error::InvalidBool {
+            value: 18,
+            offset: at,
+        },
+    );
+    let slice = drive::slice(&bytes, Limits::DEFAULT);
+    let bools = slice
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Ev::Scalar {
+                    value_type: ValueType::Bool,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(bools, 2, "{:?}", slice.events);
+}

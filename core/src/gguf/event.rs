@@ -60,7 +60,7 @@ impl StrPiece<'_> {
 
     /// Whether this piece ends the string.
     pub fn is_last(&self) -> bool {
-        self.at + self.text.len() as u64 == self.len
+        self.at.checked_add(self.text.len() as u64) == Some(self.len)
     }
 }
 
@@ -92,7 +92,8 @@ pub struct TensorInfo<'a> {
 impl TensorInfo<'_> {
     /// The dimensions as stored in the file, fastest-varying first (ggml's `ne[0..n_dims]`).
     pub fn ne(&self) -> &[u64] {
-        &self.ne[..self.n_dims as usize]
+        // `n_dims` is at most the capacity in parsed infos; a hand-made one may say more.
+        self.ne.get(..self.n_dims as usize).unwrap_or(&self.ne)
     }
 
     /// The shape in row-major order (slowest-varying first), as candle and numpy write it.
@@ -119,7 +120,7 @@ pub struct Shape {
 impl Shape {
     /// The dimensions.
     pub fn dims(&self) -> &[u64] {
-        &self.dims[..self.n_dims as usize]
+        self.dims.get(..self.n_dims as usize).unwrap_or(&self.dims)
     }
 }
 

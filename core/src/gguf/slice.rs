@@ -61,17 +61,19 @@ impl<'a> SliceParser<'a> {
                     Some(e) => Ok(e),
                     None => event.resolve(input),
                 };
+                // `consumed` bytes were in `input`: this stays within `self.input.len()`.
+                let next = self.rest.saturating_add(consumed);
                 if let Some(count) = event.string_array_len() {
                     self.strings_left = count;
-                    self.check_string_run(self.rest + consumed, count);
+                    self.check_string_run(next, count);
                 } else if span.is_some() && self.strings_left > 0 {
-                    self.strings_left -= 1;
+                    self.strings_left = self.strings_left.saturating_sub(1);
                     if text.is_none() && self.strings_left > 0 {
                         // A string the run did not cover (a long one): start a new run after it.
-                        self.check_string_run(self.rest + consumed, self.strings_left);
+                        self.check_string_run(next, self.strings_left);
                     }
                 }
-                self.rest += consumed;
+                self.rest = next;
                 self.last_offset = offset;
                 resolved.map(Some)
             }
@@ -87,7 +89,10 @@ impl<'a> SliceParser<'a> {
     /// The text at `start..start + len` of the unparsed input, if it lies in the checked run.
     #[inline]
     fn checked_text(&self, start: usize, len: usize) -> Option<&'a str> {
-        let from = (self.rest + start).checked_sub(self.checked_start)?;
+        let from = self
+            .rest
+            .checked_add(start)?
+            .checked_sub(self.checked_start)?;
         self.checked.get(from..from.checked_add(len)?)
     }
 
@@ -168,18 +173,16 @@ fn checked_string_run(bytes: &[u8], count: u64, width: usize, order: ByteOrder) 
     at
 }
 
-/// A 4- or 8-byte length prefix.
+/// A 4- or 8-byte length prefix (`u64::MAX`, which ends a run, for any other width).
 #[inline]
 fn prefix_len(prefix: &[u8], order: ByteOrder) -> u64 {
-    let mut bytes = [0u8; 8];
-    for (i, &b) in prefix.iter().enumerate().take(8) {
-        let slot = match order {
-            ByteOrder::Little => i,
-            ByteOrder::Big => prefix.len() - 1 - i,
-        };
-        if let Some(s) = bytes.get_mut(slot) {
-            *s = b;
+    match (order, prefix) {
+        (ByteOrder::Little, &[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]).into(),
+        (ByteOrder::Big, &[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]).into(),
+        (ByteOrder::Little, &[a, b, c, d, e, f, g, h]) => {
+            u64::from_le_bytes([a, b, c, d, e, f, g, h])
         }
+        (ByteOrder::Big, &[a, b, c, d, e, f, g, h]) => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+        _ => u64::MAX,
     }
-    u64::from_le_bytes(bytes)
 }

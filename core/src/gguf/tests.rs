@@ -1,5 +1,7 @@
 //! Unit tests of the state machine and its drivers on small hand-built headers.
 
+#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)] // test code: a panic is a failure
+
 use super::*;
 use crate::error::{AlignmentProblem, Error, Field, Limit};
 use crate::ggml_type::GgmlType;
