@@ -32,7 +32,7 @@ use crate::error::Result;
 /// parser.finish();
 /// while let Some(_event) = parser.next_event()? {}
 /// assert!(parser.is_done());
-/// assert_eq!((keys, tensors), (21, 5));
+/// assert_eq!((keys, tensors), (20, 5));
 /// # Ok::<(), miniquant::Error>(())
 /// ```
 pub struct PushParser<'b> {
