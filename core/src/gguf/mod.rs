@@ -11,7 +11,9 @@
 //! tensors a program asks for, without a heap.
 
 mod catalog;
+mod driver_debug;
 mod event;
+mod found_value;
 mod limits;
 mod machine;
 mod push;
