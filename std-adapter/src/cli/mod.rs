@@ -66,7 +66,7 @@ pub enum Command {
         /// The tensor W.
         tensor: String,
         /// x: raw little-endian f32, cols values: the last number of the shape `inspect` prints
-        /// (ggml's ne[0], the first stored dimension).
+        /// (ggml's `ne[0]`, the first stored dimension).
         x: PathBuf,
         /// Output file (`-` for stdout) [default: y.f32 in the current directory].
         #[arg(short, long, value_name = "OUT")]
