@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use miniquant::GgmlType;
 
-use super::{one_line, open_gguf_unchecked, report, shape_text, CliError};
-use crate::diagnose::truncation;
+use super::{one_line, open_gguf_unchecked, shape_text, CliError};
+use crate::diagnose::{problem_lines, truncation};
 use crate::file::GgufFile;
 use crate::index::{Index, TensorEntry};
 use crate::value::{Array, Element, Value};
@@ -70,7 +70,7 @@ pub(super) fn run<O: Write, E: Write>(
         writeln!(err, "header read in {elapsed:.3?}")
             .map_err(|e| CliError::io("cannot write stderr", e))?;
     }
-    let problems = report::problem_lines(&file);
+    let problems = problem_lines(&file);
     let truncated = is_truncated(&file);
     if !file.report().is_valid() && !truncated {
         return Err(CliError::Problems(problems));

@@ -12,7 +12,6 @@ mod make_example;
 mod matvec;
 mod progress;
 mod quantize_raw;
-mod report;
 mod type_arg;
 mod validate;
 
@@ -191,7 +190,7 @@ fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
     if file.report().is_valid() {
         Ok(file)
     } else {
-        Err(CliError::Problems(report::problem_lines(&file)))
+        Err(CliError::Problems(crate::diagnose::problem_lines(&file)))
     }
 }
 
