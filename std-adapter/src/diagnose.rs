@@ -1,10 +1,13 @@
 //! Context for error messages: which metadata key a byte offset falls in, and whether a file is
 //! simply cut short (a partial download), so that a user reads one line that says so instead of
-//! one "past the end of the file" error per tensor.
+//! one "past the end of the file" error per tensor; [`problem_lines`] puts it together.
 
 use miniquant::gguf::{Event, Limits, SliceParser};
+use miniquant::Error;
 
+use crate::file::GgufFile;
 use crate::index::Index;
+use crate::validate::Report;
 
 /// A file that ends before the data its header describes: most often a partial download.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +143,43 @@ impl KeyRanges {
         let (_, end, key) = self.pairs.get(i.checked_sub(1)?)?;
         (offset < *end).then_some(key.as_str())
     }
+}
+
+/// The `error:` and `warning:` lines for `file`'s [`report`](GgufFile::report), errors in offset
+/// order, then warnings, with the context a user needs to act: a file cut short is one line (how
+/// much is there, how much is needed, the first tensor cut), and an error inside a metadata pair
+/// names its key. What `miniquant` prints for a broken file.
+pub fn problem_lines(file: &GgufFile) -> Vec<String> {
+    report_lines(file.report(), Some(file))
+}
+
+/// The lines of `report` (from [`GgufFile::validate`] or a file's own), as [`problem_lines`];
+/// `file`, when given, is the file the report is about and supplies the context.
+pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
+    let cut = file.and_then(|f| truncation(f.index()));
+    let last_offset = report.errors.iter().filter_map(Error::offset).max();
+    let keys = match (file, last_offset) {
+        (Some(f), Some(up_to)) => KeyRanges::scan(f.bytes(), up_to),
+        _ => KeyRanges::default(),
+    };
+    let mut summarized = false;
+    let mut lines = Vec::new();
+    for e in &report.errors {
+        if let (Error::TensorOutOfBounds { .. }, Some(t)) = (e, &cut) {
+            // One summary line, where the first of these errors was.
+            if !summarized {
+                lines.push(format!("error: {t}"));
+                summarized = true;
+            }
+            continue;
+        }
+        match e.offset().and_then(|o| keys.key_at(o)) {
+            Some(key) => lines.push(format!("error: key {key:?}: {e}")),
+            None => lines.push(format!("error: {e}")),
+        }
+    }
+    lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
+    lines
 }
 
 #[cfg(test)]

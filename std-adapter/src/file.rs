@@ -17,7 +17,9 @@ use crate::index::{Index, TensorEntry};
 use crate::validate::{self, Report};
 
 /// Why a file could not be opened. Its `Debug` is as short as its `Display` (a `?` in `main`
-/// prints it), however many errors the report holds.
+/// prints it), however many errors the report holds. For messages with their context (the key an
+/// error is in, one line for a truncated file), open with [`GgufFile::open_unchecked`] and use
+/// [`diagnose::problem_lines`](crate::diagnose::problem_lines).
 pub enum OpenError {
     /// The file could not be opened or mapped.
     Io(std::io::Error),

@@ -2,7 +2,11 @@
 //!
 //! The std side of miniquant: open a GGUF file by memory-mapping it ([`GgufFile`]), keep an owned
 //! index of its header ([`Index`]: metadata and tensors in file order, lookup by name), check the
-//! whole file ([`validate`]), print it as text or JSON, and the `miniquant` command line ([`cli`]).
+//! whole file ([`validate`], with [`diagnose`] for the context of its messages), dequantize or
+//! multiply a tensor by name ([`GgufFile::dequantize_tensor`], [`GgufFile::matvec_tensor`], row
+//! ranges with [`GgufFile::rows_data`]), print the header as text, JSON ([`json`]) or gguf-py's
+//! JSON layout ([`gguf_dump`]), and the `miniquant` command line ([`cli`]). Pipes and other
+//! unmappable streams are read into memory ([`GgufFile::from_reader`]).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

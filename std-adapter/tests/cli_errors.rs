@@ -128,7 +128,20 @@ fn a_file_cut_in_its_data_is_one_line_and_inspect_still_shows_the_header() {
         "{text}"
     );
     assert!(text.contains("\n--- metadata\n"), "{text}");
-    assert!(text.contains("output.weight "), "{text}");
+    // The cut tensors are marked, the whole one is not.
+    let marked: Vec<(&str, bool)> = text
+        .lines()
+        .filter(|l| l.contains(" elements  offset "))
+        .map(|l| (l.split_whitespace().next().unwrap(), l.ends_with("  (cut)")))
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            ("blk.0.attn_q.weight", false),
+            ("blk.0.attn_k.weight", true),
+            ("output.weight", true)
+        ]
+    );
 
     // Commands that need the data refuse the file with the same line.
     let run = miniquant(&["dequant", &path, "blk.0.attn_q.weight", "-o", "-"]);

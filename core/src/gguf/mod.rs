@@ -13,7 +13,9 @@
 #![deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 
 mod catalog;
+mod driver_debug;
 mod event;
+mod found_value;
 mod limits;
 mod machine;
 mod push;

@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use miniquant::GgmlType;
 
-use super::{one_line, open_gguf_unchecked, report, shape_text, CliError};
-use crate::diagnose::truncation;
+use super::{one_line, open_gguf_unchecked, shape_text, CliError};
+use crate::diagnose::{problem_lines, truncation};
 use crate::file::GgufFile;
-use crate::index::TensorEntry;
+use crate::index::{Index, TensorEntry};
 use crate::value::{Array, Element, Value};
 use crate::{format, gguf_dump, json};
 
@@ -70,7 +70,7 @@ pub(super) fn run<O: Write, E: Write>(
         writeln!(err, "header read in {elapsed:.3?}")
             .map_err(|e| CliError::io("cannot write stderr", e))?;
     }
-    let problems = report::problem_lines(&file);
+    let problems = problem_lines(&file);
     let truncated = is_truncated(&file);
     if !file.report().is_valid() && !truncated {
         return Err(CliError::Problems(problems));
@@ -182,12 +182,21 @@ fn write_text<O: Write>(
             out,
             "--- tensors (shape row-major, slowest-varying first: ggml's ne reversed; offset relative to the data section)"
         )?;
-        write_tensor_rows(&tensors, out)?;
+        write_tensor_rows(index, &tensors, out)?;
     }
     write_totals(&tensors, out)
 }
 
-fn write_tensor_rows<O: Write>(tensors: &[&TensorEntry], out: &mut O) -> std::io::Result<()> {
+/// One row per tensor; a tensor whose data runs past the end of the file is marked `(cut)`.
+fn write_tensor_rows<O: Write>(
+    index: &Index,
+    tensors: &[&TensorEntry],
+    out: &mut O,
+) -> std::io::Result<()> {
+    let cut = |t: &TensorEntry| match (index.data_range(t), index.file_size()) {
+        (Ok(range), Some(size)) => range.end > size,
+        _ => false,
+    };
     let rows: Vec<[String; 6]> = tensors
         .iter()
         .map(|t| {
@@ -209,11 +218,12 @@ fn write_tensor_rows<O: Write>(tensors: &[&TensorEntry], out: &mut O) -> std::io
             .unwrap_or(0)
     };
     let (nw, tw, sw, ew, ow, bw) = (width(0), width(1), width(2), width(3), width(4), width(5));
-    for [name, ty, shape, elements, offset, bytes] in &rows {
-        writeln!(
+    for ([name, ty, shape, elements, offset, bytes], t) in rows.iter().zip(tensors) {
+        write!(
             out,
             "{name:<nw$}  {ty:<tw$}  {shape:<sw$}  {elements:>ew$} elements  offset {offset:>ow$}  {bytes:>bw$} B"
         )?;
+        writeln!(out, "{}", if cut(t) { "  (cut)" } else { "" })?;
     }
     Ok(())
 }

@@ -13,7 +13,6 @@ mod make_example;
 mod matvec;
 mod progress;
 mod quantize_raw;
-mod report;
 mod type_arg;
 mod validate;
 
@@ -67,7 +66,7 @@ pub enum Command {
         /// The tensor W.
         tensor: String,
         /// x: raw little-endian f32, cols values: the last number of the shape `inspect` prints
-        /// (ggml's ne[0], the first stored dimension).
+        /// (ggml's `ne[0]`, the first stored dimension).
         x: PathBuf,
         /// Output file (`-` for stdout) [default: y.f32 in the current directory].
         #[arg(short, long, value_name = "OUT")]
@@ -225,7 +224,7 @@ fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
     if file.report().is_valid() {
         Ok(file)
     } else {
-        Err(CliError::Problems(report::problem_lines(&file)))
+        Err(CliError::Problems(crate::diagnose::problem_lines(&file)))
     }
 }
 

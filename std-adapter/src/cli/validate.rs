@@ -3,7 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{open_gguf_unchecked, print_warnings, quoted, report, CliError};
+use super::{open_gguf_unchecked, print_warnings, quoted, CliError};
+use crate::diagnose::{problem_lines, report_lines};
 use crate::file::GgufFile;
 
 pub(super) fn run<O: Write, E: Write>(
@@ -15,7 +16,7 @@ pub(super) fn run<O: Write, E: Write>(
         // Standard input can be read once: index it right away.
         let file = open_gguf_unchecked(path)?;
         if !file.report().is_valid() {
-            return Err(CliError::Problems(report::problem_lines(&file)));
+            return Err(CliError::Problems(problem_lines(&file)));
         }
         file.report().clone()
     } else {
@@ -26,10 +27,7 @@ pub(super) fn run<O: Write, E: Write>(
     if !report.is_valid() {
         // The index and bytes give the messages their context (the key, the truncation).
         let context = GgufFile::open_unchecked(path).ok();
-        return Err(CliError::Problems(report::report_lines(
-            &report,
-            context.as_ref(),
-        )));
+        return Err(CliError::Problems(report_lines(&report, context.as_ref())));
     }
     print_warnings(&report, err).map_err(|e| CliError::io("cannot write the output", e))?;
     writeln!(
