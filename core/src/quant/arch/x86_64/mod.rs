@@ -13,18 +13,22 @@ use crate::quant::table::{ArchKernels, Ops};
 pub(crate) const AVX2: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx2::vec_dot_q8_0),
+        dequantize: Some(avx2::dequantize_q8_0),
         ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
+        dequantize: Some(avx2::dequantize_q4_0),
         ..Ops::NONE
     },
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
+        dequantize: Some(avx2::dequantize_q4_k),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
+        dequantize: Some(avx2::dequantize_q6_k),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
