@@ -146,7 +146,7 @@ pub(super) fn vec_dot_q8_0(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f32 {
 /// The 32 Q4_0 quants of a block as bytes `0..16`: element `j` low nibble, `j + 16` high nibble.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q4_0_nibbles(qs: &[u8; 16]) -> __m256i {
+pub(super) fn q4_0_nibbles(qs: &[u8; 16]) -> __m256i {
     let bytes = load16(qs);
     let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
     let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
