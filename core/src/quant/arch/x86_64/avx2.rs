@@ -4,9 +4,10 @@
 
 use core::arch::x86_64::*;
 
-use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
-use crate::quant::legacy::BlockQ4_0;
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// 16 bytes as a vector.
 #[inline(always)]
@@ -593,4 +594,153 @@ fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {
 pub(super) fn dequantize_q6_k(blocks: &[BlockQ6K], out: &mut [f32]) {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { dequantize_q6_k_impl(blocks, out) }
+}
+
+/// The legacy block dot: `partial` gives a block pair's eight i32 partial sums; eight block pairs
+/// at a time are reduced to their integer sums, `combine` forms each pair's float term side by
+/// side (the scalar expression, lane by lane), and the terms are added to `sumf` in block order.
+/// `tail` is the same term for one pair, for the last `len % 8` blocks.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn legacy_dot<W, X>(
+    w: &[W],
+    x: &[X],
+    partial: impl Fn(&W, &X) -> __m256i,
+    combine: impl Fn(__m256, &[W], &[X]) -> __m256,
+    tail: impl Fn(f32, &W, &X) -> f32,
+) -> f32 {
+    let mut sumf = 0.0f32;
+    let mut w8 = w.chunks_exact(8);
+    let mut x8 = x.chunks_exact(8);
+    for (wc, xc) in (&mut w8).zip(&mut x8) {
+        let mut partials = [_mm256_setzero_si256(); 8];
+        for (p, (wb, xb)) in partials.iter_mut().zip(wc.iter().zip(xc)) {
+            *p = partial(wb, xb);
+        }
+        let sumi = _mm256_cvtepi32_ps(transpose_sums(&partials));
+        let mut terms = [0.0f32; 8];
+        // SAFETY: `terms` holds eight f32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_ps(terms.as_mut_ptr(), combine(sumi, wc, xc)) };
+        for t in terms {
+            sumf += t;
+        }
+    }
+    for (wb, xb) in w8.remainder().iter().zip(x8.remainder()) {
+        sumf += tail(hsum_i32(partial(wb, xb)) as f32, wb, xb);
+    }
+    sumf
+}
+
+/// Eight f16 fields, one from each of the first eight blocks, to f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gather_f16<B>(blocks: &[B], field: impl Fn(&B) -> [u8; 2]) -> __m256 {
+    let mut halves = [[0u8; 2]; 8];
+    for (h, b) in halves.iter_mut().zip(blocks) {
+        *h = field(b);
+    }
+    f16x8(&halves)
+}
+
+/// Σ q·y over 32 unsigned quants below 32 (`maddubs` pairs stay below 2^15) minus Σ bias·y.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_unsigned(q: __m256i, y: &[i8; 32], bias: i8) -> __m256i {
+    let y = load32(y);
+    let qy = _mm256_maddubs_epi16(q, y);
+    let ones = _mm256_set1_epi16(1);
+    if bias == 0 {
+        return _mm256_madd_epi16(qy, ones);
+    }
+    let by = _mm256_maddubs_epi16(_mm256_set1_epi8(bias), y);
+    _mm256_madd_epi16(_mm256_sub_epi16(qy, by), ones)
+}
+
+/// The fifth bits of a Q5 block (`qh` bit `i` for element `i`) as 0x10 in byte `i`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fifth_bits(qh: [u8; 4]) -> __m256i {
+    let bits = _mm256_set1_epi32(i32::from_le_bytes(qh));
+    // Byte i takes qh byte i / 8, then tests bit i % 8.
+    let spread = _mm256_shuffle_epi8(
+        bits,
+        _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        ),
+    );
+    let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// `ggml_vec_dot_q4_1_q8_1_generic`: per block `sumf += (dx * dy) * sumi + m * s`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q4_1_impl(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_unsigned(q4_0_nibbles(&wb.qs), &xb.qs, 0),
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            let ms = _mm256_mul_ps(gather_f16(wc, |b| b.m), gather_f16(xc, |b| b.s));
+            _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi + f16_le(wb.m) * f16_le(xb.s),
+    )
+}
+
+/// Safe entry of [`vec_dot_q4_1_impl`].
+pub(super) fn vec_dot_q4_1(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q4_1_impl(w, x) }
+}
+
+/// `ggml_vec_dot_q5_0_q8_0_generic`: per block `sumf += (dx * dy) * sumi`, quants `q - 16`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q5_0_impl(w: &[BlockQ5_0], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| {
+            let q = _mm256_or_si256(q4_0_nibbles(&wb.qs), fifth_bits(wb.qh));
+            dot_unsigned(q, &xb.qs, 16)
+        },
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            _mm256_mul_ps(dd, sumi)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_q5_0_impl`].
+pub(super) fn vec_dot_q5_0(w: &[BlockQ5_0], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q5_0_impl(w, x) }
+}
+
+/// `ggml_vec_dot_q5_1_q8_1_generic`: per block `sumf += (dx * dy) * sumi + m * s`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q5_1_impl(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| {
+            let q = _mm256_or_si256(q4_0_nibbles(&wb.qs), fifth_bits(wb.qh));
+            dot_unsigned(q, &xb.qs, 0)
+        },
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            let ms = _mm256_mul_ps(gather_f16(wc, |b| b.m), gather_f16(xc, |b| b.s));
+            _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi + f16_le(wb.m) * f16_le(xb.s),
+    )
+}
+
+/// Safe entry of [`vec_dot_q5_1_impl`].
+pub(super) fn vec_dot_q5_1(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q5_1_impl(w, x) }
 }

@@ -32,6 +32,18 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         dequantize: Some(avx2::dequantize_q6_k),
         ..Ops::NONE
     },
+    q4_1: Ops {
+        vec_dot: Some(avx2::vec_dot_q4_1),
+        ..Ops::NONE
+    },
+    q5_0: Ops {
+        vec_dot: Some(avx2::vec_dot_q5_0),
+        ..Ops::NONE
+    },
+    q5_1: Ops {
+        vec_dot: Some(avx2::vec_dot_q5_1),
+        ..Ops::NONE
+    },
     ..ArchKernels::NONE
 };
 
