@@ -7,6 +7,8 @@
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 
+mod scalar_only;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -16,13 +18,17 @@ const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
-        "ci" => fetch().and_then(|()| checks()).and_then(|()| tests()),
+        "ci" => fetch()
+            .and_then(|()| checks())
+            .and_then(|()| tests())
+            .and_then(|()| scalar_only::run()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "scalar-only" => scalar_only::run(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|scalar-only>");
             return ExitCode::from(2);
         }
     };
