@@ -25,7 +25,7 @@ mod grid_iq1;
 mod grid_iq2;
 mod grid_iq3;
 mod iq4_search;
-mod tables;
+pub(crate) mod tables;
 #[cfg(test)]
 pub(in crate::quant) mod test_support;
 #[cfg(test)]

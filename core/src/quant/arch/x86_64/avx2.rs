@@ -6,8 +6,12 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
+use crate::quant::iq::iq4_nl::BlockIq4Nl;
+use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
+use crate::quant::misc::mxfp4::BlockMxfp4;
 
 /// 16 bytes as a vector.
 #[inline(always)]
@@ -743,4 +747,179 @@ fn vec_dot_q5_1_impl(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
 pub(super) fn vec_dot_q5_1(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q5_1_impl(w, x) }
+}
+
+/// `q * d + m` for sixteen unsigned bytes into `out[..16]` (multiply, then add).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
+    let (first, second) = out.split_at_mut(8.min(out.len()));
+    let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+    let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
+    store8(first, _mm256_add_ps(_mm256_mul_ps(low, d), m));
+    store8(second, _mm256_add_ps(_mm256_mul_ps(high, d), m));
+}
+
+/// Thirty-two quants in element order (one per byte) and a block's `q * d + m`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_add_block(values: &mut [f32], q: __m256i, d: f32, m: f32) {
+    let (d, m) = (_mm256_set1_ps(d), _mm256_set1_ps(m));
+    let (first, second) = values.split_at_mut(16.min(values.len()));
+    scale_add_u8x16(first, _mm256_castsi256_si128(q), d, m);
+    scale_add_u8x16(second, _mm256_extracti128_si256::<1>(q), d, m);
+}
+
+/// Thirty-two signed quants in element order times `d` (`q * d`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_block(values: &mut [f32], q: __m256i, d: f32) {
+    let d = _mm256_set1_ps(d);
+    let (first, second) = values.split_at_mut(16.min(values.len()));
+    scale_i8x16(first, _mm256_castsi256_si128(q), d);
+    scale_i8x16(second, _mm256_extracti128_si256::<1>(q), d);
+}
+
+/// `dequantize_row_q4_1`: `q * d + m`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_1_impl(blocks: &[BlockQ4_1], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = q4_0_nibbles(&block.qs);
+        scale_add_block(values, q, f16_le(block.d), f16_le(block.m));
+    }
+}
+
+/// Safe entry of [`dequantize_q4_1_impl`].
+pub(super) fn dequantize_q4_1(blocks: &[BlockQ4_1], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q4_1_impl(blocks, out) }
+}
+
+/// `dequantize_row_q5_0`: `(q - 16) * d`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q5_0_impl(blocks: &[BlockQ5_0], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = _mm256_or_si256(q4_0_nibbles(&block.qs), fifth_bits(block.qh));
+        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        scale_block(values, q, f16_le(block.d));
+    }
+}
+
+/// Safe entry of [`dequantize_q5_0_impl`].
+pub(super) fn dequantize_q5_0(blocks: &[BlockQ5_0], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q5_0_impl(blocks, out) }
+}
+
+/// `dequantize_row_q5_1`: `q * d + m`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q5_1_impl(blocks: &[BlockQ5_1], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = _mm256_or_si256(q4_0_nibbles(&block.qs), fifth_bits(block.qh));
+        scale_add_block(values, q, f16_le(block.d), f16_le(block.m));
+    }
+}
+
+/// Safe entry of [`dequantize_q5_1_impl`].
+pub(super) fn dequantize_q5_1(blocks: &[BlockQ5_1], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q5_1_impl(blocks, out) }
+}
+
+/// A block's 32 four-bit codes mapped through a 16-entry signed table, in element order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn table_lookup(qs: &[u8; 16], table: &[i8; 16]) -> __m256i {
+    let table = load16(table);
+    _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
+}
+
+/// `dequantize_row_iq4_nl`: `d * level`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_iq4_nl_impl(blocks: &[BlockIq4Nl], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = table_lookup(&block.qs, &KVALUES_IQ4NL);
+        scale_block(values, q, f16_le(block.d));
+    }
+}
+
+/// Safe entry of [`dequantize_iq4_nl_impl`].
+pub(super) fn dequantize_iq4_nl(blocks: &[BlockIq4Nl], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_iq4_nl_impl(blocks, out) }
+}
+
+/// `dequantize_row_mxfp4`: `level * d`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_mxfp4_impl(blocks: &[BlockMxfp4], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = table_lookup(&block.qs, &KVALUES_FP4);
+        scale_block(values, q, e8m0_to_f32_half(block.e));
+    }
+}
+
+/// Safe entry of [`dequantize_mxfp4_impl`].
+pub(super) fn dequantize_mxfp4(blocks: &[BlockMxfp4], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_mxfp4_impl(blocks, out) }
+}
+
+/// `ggml_vec_dot_iq4_nl_q8_0_generic`: per block `sumf += (dy * dx) * sumi`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_iq4_nl_impl(w: &[BlockIq4Nl], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_levels(table_lookup(&wb.qs, &KVALUES_IQ4NL), &xb.qs),
+        |sumi, wc, xc| {
+            let d = _mm256_mul_ps(gather_f16(xc, |b| b.d), gather_f16(wc, |b| b.d));
+            _mm256_mul_ps(d, sumi)
+        },
+        |sumi, wb, xb| (f16_le(xb.d) * f16_le(wb.d)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_iq4_nl_impl`].
+pub(super) fn vec_dot_iq4_nl(w: &[BlockIq4Nl], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_iq4_nl_impl(w, x) }
+}
+
+/// `ggml_vec_dot_mxfp4_q8_0_generic`: per block `sumf += (dy * scale) * sumi`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_mxfp4_impl(w: &[BlockMxfp4], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_levels(table_lookup(&wb.qs, &KVALUES_FP4), &xb.qs),
+        |sumi, wc, xc| {
+            let mut scales = [0.0f32; 8];
+            for (s, b) in scales.iter_mut().zip(wc) {
+                *s = e8m0_to_f32_half(b.e);
+            }
+            // SAFETY: `scales` holds eight f32; `loadu` has no alignment requirement.
+            let scales = unsafe { _mm256_loadu_ps(scales.as_ptr()) };
+            _mm256_mul_ps(_mm256_mul_ps(gather_f16(xc, |b| b.d), scales), sumi)
+        },
+        |sumi, wb, xb| (f16_le(xb.d) * e8m0_to_f32_half(wb.e)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_mxfp4_impl`].
+pub(super) fn vec_dot_mxfp4(w: &[BlockMxfp4], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_mxfp4_impl(w, x) }
+}
+
+/// Σ level·y over 32 signed levels (|level| ≤ 127) and 32 Q8_0 quants, widened to i16 first
+/// (exact for every byte value), as eight i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_levels(levels: __m256i, y: &[i8; 32]) -> __m256i {
+    let y = load32(y);
+    let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(levels));
+    let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(levels));
+    let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
+    let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
+    _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
 }

@@ -34,14 +34,27 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q4_1: Ops {
         vec_dot: Some(avx2::vec_dot_q4_1),
+        dequantize: Some(avx2::dequantize_q4_1),
         ..Ops::NONE
     },
     q5_0: Ops {
         vec_dot: Some(avx2::vec_dot_q5_0),
+        dequantize: Some(avx2::dequantize_q5_0),
         ..Ops::NONE
     },
     q5_1: Ops {
         vec_dot: Some(avx2::vec_dot_q5_1),
+        dequantize: Some(avx2::dequantize_q5_1),
+        ..Ops::NONE
+    },
+    iq4_nl: Ops {
+        vec_dot: Some(avx2::vec_dot_iq4_nl),
+        dequantize: Some(avx2::dequantize_iq4_nl),
+        ..Ops::NONE
+    },
+    mxfp4: Ops {
+        vec_dot: Some(avx2::vec_dot_mxfp4),
+        dequantize: Some(avx2::dequantize_mxfp4),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
