@@ -43,6 +43,7 @@ pub mod index;
 pub mod json;
 mod names;
 pub mod npy;
+pub mod parallel;
 pub mod stats;
 pub mod tensor;
 pub mod validate;

@@ -11,10 +11,13 @@
 //!   `ci`).
 //! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
 //!   (also the last step of `ci`).
+//! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
+//!   part of `ci`).
 
 mod firmware;
 mod msrv;
 mod overflow;
+mod scalar_only;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
             .and_then(|()| checks())
             .and_then(|()| tests())
             .and_then(|()| overflow::tests())
+            .and_then(|()| scalar_only::run())
             .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
@@ -36,8 +40,11 @@ fn main() -> ExitCode {
         "bench" => bench(),
         "overflow" => overflow::tests(),
         "firmware" => firmware::firmware(),
+        "scalar-only" => scalar_only::run(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware>");
+            eprintln!(
+                "usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware|scalar-only>"
+            );
             return ExitCode::from(2);
         }
     };

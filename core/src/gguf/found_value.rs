@@ -72,6 +72,7 @@ fn slice(file: &[u8], start: u64, len: u64) -> Option<&[u8]> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests cut known files at known places
 mod tests {
     use super::super::{Catalog, Event, Header, Limits, Scalar, SliceParser};
     use std::vec::Vec;
