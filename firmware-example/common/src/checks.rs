@@ -92,6 +92,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
         error!("{=usize} outputs differ from the host's", mismatches);
         return Err(Failed);
     }
+    check_readme_snippet(&names)?;
 
     // 4. Hostile headers.
     for h in &HOSTILE {
@@ -286,6 +287,39 @@ fn check_tensor<B: Board>(
         stack
     );
     Ok(differ)
+}
+
+/// The README's snippet computes the same bits as the host for its tensor, when the extract has it.
+fn check_readme_snippet(names: &[&str]) -> Result<(), Failed> {
+    let Some(i) = names.iter().position(|&n| n == "blk.0.attn_output.weight") else {
+        return Ok(());
+    };
+    let mut x = [0f32; MAX_COLS];
+    let mut n = 0;
+    for (v, b) in x.iter_mut().zip(X[i].chunks_exact(4)) {
+        *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        n += 1;
+    }
+    let rows = Y[i].len() / 4;
+    let mut y = [0f32; MAX_ROWS];
+    let y = y.get_mut(..rows).ok_or(Failed)?;
+    if let Err(e) = crate::readme::attn_output(MODEL, &x[..n], y) {
+        error!("README snippet: {}", e);
+        return Err(Failed);
+    }
+    let same = y
+        .iter()
+        .zip(Y[i].chunks_exact(4))
+        .all(|(v, b)| v.to_bits() == u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if !same {
+        error!("README snippet: outputs differ from the host's");
+        return Err(Failed);
+    }
+    info!(
+        "README snippet: {=usize} outputs bit-identical to the host",
+        rows
+    );
+    Ok(())
 }
 
 /// `y = W x` with the activation scratch on the caller's frame. The images take the two weight
