@@ -49,6 +49,7 @@ const IMAGES: [Image; 2] = [
 
 pub fn firmware() -> Result<(), String> {
     let start = Instant::now();
+    readme_holds_the_snippet()?;
     install()?;
     let inputs = generate_inputs()?;
     let mut reports = Vec::new();
@@ -64,6 +65,27 @@ pub fn firmware() -> Result<(), String> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The README's firmware snippet must be the code the images compile
+/// (`firmware-example/common/src/readme.rs`, between its markers).
+fn readme_holds_the_snippet() -> Result<(), String> {
+    let source =
+        fs::read_to_string(fw_dir().join("common/src/readme.rs")).map_err(|e| e.to_string())?;
+    let readme = fs::read_to_string(root().join("README.md")).map_err(|e| e.to_string())?;
+    let snippet = source
+        .split("// --- README snippet begins\n")
+        .nth(1)
+        .and_then(|rest| rest.split("// --- README snippet ends").next())
+        .ok_or("readme.rs has no snippet markers")?;
+    if readme.contains(snippet) {
+        Ok(())
+    } else {
+        Err(
+            "README.md's firmware snippet differs from firmware-example/common/src/readme.rs"
+                .into(),
+        )
+    }
 }
 
 fn fw_dir() -> PathBuf {
