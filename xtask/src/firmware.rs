@@ -50,6 +50,15 @@ const IMAGES: [Image; 2] = [
 pub fn firmware() -> Result<(), String> {
     let start = Instant::now();
     readme_holds_the_snippet()?;
+    // The root workspace's `cargo fmt --all` does not reach this separate workspace.
+    let fmt = fw_cargo(&["fmt", "--all", "--", "--check"])
+        .status()
+        .map_err(|e| format!("cannot run cargo fmt: {e}"))?;
+    if !fmt.success() {
+        return Err(
+            "firmware-example is not formatted (cd firmware-example && cargo fmt --all)".into(),
+        );
+    }
     install()?;
     let inputs = generate_inputs()?;
     let mut reports = Vec::new();
