@@ -69,6 +69,7 @@ pub fn firmware() -> Result<(), String> {
     }
     let minimal = minimal_images(&inputs)?;
     print_budgets(&reports, &inputs, &minimal)?;
+    compiler_stack_frames();
     eprintln!(
         "xtask firmware: both images passed ({:.1} s)",
         start.elapsed().as_secs_f64()
@@ -457,6 +458,96 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
         });
     }
     Ok(out)
+}
+
+/// Functions whose own stack frames the cross-check prints: the measured steps and the kernels.
+const FRAMES_OF: [&str; 5] = [
+    "checks::parse_slice",
+    "checks::parse_reader",
+    "checks::run_matvec",
+    "typed::matvec_at",
+    "Parser>::tensor_event",
+];
+
+/// Cross-check of the painted stack figures: the compiler's own frame size of each measured function
+/// (`-Z emit-stack-sizes`, so nightly; skipped with a note when the nightly toolchain is absent).
+/// Built into its own target dir; informational, never fails the task.
+fn compiler_stack_frames() {
+    let target = "thumbv7em-none-eabihf";
+    let has_nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nightly || run("rustup", &["+nightly", "target", "add", target]).is_err() {
+        eprintln!("compiler frame sizes: skipped (no nightly toolchain for -Z emit-stack-sizes)");
+        return;
+    }
+    let args = [
+        "+nightly",
+        "rustc",
+        "--release",
+        "-q",
+        "-p",
+        "cortex-m4f",
+        "--bin",
+        "cortex-m4f",
+        "--target",
+        target,
+        "--",
+        "-Z",
+        "emit-stack-sizes",
+    ];
+    eprintln!(
+        "+ (cd firmware-example && CARGO_TARGET_DIR=target/stack-sizes cargo {})",
+        args.join(" ")
+    );
+    let start = Instant::now();
+    let built = fw_cargo(&args)
+        .env("CARGO_TARGET_DIR", fw_dir().join("target/stack-sizes"))
+        .status()
+        .is_ok_and(|s| s.success());
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    let elf = fw_dir()
+        .join("target/stack-sizes")
+        .join(target)
+        .join("release/cortex-m4f");
+    let listing = llvm_tool("llvm-readobj")
+        .ok()
+        .filter(|_| built)
+        .and_then(|tool| {
+            Command::new(tool)
+                .args(["--stack-sizes", "--demangle"])
+                .arg(&elf)
+                .output()
+                .ok()
+        });
+    let Some(listing) = listing else {
+        eprintln!("compiler frame sizes: the nightly build failed (see above)");
+        return;
+    };
+    // `Functions: [name]` then `Size: 0x..` lines.
+    let text = String::from_utf8_lossy(&listing.stdout);
+    let mut function = String::new();
+    let mut frames = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("Functions: [") {
+            function = name.trim_end_matches(']').to_owned();
+        } else if let Some(size) = line.strip_prefix("Size: 0x") {
+            if let (Some(key), Ok(size)) = (
+                FRAMES_OF.iter().find(|k| function.contains(*k)),
+                u64::from_str_radix(size, 16),
+            ) {
+                let short = function.split("::<").next().unwrap_or(&function);
+                frames.push(format!("{key} {size} B ({short})"));
+            }
+        }
+    }
+    eprintln!(
+        "compiler's own frame per function (nightly -Z emit-stack-sizes, M4F image; painted figures add callees): {}",
+        frames.join(", ")
+    );
 }
 
 /// Runs an M4F image that logs nothing (so no defmt-print) in QEMU under a timeout.
