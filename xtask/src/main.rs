@@ -10,6 +10,7 @@
 //!   (also the last step of `ci`).
 
 mod firmware;
+mod scalar_only;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -23,14 +24,16 @@ fn main() -> ExitCode {
         "ci" => fetch()
             .and_then(|()| checks())
             .and_then(|()| tests())
+            .and_then(|()| scalar_only::run())
             .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "scalar-only" => scalar_only::run(),
         "firmware" => firmware::firmware(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|firmware>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|scalar-only|firmware>");
             return ExitCode::from(2);
         }
     };
