@@ -23,8 +23,14 @@ use crate::{root, run};
 
 /// The real model the images' extract comes from, in the cache `cargo xtask fetch` fills.
 const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
-/// Its tensors the images run: a Q8_0 and a Q4_K one, as the real file stores them.
-const TENSORS: [&str; 2] = ["blk.0.attn_v.weight", "blk.0.attn_output.weight"];
+/// Its tensors the images run, one of each weight type the file uses (as it stores them): Q8_0,
+/// Q4_K, Q5_0, Q6_K. The firmware's `common/build.rs` expects four.
+const TENSORS: [&str; 4] = [
+    "blk.0.attn_v.weight",
+    "blk.0.attn_output.weight",
+    "blk.0.attn_k.weight",
+    "blk.0.ffn_down.weight",
+];
 /// Metadata arrays (the tokenizer's) are cut to this many entries.
 const MAX_ARRAY: &str = "32";
 
@@ -694,23 +700,15 @@ fn print_budgets(
         inputs.dir.display()
     );
     eprintln!(
-        "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
-        "image",
-        "flash B",
-        "static RAM",
-        "parse [u8]",
-        "parse Read",
-        "matvec 0",
-        "matvec 1",
-        "Read/slice"
+        "{:<24} {:>8} {:>10} {:>11} {:>11} {:>10}  matvec stack per tensor",
+        "image", "flash B", "static RAM", "parse [u8]", "parse Read", "Read/slice"
     );
     for (image, elf, log) in reports {
         let (_, ram) = flash_and_ram(elf)?;
         let flash = flash_without_inputs(elf, inputs)?;
-        let stack_of = |prefix: &str, nth: usize| {
+        let stack_of = |prefix: &str| {
             log.lines()
-                .filter(|l| l.contains(prefix))
-                .nth(nth)
+                .find(|l| l.contains(prefix))
                 .and_then(|l| figure(l, "stack "))
                 .map_or("?".to_owned(), |v| format!("{v} B"))
         };
@@ -723,8 +721,17 @@ fn print_budgets(
             (Some(s), Some(r)) if s > 0 => format!("{:.2}x", r as f64 / s as f64),
             _ => "?".to_owned(),
         };
+        // `matvec <name> <type> [..]: ... stack N B`
+        let kernels: Vec<String> = log
+            .lines()
+            .filter_map(|l| {
+                let rest = &l[l.find("matvec ")? + "matvec ".len()..];
+                let ggml_type = rest.split_whitespace().nth(1)?;
+                Some(format!("{ggml_type} {} B", figure(l, "stack ")?))
+            })
+            .collect();
         eprintln!(
-            "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
+            "{:<24} {:>8} {:>10} {:>11} {:>11} {:>10}  {}",
             format!(
                 "{} ({})",
                 image.bin,
@@ -732,11 +739,10 @@ fn print_budgets(
             ),
             flash,
             ram,
-            stack_of("parse &[u8]", 0),
-            stack_of("parse Read", 0),
-            stack_of("matvec ", 0),
-            stack_of("matvec ", 1),
-            ratio
+            stack_of("parse &[u8]"),
+            stack_of("parse Read"),
+            ratio,
+            kernels.join(", ")
         );
     }
     eprintln!("(stack columns: high-water marks measured by painting in the firmware; static RAM excludes the stack)");

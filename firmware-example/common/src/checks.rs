@@ -4,7 +4,8 @@
 use defmt::{error, info};
 use miniquant::gguf::{Catalog, Limits, ReadParser, SliceParser};
 use miniquant::quant::activation::BlockQ8_0;
-use miniquant::quant::k_quants::BlockQ4K;
+use miniquant::quant::k_quants::{BlockQ4K, BlockQ6K};
+use miniquant::quant::legacy::BlockQ5_0;
 use miniquant::quant::table::Kernels;
 use miniquant::quant::typed;
 use miniquant::{Error, GgmlType};
@@ -30,7 +31,7 @@ const MAX_COLS: usize = 2048;
 const MAX_ROWS: usize = 2048;
 const MAX_SCRATCH: usize = MAX_COLS / 256 * 292;
 
-type Found = Catalog<'static, 3, 2>;
+type Found = Catalog<'static, 3, { crate::inputs::TENSORS }>;
 
 /// A failed check (already logged).
 pub struct Failed;
@@ -322,10 +323,10 @@ fn check_readme_snippet(names: &[&str]) -> Result<(), Failed> {
     Ok(())
 }
 
-/// `y = W x` with the activation scratch on the caller's frame. The images take the two weight
-/// types real files use most (the extract's): each goes through the core's typed API, which links
-/// only that type's kernels and its activation quantizer (the run-time `quant::matvec` would link
-/// every type's).
+/// `y = W x` with the activation scratch on the caller's frame, for the weight types of the extract
+/// (Gemma 3 Q4_K_M stores Q8_0, Q5_0, Q4_K and Q6_K): each goes through the core's typed API, which
+/// links only that type's kernels and its activation quantizer (the run-time `quant::matvec` would
+/// link every type's).
 #[inline(never)]
 fn run_matvec(
     t: GgmlType,
@@ -339,6 +340,8 @@ fn run_matvec(
     match t {
         GgmlType::Q8_0 => typed_matvec::<BlockQ8_0>(w, rows, cols, x, scratch, y),
         GgmlType::Q4_K => typed_matvec::<BlockQ4K>(w, rows, cols, x, scratch, y),
+        GgmlType::Q5_0 => typed_matvec::<BlockQ5_0>(w, rows, cols, x, scratch, y),
+        GgmlType::Q6_K => typed_matvec::<BlockQ6K>(w, rows, cols, x, scratch, y),
         _ => Err(Error::Unsupported {
             ggml_type: t,
             op: miniquant::error::Op::VecDot,
