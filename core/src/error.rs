@@ -105,6 +105,7 @@ impl Limit {
 /// What is wrong with `general.alignment`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum AlignmentProblem {
     /// The value is not a u32.
     NotU32(ValueType),
@@ -318,6 +319,14 @@ pub enum Error {
         /// The level.
         level: crate::quant::Level,
     },
+    /// A [`GgufWriter`](crate::gguf::GgufWriter) call that would make a wrong file; nothing of it
+    /// was written, and the writer refuses further calls.
+    WriterMisuse {
+        /// What was wrong.
+        problem: crate::gguf::Misuse,
+        /// Bytes written before the call.
+        offset: u64,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -331,6 +340,8 @@ pub enum Op {
     Dequantize,
     /// Dot product against the vec-dot type.
     VecDot,
+    /// Big-endian tensor data to the kernels' layout ([`crate::quant::byte_order`]).
+    FromBigEndian,
 }
 
 impl Op {
@@ -340,6 +351,7 @@ impl Op {
             Self::Quantize => "quantize",
             Self::Dequantize => "dequantize",
             Self::VecDot => "vec_dot",
+            Self::FromBigEndian => "reading big-endian data",
         }
     }
 }
@@ -370,7 +382,8 @@ impl Error {
             | Self::DuplicateKey { offset }
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
-            | Self::TensorOverlap { offset } => Some(offset),
+            | Self::TensorOverlap { offset }
+            | Self::WriterMisuse { offset, .. } => Some(offset),
             Self::PartialBlock { .. }
             | Self::LengthMismatch { .. }
             | Self::Unsupported { .. }
@@ -444,9 +457,10 @@ impl core::fmt::Display for Error {
             Self::Io { kind, .. } => write!(f, "read failed: {kind:?}")?,
             Self::DuplicateKey { .. } => write!(f, "duplicate metadata key")?,
             Self::DuplicateTensor { .. } => write!(f, "duplicate tensor name")?,
+            // "at byte" is kept for the error's own offset (the tensor info), once per message.
             Self::TensorOutOfBounds { end, file_size, .. } => write!(
                 f,
-                "tensor data ends at byte {end}, past the end of the file ({file_size} bytes)"
+                "tensor data runs past the end of the file (it ends at offset {end}, the file has {file_size} bytes)"
             )?,
             Self::TensorOverlap { .. } => write!(f, "tensor data overlaps another tensor's")?,
             Self::PartialBlock { ggml_type, len } => write!(
@@ -461,12 +475,16 @@ impl core::fmt::Display for Error {
                 if op == Op::Quantize && ggml_type.is_quantized() {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
                 }
+                if op == Op::FromBigEndian {
+                    f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;
+                }
             }
             Self::LevelUnavailable { level } => write!(
                 f,
                 "kernel level {level} is not available on this CPU or build (best: {})",
                 crate::quant::level::detect()
             )?,
+            Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;

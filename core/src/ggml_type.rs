@@ -50,6 +50,7 @@ pub enum GgmlType {
 /// Why a type code is not a usable [`GgmlType`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TypeCodeError {
     /// ggml once defined this code and removed it (4, 5, 31..=33, 36..=38).
     Removed,
@@ -290,15 +291,26 @@ impl GgmlType {
     }
 }
 
+/// The name, honouring width, fill and alignment (`{:<6}` pads like a `&str`).
 impl core::fmt::Display for GgmlType {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_pads_like_a_str() {
+        use std::format;
+        assert_eq!(format!("[{:<6}]", GgmlType::Q4_K), "[Q4_K  ]");
+        assert_eq!(format!("[{:>6}]", GgmlType::F32), "[   F32]");
+        assert_eq!(format!("[{:^7}]", GgmlType::Q8_0), "[ Q8_0  ]");
+        assert_eq!(format!("[{:.2}]", GgmlType::IQ2_XXS), "[IQ]");
+        assert_eq!(format!("{}", GgmlType::BF16), "BF16");
+    }
 
     #[test]
     fn every_code_round_trips_and_removed_codes_are_known() {

@@ -1,19 +1,25 @@
 //! A GGUF file opened from disk: memory-mapped, its header indexed and checked, tensor data
-//! borrowed straight from the mapping.
+//! borrowed straight from the mapping. Pipes, FIFOs and other streams cannot be mapped: they are
+//! read into memory instead ([`GgufFile::from_reader`]).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 
 use memmap2::Mmap;
-use miniquant::gguf::Limits;
-use miniquant::{Error, Result};
+use miniquant::gguf::{ByteOrder, Limits};
+use miniquant::quant::byte_order;
+use miniquant::{Error, GgmlType, Result};
 
 use crate::index::{Index, TensorEntry};
 use crate::validate::{self, Report};
 
-/// Why a file could not be opened.
-#[derive(Debug)]
+/// Why a file could not be opened. Its `Debug` is as short as its `Display` (a `?` in `main`
+/// prints it), however many errors the report holds. For messages with their context (the key an
+/// error is in, one line for a truncated file), open with [`GgufFile::open_unchecked`] and use
+/// [`diagnose::problem_lines`](crate::diagnose::problem_lines).
 pub enum OpenError {
     /// The file could not be opened or mapped.
     Io(std::io::Error),
@@ -36,6 +42,20 @@ impl fmt::Display for OpenError {
     }
 }
 
+impl fmt::Debug for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => f.debug_tuple("Io").field(e).finish(),
+            Self::Invalid(report) => f
+                .debug_struct("Invalid")
+                .field("errors", &report.errors.len())
+                .field("first", &report.errors.first())
+                .field("warnings", &report.warnings.len())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 impl std::error::Error for OpenError {}
 
 impl From<std::io::Error> for OpenError {
@@ -44,10 +64,11 @@ impl From<std::io::Error> for OpenError {
     }
 }
 
-/// The bytes of a file: a read-only memory map, or nothing for an empty file (which cannot be
-/// mapped on every platform).
+/// The bytes of a file: a read-only memory map; or what was read from a stream; or nothing for an
+/// empty file (which cannot be mapped on every platform).
 enum Bytes {
     Mapped(Mmap),
+    Read(Vec<u8>),
     Empty,
 }
 
@@ -55,23 +76,46 @@ impl Bytes {
     fn as_slice(&self) -> &[u8] {
         match self {
             Self::Mapped(m) => m,
+            Self::Read(v) => v,
             Self::Empty => &[],
         }
     }
 }
 
 /// A memory-mapped GGUF file with its [`Index`].
+///
+/// ```
+/// use miniquant_std::GgufFile;
+/// # let path = std::env::temp_dir().join(format!("miniquant-doc-{}.gguf", std::process::id()));
+/// # std::fs::write(&path, miniquant_std::example::tiny_gguf())?;
+/// let file = GgufFile::open(&path)?; // maps, indexes and checks the whole file
+/// assert_eq!(
+///     file.index().get("general.architecture").and_then(|v| v.as_str()),
+///     Some("tiny")
+/// );
+/// let t = file.index().tensor("blk.0.attn_q.weight").expect("listed");
+/// println!("{} {} shape {:?} (row-major)", t.name, t.ggml_type, t.shape());
+/// let blocks: &[u8] = file.tensor_data(&t.name)?; // borrowed from the mapping, no copy
+/// assert_eq!(blocks.len() as u64, t.bytes);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct GgufFile {
     bytes: Bytes,
     index: Index,
     report: Report,
 }
 
+/// Short: the size and counts, not the index (a vocabulary would print for pages).
 impl fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GgufFile")
             .field("len", &self.bytes.as_slice().len())
-            .field("index", &self.index)
+            .field("version", &self.index.version())
+            .field("metadata", &self.index.metadata().len())
+            .field("tensors", &self.index.tensors().len())
+            .field("errors", &self.report.errors.len())
+            .field("warnings", &self.report.warnings.len())
             .finish()
     }
 }
@@ -81,37 +125,71 @@ impl GgufFile {
     /// Any error fails the open with the full [`Report`]; warnings are kept in
     /// [`warnings`](Self::warnings).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
-        let file = Self::open_unchecked(path)?;
-        if file.report.is_valid() {
-            Ok(file)
+        Self::open_unchecked(path)?.checked()
+    }
+
+    /// Reads a whole GGUF file from a stream (standard input, a pipe, a socket) into memory, then
+    /// checks it like [`open`](Self::open).
+    pub fn from_reader(reader: impl Read) -> Result<Self, OpenError> {
+        Self::from_reader_unchecked(reader)?.checked()
+    }
+
+    /// Like [`from_reader`](Self::from_reader), but without failing on GGUF errors (as
+    /// [`open_unchecked`](Self::open_unchecked)).
+    pub fn from_reader_unchecked(mut reader: impl Read) -> Result<Self, std::io::Error> {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes)?;
+        Ok(Self::from_bytes(Bytes::Read(bytes)))
+    }
+
+    fn checked(self) -> Result<Self, OpenError> {
+        if self.report.is_valid() {
+            Ok(self)
         } else {
-            Err(OpenError::Invalid(file.report))
+            Err(OpenError::Invalid(self.report))
         }
     }
 
     /// Runs every check of [`open`](Self::open) on the file without building an index
     /// ([`validate::check_bytes`]): the lean path of `miniquant validate`.
     pub fn validate(path: impl AsRef<Path>) -> Result<Report, std::io::Error> {
-        let bytes = Self::map(path)?;
+        let bytes = Self::load(path)?;
         Ok(validate::check_bytes(bytes.as_slice()))
     }
 
     /// Maps and parses the file as far as it goes, without failing on GGUF errors: the index may be
     /// partial, and [`report`](Self::report) says what is wrong. Only I/O errors fail.
     pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, std::io::Error> {
-        let bytes = Self::map(path)?;
+        Ok(Self::from_bytes(Self::load(path)?))
+    }
+
+    fn from_bytes(bytes: Bytes) -> Self {
         let (index, parse_error) = Index::from_bytes_partial(bytes.as_slice(), Limits::DEFAULT);
         let report = validate::check(&index, parse_error);
-        Ok(Self {
+        Self {
             bytes,
             index,
             report,
-        })
+        }
     }
 
-    fn map(path: impl AsRef<Path>) -> Result<Bytes, std::io::Error> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
+    /// Maps a regular file; reads anything else that is not a directory (a FIFO, `/dev/stdin`).
+    fn load(path: impl AsRef<Path>) -> Result<Bytes, std::io::Error> {
+        let mut file = File::open(path)?;
+        let metadata = file.metadata()?;
+        if metadata.is_dir() {
+            // Opening a directory succeeds on Unix; mapping it fails with an obscure ENODEV.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
+        if !metadata.is_file() {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            return Ok(Bytes::Read(bytes));
+        }
+        let len = metadata.len();
         Ok(if len == 0 {
             Bytes::Empty
         } else {
@@ -143,16 +221,43 @@ impl GgufFile {
         self.bytes.as_slice()
     }
 
-    /// The data of the tensor called `name`, borrowed from the mapping.
+    /// The data of the tensor called `name`, borrowed from the mapping, as stored (see
+    /// [`data_of`](Self::data_of)).
     pub fn tensor_data(&self, name: &str) -> Result<&[u8], TensorDataError> {
         let tensor = self
             .index
             .tensor(name)
-            .ok_or(TensorDataError::NoSuchTensor)?;
+            .ok_or_else(|| TensorDataError::NoSuchTensor(name.to_owned()))?;
         self.data_of(tensor).map_err(TensorDataError::Gguf)
     }
 
-    /// The data of `tensor` (an entry of this file's index), borrowed from the mapping.
+    /// The data of `tensor` in the layout the kernels read ([`miniquant::quant`] takes ggml's
+    /// blocks as a little-endian file stores them): borrowed from the mapping for a little-endian
+    /// file, converted into a new buffer for a big-endian one
+    /// ([`miniquant::quant::byte_order`]).
+    ///
+    /// # Errors
+    /// As [`data_of`](Self::data_of); for a big-endian file, [`Error::Unsupported`] if the type
+    /// has no big-endian layout (only those `gguf-convert-endian` defines are known).
+    pub fn native_data_of(&self, tensor: &TensorEntry) -> Result<Cow<'_, [u8]>> {
+        self.native(tensor.ggml_type, self.data_of(tensor)?)
+    }
+
+    /// `stored` (whole blocks of `t` from this file) in the kernels' little-endian layout.
+    pub(crate) fn native<'a>(&self, t: GgmlType, stored: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+        match self.index.byte_order() {
+            Some(ByteOrder::Big) => {
+                let mut native = vec![0u8; stored.len()];
+                byte_order::big_endian_to_native(t, stored, &mut native)?;
+                Ok(Cow::Owned(native))
+            }
+            Some(ByteOrder::Little) | None => Ok(Cow::Borrowed(stored)),
+        }
+    }
+
+    /// The data of `tensor` (an entry of this file's index), borrowed from the mapping: the bytes
+    /// as stored, in the file's byte order ([`Index::byte_order`]). The kernels need them in
+    /// little-endian layout: see [`native_data_of`](Self::native_data_of).
     pub fn data_of(&self, tensor: &TensorEntry) -> Result<&[u8]> {
         let range = self.index.data_range(tensor)?;
         let file_size = self.bytes.as_slice().len() as u64;
@@ -168,10 +273,10 @@ impl GgufFile {
 }
 
 /// Why [`GgufFile::tensor_data`] failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TensorDataError {
-    /// The index has no tensor of that name.
-    NoSuchTensor,
+    /// The index has no tensor of this name.
+    NoSuchTensor(String),
     /// The tensor's data is not inside the file.
     Gguf(Error),
 }
@@ -179,7 +284,7 @@ pub enum TensorDataError {
 impl fmt::Display for TensorDataError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NoSuchTensor => write!(f, "no tensor of that name"),
+            Self::NoSuchTensor(name) => write!(f, "no tensor named {name:?}"),
             Self::Gguf(e) => write!(f, "{e}"),
         }
     }

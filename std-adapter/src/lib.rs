@@ -2,7 +2,11 @@
 //!
 //! The std side of miniquant: open a GGUF file by memory-mapping it ([`GgufFile`]), keep an owned
 //! index of its header ([`Index`]: metadata and tensors in file order, lookup by name), check the
-//! whole file ([`validate`]), print it as text or JSON, and the `miniquant` command line ([`cli`]).
+//! whole file ([`validate`], with [`diagnose`] for the context of its messages), dequantize or
+//! multiply a tensor by name ([`GgufFile::dequantize_tensor`], [`GgufFile::matvec_tensor`], row
+//! ranges with [`GgufFile::rows_data`]), print the header as text, JSON ([`json`]) or gguf-py's
+//! JSON layout ([`gguf_dump`]), and the `miniquant` command line ([`cli`]). Pipes and other
+//! unmappable streams are read into memory ([`GgufFile::from_reader`]).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,20 +19,43 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Crate features
+//! - `cli` (default): the `miniquant` binary and its [`cli`] module (clap). Library users can
+//!   depend on `miniquant-std = { version = "0.1", default-features = false }` and skip clap.
+//!
+//! The core crate is re-exported as [`miniquant`], so one dependency gives both.
+#![deny(missing_docs, missing_debug_implementations)]
+
+/// The core crate: the `no_std` parser ([`miniquant::gguf`]), [`miniquant::GgmlType`] and the
+/// kernels ([`miniquant::quant`]).
+pub use miniquant;
 
 mod build;
+#[cfg(feature = "cli")]
 pub mod cli;
+pub mod diagnose;
 pub mod example;
 pub mod file;
 pub mod format;
+pub mod gguf_dump;
 pub mod index;
 pub mod json;
 mod names;
+pub mod npy;
 pub mod parallel;
 pub mod stats;
+pub mod tensor;
 pub mod validate;
 pub mod value;
+// TEMPORARY: `GgufWriter` has no `Debug` yet; writer.rs is being reworked in another branch.
+#[allow(missing_debug_implementations)]
 pub mod writer;
+
+/// The README's Rust snippets, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 pub use file::{GgufFile, OpenError, TensorDataError};
 pub use index::{Index, MetadataEntry, ReaderOptions, TensorEntry};

@@ -1,14 +1,20 @@
-//! A small GGUF v3 (little-endian) writer: for the shipped example file and for tests that need
-//! files of a given shape, including broken ones (duplicate keys, overlapping or misplaced tensors,
-//! data cut short).
+//! An in-memory GGUF v3 (little-endian) builder over the core writer: for the shipped example file
+//! and for tests that need files of a given shape, including broken ones (duplicate keys,
+//! overlapping or misplaced tensors, data cut short).
 //!
-//! The writer does not check what it writes: it encodes exactly the keys and tensor infos it is
-//! given, in order. Tensors added with [`GgufWriter::tensor`] are laid out one after the other, each
+//! [`GgufWriter`] collects owned keys and tensors. [`GgufWriter::to_bytes`] encodes exactly what it
+//! was given, in order, through the core's unchecked [`Encoder`]; [`GgufWriter::to_checked_bytes`]
+//! goes through the core's checked [`miniquant::gguf::GgufWriter`] and refuses anything the parser
+//! would reject. Tensors added with [`GgufWriter::tensor`] are laid out one after the other, each
 //! padded to the alignment, as ggml does; [`GgufWriter::tensor_at`] places one at any offset.
+//!
+//! For files too large to hold in memory, [`stream`] opens the core writer over any
+//! [`std::io::Write`] and [`write_value`] writes an owned [`Value`] through it.
 
 use std::io::{self, Write};
 
-use miniquant::gguf::{Scalar, DEFAULT_ALIGNMENT};
+use embedded_io_adapters::std::FromStd;
+use miniquant::gguf::{ByteOrder, Encoder, Scalar, TensorSpec, WriteOptions, DEFAULT_ALIGNMENT};
 use miniquant::GgmlType;
 
 use crate::value::{Array, Element, Value};
@@ -90,28 +96,9 @@ impl GgufWriter {
 
     /// The header: magic, counts, metadata, tensor infos and the padding up to the data section.
     pub fn header_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(b"GGUF");
-        out.extend_from_slice(&3u32.to_le_bytes());
-        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (key, value) in &self.metadata {
-            put_str(&mut out, key);
-            out.extend_from_slice(&value.value_type().code().to_le_bytes());
-            put_value(&mut out, value);
-        }
-        for t in &self.tensors {
-            put_str(&mut out, &t.name);
-            out.extend_from_slice(&(t.ne.len() as u32).to_le_bytes());
-            for d in &t.ne {
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            out.extend_from_slice(&t.type_code.to_le_bytes());
-            out.extend_from_slice(&t.offset.to_le_bytes());
-        }
-        let aligned = pad(out.len() as u64, u64::from(self.alignment()));
-        out.resize(aligned as usize, 0);
-        out
+        let mut enc = Encoder::new(Vec::new(), 3, ByteOrder::Little);
+        encode_header(&mut enc, self).unwrap_or_else(|e| unreachable!("a Vec cannot fail: {e}"));
+        enc.into_inner()
     }
 
     /// The whole file: the header, then each tensor's data at its offset (zeros in between).
@@ -140,46 +127,186 @@ fn pad(n: u64, alignment: u64) -> u64 {
     n.div_ceil(alignment).saturating_mul(alignment)
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn put_scalar(out: &mut Vec<u8>, s: Scalar) {
-    match s {
-        Scalar::U8(v) => out.push(v),
-        Scalar::I8(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::Bool(v) => out.push(u8::from(v)),
-        Scalar::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Scalar::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
+/// Encodes the header without checking it.
+fn encode_header(enc: &mut Encoder<Vec<u8>>, w: &GgufWriter) -> miniquant::Result<()> {
+    enc.bytes(&miniquant::gguf::GGUF_MAGIC)?;
+    enc.u32(3)?;
+    enc.len(w.tensors.len() as u64)?;
+    enc.len(w.metadata.len() as u64)?;
+    for (key, value) in &w.metadata {
+        enc.str(key)?;
+        enc.u32(value.value_type().code())?;
+        encode_value(enc, value)?;
     }
-}
-
-fn put_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::Scalar(s) => put_scalar(out, *s),
-        Value::String(s) => put_str(out, s),
-        Value::Array(a) => put_array(out, a),
+    for t in &w.tensors {
+        enc.str(&t.name)?;
+        enc.u32(t.ne.len() as u32)?;
+        for &d in &t.ne {
+            enc.u64(d)?;
+        }
+        enc.u32(t.type_code)?;
+        enc.u64(t.offset)?;
     }
+    enc.pad_to(w.alignment())
 }
 
-/// Element type, length, elements. Recursive for nested arrays: the writer encodes values built in
+/// Encodes a value without checking it. Recursive for nested arrays: the values were built in
 /// code, whose depth the caller chose.
-fn put_array(out: &mut Vec<u8>, a: &Array) {
-    out.extend_from_slice(&a.element_type().code().to_le_bytes());
-    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+fn encode_value(enc: &mut Encoder<Vec<u8>>, value: &Value) -> miniquant::Result<()> {
+    match value {
+        Value::Scalar(s) => enc.scalar(*s),
+        Value::String(s) => enc.str(s),
+        Value::Array(a) => encode_array(enc, a),
+    }
+}
+
+fn encode_array(enc: &mut Encoder<Vec<u8>>, a: &Array) -> miniquant::Result<()> {
+    enc.array_header(a.element_type(), a.len() as u64)?;
     for element in a.iter() {
         match element {
-            Element::Scalar(s) => put_scalar(out, s),
-            Element::Str(s) => put_str(out, s),
-            Element::Array(inner) => put_array(out, inner),
+            Element::Scalar(s) => enc.scalar(s)?,
+            Element::Str(s) => enc.str(s)?,
+            Element::Array(inner) => encode_array(enc, inner)?,
         }
+    }
+    Ok(())
+}
+
+/// The core writer over a [`std::io::Write`].
+pub type StreamWriter<'t, W> = miniquant::gguf::GgufWriter<'t, FromStd<W>>;
+
+/// Opens the core's checked streaming writer over `sink` and writes the fixed header; then
+/// `metadata_count` keys (see [`write_value`]), [`finish_header`](StreamWriter::finish_header), and
+/// each tensor's data in directory order.
+pub fn stream<'t, W: Write>(
+    sink: W,
+    options: WriteOptions,
+    metadata_count: u64,
+    tensors: &'t [TensorSpec<'t>],
+) -> miniquant::Result<StreamWriter<'t, W>> {
+    miniquant::gguf::GgufWriter::new(FromStd::new(sink), options, metadata_count, tensors)
+}
+
+/// Writes `value` as the value of the key just written (or an array element) through the checked
+/// writer. Recursive for nested arrays, whose depth the checked writer limits.
+pub fn write_value<W: embedded_io::Write>(
+    w: &mut miniquant::gguf::GgufWriter<'_, W>,
+    value: &Value,
+) -> miniquant::Result<()> {
+    match value {
+        Value::Scalar(s) => w.scalar(*s),
+        Value::String(s) => w.string(s),
+        Value::Array(a) => write_array(w, a),
+    }
+}
+
+fn write_array<W: embedded_io::Write>(
+    w: &mut miniquant::gguf::GgufWriter<'_, W>,
+    a: &Array,
+) -> miniquant::Result<()> {
+    w.array_start(a.element_type(), a.len() as u64)?;
+    for element in a.iter() {
+        match element {
+            Element::Scalar(s) => w.scalar(s)?,
+            Element::Str(s) => w.string(s)?,
+            Element::Array(inner) => write_array(w, inner)?,
+        }
+    }
+    w.array_end()
+}
+
+/// Why [`GgufWriter::to_checked_bytes`] refused a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckedWriteError {
+    /// A tensor's type code is not a ggml type.
+    UnknownType {
+        /// The tensor.
+        name: String,
+        /// Its code.
+        code: u32,
+    },
+    /// A tensor placed with [`GgufWriter::tensor_at`] is not where the sequential layout puts it.
+    NotSequential {
+        /// The tensor.
+        name: String,
+    },
+    /// The core writer refused the file.
+    Core(miniquant::Error),
+}
+
+impl std::fmt::Display for CheckedWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownType { name, code } => {
+                write!(f, "tensor {name}: unknown type code {code}")
+            }
+            Self::NotSequential { name } => {
+                write!(
+                    f,
+                    "tensor {name}: offset differs from the sequential layout"
+                )
+            }
+            Self::Core(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for CheckedWriteError {}
+
+impl From<miniquant::Error> for CheckedWriteError {
+    fn from(e: miniquant::Error) -> Self {
+        Self::Core(e)
+    }
+}
+
+impl GgufWriter {
+    /// The whole file through the core's checked writer: for a file the parser accepts, the bytes
+    /// of [`to_bytes`](Self::to_bytes) followed by the padding after the last tensor (which ggml
+    /// and gguf-py write); an error for anything else
+    /// (duplicate keys or names, misaligned or non-sequential tensors, data of the wrong size).
+    pub fn to_checked_bytes(&self) -> Result<Vec<u8>, CheckedWriteError> {
+        let mut types = Vec::with_capacity(self.tensors.len());
+        for t in &self.tensors {
+            let ggml_type =
+                GgmlType::from_code(t.type_code).map_err(|_| CheckedWriteError::UnknownType {
+                    name: t.name.clone(),
+                    code: t.type_code,
+                })?;
+            types.push(ggml_type);
+        }
+        let specs: Vec<TensorSpec<'_>> = self
+            .tensors
+            .iter()
+            .zip(&types)
+            .map(|(t, &ggml_type)| TensorSpec {
+                name: &t.name,
+                ggml_type,
+                ne: &t.ne,
+            })
+            .collect();
+        let mut w = miniquant::gguf::GgufWriter::new(
+            Vec::new(),
+            WriteOptions::DEFAULT,
+            self.metadata.len() as u64,
+            &specs,
+        )?;
+        for (key, value) in &self.metadata {
+            w.key(key, value.value_type())?;
+            write_value(&mut w, value)?;
+        }
+        w.finish_header()?;
+        let alignment = u64::from(w.alignment());
+        let mut offset = 0;
+        for t in &self.tensors {
+            if t.offset != offset {
+                return Err(CheckedWriteError::NotSequential {
+                    name: t.name.clone(),
+                });
+            }
+            w.tensor_data(&t.data)?;
+            offset = pad(offset + t.data.len() as u64, alignment);
+        }
+        Ok(w.finish()?)
     }
 }
 
@@ -195,6 +322,37 @@ mod tests {
         w.tensor("w", GgmlType::F32, &[4], vec![0; 16]);
         let header = miniquant::gguf::example_header();
         assert_eq!(&w.to_bytes()[..header.len()], header);
+        assert_checked_is_padded(&w);
+    }
+
+    fn assert_checked_is_padded(w: &GgufWriter) {
+        let plain = w.to_bytes();
+        let checked = w.to_checked_bytes().unwrap();
+        assert_eq!(&checked[..plain.len()], plain);
+        let padded = pad(plain.len() as u64, w.alignment().into());
+        assert_eq!(checked.len() as u64, padded);
+        assert!(checked[plain.len()..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn the_checked_path_refuses_what_the_parser_would() {
+        let mut w = GgufWriter::new();
+        w.kv("k", Scalar::U8(1)).kv("k", Scalar::U8(2));
+        assert!(matches!(
+            w.to_checked_bytes(),
+            Err(CheckedWriteError::Core(
+                miniquant::Error::DuplicateKey { .. }
+            ))
+        ));
+        let mut w = GgufWriter::new();
+        w.tensor("a", GgmlType::F32, &[4], vec![0; 12]);
+        assert!(w.to_checked_bytes().is_err(), "12 bytes for 4 f32");
+        let mut w = GgufWriter::new();
+        w.tensor_at("a", GgmlType::F32.code(), &[1], 64, vec![0; 4]);
+        assert_eq!(
+            w.to_checked_bytes(),
+            Err(CheckedWriteError::NotSequential { name: "a".into() })
+        );
     }
 
     #[test]
@@ -204,6 +362,7 @@ mod tests {
         w.tensor("a", GgmlType::F32, &[3], vec![1; 12]);
         w.tensor("b", GgmlType::F32, &[1], vec![2; 4]);
         let bytes = w.to_bytes();
+        assert_checked_is_padded(&w);
         let index = Index::from_bytes(&bytes).unwrap();
         assert_eq!(index.alignment(), 64);
         assert_eq!(index.data_offset() % 64, 0);

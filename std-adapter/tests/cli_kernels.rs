@@ -50,6 +50,7 @@ fn f32_round_trip_is_exact() {
         "quantize-raw",
         "--type",
         "f32",
+        "--allow-non-finite",
         &in_path,
         out_path.to_str().unwrap(),
     ]);
@@ -152,10 +153,53 @@ fn quantize_raw_rejects_partial_blocks_and_bad_input() {
         format!("error: \"{path5}\" is 5 bytes, not a whole number of f32 values (4 bytes each)\n")
     );
 
+    // A wrong type is a usage error (exit 2) that lists the valid types.
     let run = miniquant(&["quantize-raw", "--type", "Q9_9", &path33, "unused.bin"]);
-    assert_eq!(run.code, 1);
-    assert_eq!(run.stderr, "error: unknown ggml type \"Q9_9\"\n");
+    assert_no_panic(&run);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.starts_with(
+            "error: invalid value 'Q9_9' for '--type <TYPE>': unknown ggml type \"Q9_9\". Valid types (case-insensitive): F32, F16, Q4_0,"
+        ),
+        "{}",
+        run.stderr
+    );
+    // llama.cpp's file-type names are explained, not just refused.
+    let run = miniquant(&["quantize-raw", "--type", "Q4_K_M", &path33, "unused.bin"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains(
+            "Q4_K_M is a llama-quantize recipe (a mix of types chosen per tensor), not a ggml type; the nearest type is Q4_K."
+        ),
+        "{}",
+        run.stderr
+    );
     assert!(!scratch_dir().join("unused.bin").exists());
+
+    // NaN and inf are refused with their position, unless asked for.
+    let mut input = values(64, 4);
+    input[37] = f32::INFINITY;
+    let path_inf = scratch_file("q-inf.f32", &f32_bytes(&input));
+    let run = miniquant(&["quantize-raw", "--type", "q8_0", &path_inf, "unused.bin"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: \"{path_inf}\" holds inf at value 37 (byte 148); quantizing it would give a block of NaN or inf (--allow-non-finite to do it anyway)\n"
+        )
+    );
+    assert!(!scratch_dir().join("unused.bin").exists());
+    let out = scratch_dir().join("q-inf.q8_0");
+    let run = miniquant(&[
+        "quantize-raw",
+        "--type",
+        "Q8_0",
+        "--allow-non-finite",
+        &path_inf,
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(std::fs::read(&out).unwrap().len(), 2 * 34);
 }
 
 #[test]

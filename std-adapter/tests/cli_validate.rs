@@ -74,7 +74,8 @@ fn truncated_file_names_the_field_and_offset() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr_lines(),
-        ["error: input ends inside the string: it needs 8 bytes, 3 remain at byte 37"]
+        // The error is inside the value of key "a": the message names it.
+        ["error: key \"a\": input ends inside the string: it needs 8 bytes, 3 remain at byte 37"]
     );
     assert_eq!(run.stdout_text(), "");
 }
@@ -127,7 +128,9 @@ fn duplicate_key_is_reported_at_its_second_occurrence() {
     let second_a = HEADER + 2 * KV_1_U32;
     assert_eq!(
         run.stderr_lines(),
-        [format!("error: duplicate metadata key at byte {second_a}")]
+        [format!(
+            "error: key \"a\": duplicate metadata key at byte {second_a}"
+        )]
     );
 }
 
@@ -174,7 +177,7 @@ fn tensor_past_the_end_of_the_file_is_an_error() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr_lines(),
-        ["error: tensor data ends at byte 128, past the end of the file (96 bytes) at byte 24"]
+        ["error: file is truncated: it has 96 of the 128 bytes its header and tensors need; the first tensor cut is \"a\" (its data starts at offset 64) at byte 24"]
     );
 }
 
@@ -219,11 +222,12 @@ fn all_problems_are_reported_in_offset_order() {
     assert_eq!(
         errors,
         [
-            format!("error: duplicate metadata key at byte {}", HEADER + KV_1_U32),
+            format!("error: key \"a\": duplicate metadata key at byte {}", HEADER + KV_1_U32),
             format!("error: tensor data overlaps another tensor's at byte {}", infos + INFO_1_1D),
             format!(
-                "error: tensor data ends at byte {}, past the end of the file ({file_len} bytes) at byte {}",
+                "error: file is truncated: it has {file_len} of the {} bytes its header and tensors need; the first tensor cut is \"z\" (its data starts at offset {}) at byte {}",
                 data_offset + 4096 + 64,
+                data_offset + 4096,
                 infos + 2 * INFO_1_1D
             ),
         ]
@@ -247,7 +251,7 @@ fn duplicates_before_a_parse_error_are_still_reported() {
     assert_eq!(
         lines[0],
         format!(
-            "error: duplicate metadata key at byte {}",
+            "error: key \"a\": duplicate metadata key at byte {}",
             HEADER + KV_1_U32
         )
     );
@@ -297,7 +301,7 @@ fn inspect_on_a_broken_file_prints_the_same_error_and_exits_1() {
         assert_eq!(
             run.stderr_lines(),
             [format!(
-                "error: duplicate metadata key at byte {}",
+                "error: key \"a\": duplicate metadata key at byte {}",
                 HEADER + KV_1_U32
             )]
         );
@@ -317,7 +321,7 @@ fn two_hundred_thousand_keys_with_one_duplicate() {
     assert_eq!(
         run.stderr_lines(),
         [format!(
-            "error: duplicate metadata key at byte {}",
+            "error: key \"k100000\": duplicate metadata key at byte {}",
             HEADER + 200_000 * 20
         )]
     );

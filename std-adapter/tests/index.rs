@@ -232,7 +232,11 @@ fn tensor_data_is_borrowed_from_the_mapping() {
     );
     assert_eq!(
         file.tensor_data("zzz").unwrap_err(),
-        miniquant_std::TensorDataError::NoSuchTensor
+        miniquant_std::TensorDataError::NoSuchTensor("zzz".to_owned())
+    );
+    assert_eq!(
+        file.tensor_data("zzz").unwrap_err().to_string(),
+        "no tensor named \"zzz\""
     );
 }
 

@@ -3,13 +3,20 @@
 //!
 //! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
 //!   venv), then run
-//!   fmt, clippy, rustdoc, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
+//!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.85), the no_std build of
+//!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
+//! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
+//!   `ci`).
 //! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
 //!   (also the last step of `ci`).
+//! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
+//!   part of `ci`).
 
 mod firmware;
+mod msrv;
+mod overflow;
 mod scalar_only;
 
 use std::path::{Path, PathBuf};
@@ -24,16 +31,20 @@ fn main() -> ExitCode {
         "ci" => fetch()
             .and_then(|()| checks())
             .and_then(|()| tests())
+            .and_then(|()| overflow::tests())
             .and_then(|()| scalar_only::run())
             .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
-        "scalar-only" => scalar_only::run(),
+        "overflow" => overflow::tests(),
         "firmware" => firmware::firmware(),
+        "scalar-only" => scalar_only::run(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|scalar-only|firmware>");
+            eprintln!(
+                "usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware|scalar-only>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -93,6 +104,7 @@ fn checks() -> Result<(), String> {
         ],
     )?;
     docs()?;
+    msrv::msrv_build()?;
     no_std_build()
 }
 

@@ -10,8 +10,12 @@
 //! streaming driver's buffer arrives as several [`StrPiece`]s. [`Catalog`] records the keys and
 //! tensors a program asks for, without a heap.
 
+#![deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
 mod catalog;
+mod driver_debug;
 mod event;
+mod found_value;
 mod limits;
 mod machine;
 mod push;
@@ -19,6 +23,10 @@ mod read;
 mod slice;
 mod value;
 mod window;
+// The writer encodes what its caller hands it (no untrusted input); its arithmetic is reviewed
+// under the same lints once the writer's API settles.
+#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -32,6 +40,10 @@ pub use read::ReadParser;
 pub use slice::SliceParser;
 pub use value::{Scalar, ScalarRun, ValueType};
 pub use window::MIN_BUFFER;
+pub use writer::{
+    Encoder, Expected, GgufWriter, Misuse, TensorSpec, WriteOptions, ALIGNMENT_KEY, GGUF_MAGIC,
+    MAX_CHECKED_KEYS,
+};
 
 /// A small valid GGUF v3 header (one string key, one F32 tensor `w` of 4 elements), for examples.
 #[doc(hidden)]

@@ -34,6 +34,7 @@ pub mod activation;
 pub(crate) mod arch;
 mod arrays;
 mod blockwise;
+pub mod byte_order;
 pub mod cast;
 mod float;
 pub mod iq;

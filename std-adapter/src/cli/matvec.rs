@@ -65,13 +65,15 @@ pub(super) fn run<O: Write, E: Write>(
             x.len()
         )));
     }
-    let w = file.data_of(tensor)?;
+    let w = file
+        .native_data_of(tensor)
+        .map_err(|e| CliError::Message(format!("tensor {name:?} ({}): {e}", tensor.ggml_type)))?;
     let level = options.level.unwrap_or_else(level::current);
     let threads = options
         .threads
         .map_or_else(parallel::default_threads, usize::from);
     let mut y = vec![0f32; rows];
-    parallel::matvec(level, tensor.ggml_type, w, rows, cols, &x, threads, &mut y)?;
+    parallel::matvec(level, tensor.ggml_type, &w, rows, cols, &x, threads, &mut y)?;
     let mut stats = Stats::default();
     stats.add(&y);
     let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);

@@ -6,11 +6,14 @@
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
 
 mod dequant;
+mod dequant_raw;
 mod extract;
 mod inspect;
 mod make_example;
 mod matvec;
+mod progress;
 mod quantize_raw;
+mod type_arg;
 mod validate;
 
 use std::fmt;
@@ -20,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-use crate::file::{GgufFile, OpenError};
+use crate::file::GgufFile;
 use crate::index::TensorEntry;
 use crate::validate::Report;
 
@@ -44,50 +47,33 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
-    Inspect {
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-        /// The GGUF file.
-        file: PathBuf,
-    },
+    Inspect(inspect::Args),
     /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not.
     Validate {
         /// The GGUF file.
         file: PathBuf,
     },
-    /// Write a tensor as raw little-endian f32, row-major; statistics go to stderr.
-    Dequant {
-        /// The GGUF file.
-        file: PathBuf,
-        /// The tensor's name.
-        tensor: String,
-        /// Output file (`-` for stdout); default: `<TENSOR>.f32` in the current directory.
-        #[arg(short, long, value_name = "OUT")]
-        output: Option<PathBuf>,
-    },
+    /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
+    /// go to stderr.
+    Dequant(dequant::Args),
     /// Quantize a raw little-endian f32 file into raw blocks of a ggml type.
-    QuantizeRaw {
-        /// The ggml type (`Q8_0`, `q4_k`, ...; case-insensitive).
-        #[arg(long = "type", value_name = "TYPE")]
-        ggml_type: String,
-        /// Input: raw little-endian f32, a whole number of blocks.
-        input: PathBuf,
-        /// Output: raw blocks.
-        output: PathBuf,
-    },
-    /// Compute y = W x for a 2-D tensor W [rows, cols] and a raw f32 vector x of cols values;
-    /// write y as raw little-endian f32.
+    QuantizeRaw(quantize_raw::Args),
+    /// Dequantize a file of raw blocks of a ggml type into little-endian f32 (raw or `.npy`).
+    DequantRaw(dequant_raw::Args),
+    /// Compute y = W x for a 2-D tensor W of shape [rows, cols] as `inspect` prints it and a raw
+    /// f32 vector x of cols values; write y (rows values) as raw little-endian f32.
     Matvec {
         /// The GGUF file.
         file: PathBuf,
         /// The tensor W.
         tensor: String,
-        /// x: raw little-endian f32, cols values (cols = the tensor's first stored dimension).
+        /// x: raw little-endian f32, cols values: the last number of the shape `inspect` prints
+        /// (ggml's `ne[0]`, the first stored dimension).
         x: PathBuf,
         /// Output file (`-` for stdout) [default: y.f32 in the current directory].
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
+        /// Threads and kernel level.
         #[command(flatten)]
         options: matvec::MatvecOptions,
     },
@@ -123,18 +109,11 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         return EXIT_USAGE;
     }
     let result = match &cli.command {
-        Command::Inspect { json, file } => inspect::run(file, *json, out, err),
+        Command::Inspect(args) => inspect::run(args, out, err),
         Command::Validate { file } => validate::run(file, out, err),
-        Command::Dequant {
-            file,
-            tensor,
-            output,
-        } => dequant::run(file, tensor, output.as_deref(), out, err),
-        Command::QuantizeRaw {
-            ggml_type,
-            input,
-            output,
-        } => quantize_raw::run(ggml_type, input, output, err),
+        Command::Dequant(args) => dequant::run(args, out, err),
+        Command::QuantizeRaw(args) => quantize_raw::run(args, err),
+        Command::DequantRaw(args) => dequant_raw::run(args, out, err),
         Command::Matvec {
             file,
             tensor,
@@ -165,10 +144,9 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         .map_err(|e| CliError::io("cannot write the output", e));
     match result.and(flushed) {
         Ok(()) => EXIT_OK,
-        // A reader that stopped early (`miniquant inspect x.gguf | head`) is not worth a message.
-        Err(CliError::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => {
-            EXIT_FAILURE
-        }
+        // A reader that stopped early (`miniquant inspect x.gguf | head`) is not worth a message
+        // nor a failure: it got what it wanted.
+        Err(CliError::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => EXIT_OK,
         Err(e) => {
             // Nothing more can be done if stderr itself is gone.
             let _ = e.print(err);
@@ -191,6 +169,8 @@ pub enum CliError {
     Gguf(Report),
     /// Any other failure, one line.
     Message(String),
+    /// Problems in a GGUF file, as complete `error:` / `warning:` lines.
+    Problems(Vec<String>),
 }
 
 impl CliError {
@@ -204,6 +184,7 @@ impl CliError {
     fn print<E: Write>(&self, err: &mut E) -> io::Result<()> {
         match self {
             Self::Gguf(report) => print_report(report, err),
+            Self::Problems(lines) => lines.iter().try_for_each(|l| writeln!(err, "{l}")),
             other => writeln!(err, "error: {other}"),
         }
     }
@@ -218,6 +199,10 @@ impl fmt::Display for CliError {
                 None => write!(f, "invalid GGUF file"),
             },
             Self::Message(m) => f.write_str(m),
+            Self::Problems(lines) => {
+                let first = lines.first().map_or("invalid GGUF file", String::as_str);
+                f.write_str(first.strip_prefix("error: ").unwrap_or(first))
+            }
         }
     }
 }
@@ -243,12 +228,26 @@ fn print_warnings<E: Write>(report: &Report, err: &mut E) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens, maps and checks a GGUF file; any error in it fails the command.
+/// Opens, maps and checks a GGUF file (`-`: reads standard input); any error in it fails the
+/// command.
 fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
-    GgufFile::open(path).map_err(|e| match e {
-        OpenError::Io(source) => CliError::io(format!("cannot open {}", quoted(path)), source),
-        OpenError::Invalid(report) => CliError::Gguf(report),
-    })
+    let file = open_gguf_unchecked(path)?;
+    if file.report().is_valid() {
+        Ok(file)
+    } else {
+        Err(CliError::Problems(crate::diagnose::problem_lines(&file)))
+    }
+}
+
+/// Opens a GGUF file (`-`: reads standard input) without failing on problems in it.
+fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
+    if path == Path::new("-") {
+        GgufFile::from_reader_unchecked(io::stdin().lock())
+            .map_err(|e| CliError::io("cannot read standard input", e))
+    } else {
+        GgufFile::open_unchecked(path)
+            .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))
+    }
 }
 
 /// The entry of tensor `name` in `file` (opened from `path`), or the error that names both.

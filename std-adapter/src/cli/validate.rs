@@ -3,7 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{print_warnings, quoted, CliError};
+use super::{open_gguf_unchecked, print_warnings, quoted, CliError};
+use crate::diagnose::{problem_lines, report_lines};
 use crate::file::GgufFile;
 
 pub(super) fn run<O: Write, E: Write>(
@@ -11,10 +12,22 @@ pub(super) fn run<O: Write, E: Write>(
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let report = GgufFile::validate(path)
-        .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))?;
+    let report = if path == Path::new("-") {
+        // Standard input can be read once: index it right away.
+        let file = open_gguf_unchecked(path)?;
+        if !file.report().is_valid() {
+            return Err(CliError::Problems(problem_lines(&file)));
+        }
+        file.report().clone()
+    } else {
+        // The lean path: no index unless there is something to explain.
+        GgufFile::validate(path)
+            .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))?
+    };
     if !report.is_valid() {
-        return Err(CliError::Gguf(report));
+        // The index and bytes give the messages their context (the key, the truncation).
+        let context = GgufFile::open_unchecked(path).ok();
+        return Err(CliError::Problems(report_lines(&report, context.as_ref())));
     }
     print_warnings(&report, err).map_err(|e| CliError::io("cannot write the output", e))?;
     writeln!(

@@ -81,3 +81,33 @@ pub fn assert_no_panic(run: &Run) {
     );
     assert_ne!(run.code, 101, "exit code of a panic: {}", run.stderr);
 }
+
+/// Runs `miniquant` with `args` in the scratch directory, `stdin` on its standard input.
+pub fn miniquant_with_stdin(args: &[&str], stdin: &[u8]) -> Run {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+        .args(args)
+        .current_dir(scratch_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    let bytes = stdin.to_vec();
+    // Written from another thread: the child may fill its stdout before it reads all of stdin.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let output = child.wait_with_output().expect("the binary finishes");
+    writer.join().expect("the writer thread ends");
+    Run {
+        code: output
+            .status
+            .code()
+            .expect("exited, not killed by a signal"),
+        stdout: output.stdout,
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}

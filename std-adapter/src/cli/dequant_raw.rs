@@ -1,0 +1,60 @@
+//! `miniquant dequant-raw --type TYPE IN OUT`: raw blocks in, little-endian f32 out (raw or
+//! `.npy`); the twin of `quantize-raw`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use miniquant::GgmlType;
+
+use super::dequant::{dequantize_to, Format};
+use super::{quoted, type_arg, CliError, Output};
+
+/// `dequant-raw`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The ggml type of the blocks (`Q8_0`, `q4_k`, ...; case-insensitive).
+    #[arg(long = "type", value_name = "TYPE", value_parser = type_arg::parse)]
+    pub ggml_type: GgmlType,
+    /// Output format: `raw` f32 or `npy`; default: `npy` if OUT ends in `.npy`, else raw.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Input: raw blocks, a whole number of them.
+    pub input: PathBuf,
+    /// Output (`-` for stdout).
+    pub output: PathBuf,
+}
+
+pub(super) fn run<O: Write, E: Write>(
+    args: &Args,
+    out: &mut O,
+    err: &mut E,
+) -> Result<(), CliError> {
+    let (t, input) = (args.ggml_type, args.input.as_path());
+    let blocks = std::fs::read(input)
+        .map_err(|e| CliError::io(format!("cannot read {}", quoted(input)), e))?;
+    let block_bytes = t.block_bytes() as usize;
+    if blocks.len() % block_bytes != 0 {
+        return Err(CliError::Message(format!(
+            "{} is {} bytes, not a whole number of {t} blocks ({block_bytes} bytes each)",
+            quoted(input),
+            blocks.len()
+        )));
+    }
+    let elements = blocks.len() / block_bytes * t.block_size() as usize;
+    let format = Format::resolve(args.format, Some(&args.output));
+    let mut sink = Output::create(&args.output, out)?;
+    let result = (|| {
+        if format == Format::Npy {
+            sink.write_all(&crate::npy::f32_header(&[elements as u64]))?;
+        }
+        dequantize_to(t, &blocks, &mut sink, &input.display().to_string())
+    })();
+    let described = sink.describe();
+    let stats = sink.finish(result)?;
+    writeln!(
+        err,
+        "{} {t} blocks -> {stats}  -> {described}",
+        blocks.len() / block_bytes
+    )
+    .map_err(|e| CliError::io("cannot write stderr", e))
+}
