@@ -5,13 +5,17 @@
 
 use std::path::PathBuf;
 
-const FILES: [&str; 6] = [
+const FILES: [&str; 10] = [
     "model.gguf",
     "tensors.txt",
     "x0.f32",
     "y0.f32",
     "x1.f32",
     "y1.f32",
+    "x2.f32",
+    "y2.f32",
+    "x3.f32",
+    "y3.f32",
 ];
 
 fn main() {

@@ -50,6 +50,14 @@ fn assert_identical_copy(model: &str) {
     let first_difference = a.iter().zip(&b).position(|(x, y)| x != y);
     assert_eq!(first_difference, None, "{model}: first differing byte");
     std::fs::remove_file(&output).unwrap();
+    // The temporary file is `.<name>.<pid>.tmp` next to the output.
+    let leftovers: Vec<_> = std::fs::read_dir(output.parent().unwrap())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!(".all-{model}")))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
 #[test]

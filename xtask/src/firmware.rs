@@ -23,8 +23,14 @@ use crate::{root, run};
 
 /// The real model the images' extract comes from, in the cache `cargo xtask fetch` fills.
 const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
-/// Its tensors the images run: a Q8_0 and a Q4_K one, as the real file stores them.
-const TENSORS: [&str; 2] = ["blk.0.attn_v.weight", "blk.0.attn_output.weight"];
+/// Its tensors the images run, one of each weight type the file uses (as it stores them): Q8_0,
+/// Q4_K, Q5_0, Q6_K. The firmware's `common/build.rs` expects four.
+const TENSORS: [&str; 4] = [
+    "blk.0.attn_v.weight",
+    "blk.0.attn_output.weight",
+    "blk.0.attn_k.weight",
+    "blk.0.ffn_down.weight",
+];
 /// Metadata arrays (the tokenizer's) are cut to this many entries.
 const MAX_ARRAY: &str = "32";
 
@@ -49,6 +55,16 @@ const IMAGES: [Image; 2] = [
 
 pub fn firmware() -> Result<(), String> {
     let start = Instant::now();
+    readme_holds_the_snippet()?;
+    // The root workspace's `cargo fmt --all` does not reach this separate workspace.
+    let fmt = fw_cargo(&["fmt", "--all", "--", "--check"])
+        .status()
+        .map_err(|e| format!("cannot run cargo fmt: {e}"))?;
+    if !fmt.success() {
+        return Err(
+            "firmware-example is not formatted (cd firmware-example && cargo fmt --all)".into(),
+        );
+    }
     install()?;
     let inputs = generate_inputs()?;
     let mut reports = Vec::new();
@@ -59,11 +75,33 @@ pub fn firmware() -> Result<(), String> {
     }
     let minimal = minimal_images(&inputs)?;
     print_budgets(&reports, &inputs, &minimal)?;
+    compiler_stack_frames();
     eprintln!(
         "xtask firmware: both images passed ({:.1} s)",
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The README's firmware snippet must be the code the images compile
+/// (`firmware-example/common/src/readme.rs`, between its markers).
+fn readme_holds_the_snippet() -> Result<(), String> {
+    let source =
+        fs::read_to_string(fw_dir().join("common/src/readme.rs")).map_err(|e| e.to_string())?;
+    let readme = fs::read_to_string(root().join("README.md")).map_err(|e| e.to_string())?;
+    let snippet = source
+        .split("// --- README snippet begins\n")
+        .nth(1)
+        .and_then(|rest| rest.split("// --- README snippet ends").next())
+        .ok_or("readme.rs has no snippet markers")?;
+    if readme.contains(snippet) {
+        Ok(())
+    } else {
+        Err(
+            "README.md's firmware snippet differs from firmware-example/common/src/readme.rs"
+                .into(),
+        )
+    }
 }
 
 fn fw_dir() -> PathBuf {
@@ -428,6 +466,96 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
     Ok(out)
 }
 
+/// Functions whose own stack frames the cross-check prints: the measured steps and the kernels.
+const FRAMES_OF: [&str; 5] = [
+    "checks::parse_slice",
+    "checks::parse_reader",
+    "checks::run_matvec",
+    "typed::matvec_at",
+    "Parser>::tensor_event",
+];
+
+/// Cross-check of the painted stack figures: the compiler's own frame size of each measured function
+/// (`-Z emit-stack-sizes`, so nightly; skipped with a note when the nightly toolchain is absent).
+/// Built into its own target dir; informational, never fails the task.
+fn compiler_stack_frames() {
+    let target = "thumbv7em-none-eabihf";
+    let has_nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nightly || run("rustup", &["+nightly", "target", "add", target]).is_err() {
+        eprintln!("compiler frame sizes: skipped (no nightly toolchain for -Z emit-stack-sizes)");
+        return;
+    }
+    let args = [
+        "+nightly",
+        "rustc",
+        "--release",
+        "-q",
+        "-p",
+        "cortex-m4f",
+        "--bin",
+        "cortex-m4f",
+        "--target",
+        target,
+        "--",
+        "-Z",
+        "emit-stack-sizes",
+    ];
+    eprintln!(
+        "+ (cd firmware-example && CARGO_TARGET_DIR=target/stack-sizes cargo {})",
+        args.join(" ")
+    );
+    let start = Instant::now();
+    let built = fw_cargo(&args)
+        .env("CARGO_TARGET_DIR", fw_dir().join("target/stack-sizes"))
+        .status()
+        .is_ok_and(|s| s.success());
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    let elf = fw_dir()
+        .join("target/stack-sizes")
+        .join(target)
+        .join("release/cortex-m4f");
+    let listing = llvm_tool("llvm-readobj")
+        .ok()
+        .filter(|_| built)
+        .and_then(|tool| {
+            Command::new(tool)
+                .args(["--stack-sizes", "--demangle"])
+                .arg(&elf)
+                .output()
+                .ok()
+        });
+    let Some(listing) = listing else {
+        eprintln!("compiler frame sizes: the nightly build failed (see above)");
+        return;
+    };
+    // `Functions: [name]` then `Size: 0x..` lines.
+    let text = String::from_utf8_lossy(&listing.stdout);
+    let mut function = String::new();
+    let mut frames = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("Functions: [") {
+            function = name.trim_end_matches(']').to_owned();
+        } else if let Some(size) = line.strip_prefix("Size: 0x") {
+            if let (Some(key), Ok(size)) = (
+                FRAMES_OF.iter().find(|k| function.contains(*k)),
+                u64::from_str_radix(size, 16),
+            ) {
+                let short = function.split("::<").next().unwrap_or(&function);
+                frames.push(format!("{key} {size} B ({short})"));
+            }
+        }
+    }
+    eprintln!(
+        "compiler's own frame per function (nightly -Z emit-stack-sizes, M4F image; painted figures add callees): {}",
+        frames.join(", ")
+    );
+}
+
 /// Runs an M4F image that logs nothing (so no defmt-print) in QEMU under a timeout.
 fn run_m4f_silent(elf: &Path) -> Result<(), String> {
     eprintln!(
@@ -572,23 +700,15 @@ fn print_budgets(
         inputs.dir.display()
     );
     eprintln!(
-        "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
-        "image",
-        "flash B",
-        "static RAM",
-        "parse [u8]",
-        "parse Read",
-        "matvec 0",
-        "matvec 1",
-        "Read/slice"
+        "{:<24} {:>8} {:>10} {:>11} {:>11} {:>10}  matvec stack per tensor",
+        "image", "flash B", "static RAM", "parse [u8]", "parse Read", "Read/slice"
     );
     for (image, elf, log) in reports {
         let (_, ram) = flash_and_ram(elf)?;
         let flash = flash_without_inputs(elf, inputs)?;
-        let stack_of = |prefix: &str, nth: usize| {
+        let stack_of = |prefix: &str| {
             log.lines()
-                .filter(|l| l.contains(prefix))
-                .nth(nth)
+                .find(|l| l.contains(prefix))
                 .and_then(|l| figure(l, "stack "))
                 .map_or("?".to_owned(), |v| format!("{v} B"))
         };
@@ -601,8 +721,17 @@ fn print_budgets(
             (Some(s), Some(r)) if s > 0 => format!("{:.2}x", r as f64 / s as f64),
             _ => "?".to_owned(),
         };
+        // `matvec <name> <type> [..]: ... stack N B`
+        let kernels: Vec<String> = log
+            .lines()
+            .filter_map(|l| {
+                let rest = &l[l.find("matvec ")? + "matvec ".len()..];
+                let ggml_type = rest.split_whitespace().nth(1)?;
+                Some(format!("{ggml_type} {} B", figure(l, "stack ")?))
+            })
+            .collect();
         eprintln!(
-            "{:<24} {:>10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>14}",
+            "{:<24} {:>8} {:>10} {:>11} {:>11} {:>10}  {}",
             format!(
                 "{} ({})",
                 image.bin,
@@ -610,11 +739,10 @@ fn print_budgets(
             ),
             flash,
             ram,
-            stack_of("parse &[u8]", 0),
-            stack_of("parse Read", 0),
-            stack_of("matvec ", 0),
-            stack_of("matvec ", 1),
-            ratio
+            stack_of("parse &[u8]"),
+            stack_of("parse Read"),
+            ratio,
+            kernels.join(", ")
         );
     }
     eprintln!("(stack columns: high-water marks measured by painting in the firmware; static RAM excludes the stack)");

@@ -4,7 +4,8 @@
 use defmt::{error, info};
 use miniquant::gguf::{Catalog, Limits, ReadParser, SliceParser};
 use miniquant::quant::activation::BlockQ8_0;
-use miniquant::quant::k_quants::BlockQ4K;
+use miniquant::quant::k_quants::{BlockQ4K, BlockQ6K};
+use miniquant::quant::legacy::BlockQ5_0;
 use miniquant::quant::table::Kernels;
 use miniquant::quant::typed;
 use miniquant::{Error, GgmlType};
@@ -30,7 +31,7 @@ const MAX_COLS: usize = 2048;
 const MAX_ROWS: usize = 2048;
 const MAX_SCRATCH: usize = MAX_COLS / 256 * 292;
 
-type Found = Catalog<'static, 3, 2>;
+type Found = Catalog<'static, 3, { crate::inputs::TENSORS }>;
 
 /// A failed check (already logged).
 pub struct Failed;
@@ -92,6 +93,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
         error!("{=usize} outputs differ from the host's", mismatches);
         return Err(Failed);
     }
+    check_readme_snippet(&names)?;
 
     // 4. Hostile headers.
     for h in &HOSTILE {
@@ -288,10 +290,43 @@ fn check_tensor<B: Board>(
     Ok(differ)
 }
 
-/// `y = W x` with the activation scratch on the caller's frame. The images take the two weight
-/// types real files use most (the extract's): each goes through the core's typed API, which links
-/// only that type's kernels and its activation quantizer (the run-time `quant::matvec` would link
-/// every type's).
+/// The README's snippet computes the same bits as the host for its tensor, when the extract has it.
+fn check_readme_snippet(names: &[&str]) -> Result<(), Failed> {
+    let Some(i) = names.iter().position(|&n| n == "blk.0.attn_output.weight") else {
+        return Ok(());
+    };
+    let mut x = [0f32; MAX_COLS];
+    let mut n = 0;
+    for (v, b) in x.iter_mut().zip(X[i].chunks_exact(4)) {
+        *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        n += 1;
+    }
+    let rows = Y[i].len() / 4;
+    let mut y = [0f32; MAX_ROWS];
+    let y = y.get_mut(..rows).ok_or(Failed)?;
+    if let Err(e) = crate::readme::attn_output(MODEL, &x[..n], y) {
+        error!("README snippet: {}", e);
+        return Err(Failed);
+    }
+    let same = y
+        .iter()
+        .zip(Y[i].chunks_exact(4))
+        .all(|(v, b)| v.to_bits() == u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if !same {
+        error!("README snippet: outputs differ from the host's");
+        return Err(Failed);
+    }
+    info!(
+        "README snippet: {=usize} outputs bit-identical to the host",
+        rows
+    );
+    Ok(())
+}
+
+/// `y = W x` with the activation scratch on the caller's frame, for the weight types of the extract
+/// (Gemma 3 Q4_K_M stores Q8_0, Q5_0, Q4_K and Q6_K): each goes through the core's typed API, which
+/// links only that type's kernels and its activation quantizer (the run-time `quant::matvec` would
+/// link every type's).
 #[inline(never)]
 fn run_matvec(
     t: GgmlType,
@@ -305,6 +340,8 @@ fn run_matvec(
     match t {
         GgmlType::Q8_0 => typed_matvec::<BlockQ8_0>(w, rows, cols, x, scratch, y),
         GgmlType::Q4_K => typed_matvec::<BlockQ4K>(w, rows, cols, x, scratch, y),
+        GgmlType::Q5_0 => typed_matvec::<BlockQ5_0>(w, rows, cols, x, scratch, y),
+        GgmlType::Q6_K => typed_matvec::<BlockQ6K>(w, rows, cols, x, scratch, y),
         _ => Err(Error::Unsupported {
             ggml_type: t,
             op: miniquant::error::Op::VecDot,

@@ -8,21 +8,28 @@ pub static MODEL: &[u8] = include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/mode
 /// One tensor name per line.
 pub static TENSOR_NAMES: &str = include_str!(concat!(env!("FIRMWARE_INPUTS"), "/tensors.txt"));
 
+/// Number of tensors the images check.
+pub const TENSORS: usize = 4;
+
 /// Input vectors, one per tensor.
-pub static X: [&[u8]; 2] = [
+pub static X: [&[u8]; TENSORS] = [
     include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/x0.f32")),
     include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/x1.f32")),
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/x2.f32")),
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/x3.f32")),
 ];
 
 /// The host's outputs for them.
-pub static Y: [&[u8]; 2] = [
+pub static Y: [&[u8]; TENSORS] = [
     include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/y0.f32")),
     include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/y1.f32")),
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/y2.f32")),
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/y3.f32")),
 ];
 
-/// The tensor names of `tensors.txt` (the first two lines).
-pub fn tensor_names() -> [&'static str; 2] {
-    let mut names = [""; 2];
+/// The tensor names of `tensors.txt` (its first `TENSORS` lines).
+pub fn tensor_names() -> [&'static str; TENSORS] {
+    let mut names = [""; TENSORS];
     for (slot, line) in names.iter_mut().zip(TENSOR_NAMES.lines()) {
         *slot = line.trim();
     }
