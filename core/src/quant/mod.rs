@@ -16,6 +16,7 @@
 //! - [`misc`]: TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0.
 
 pub mod activation;
+pub mod arch;
 mod arrays;
 mod blockwise;
 pub mod cast;
