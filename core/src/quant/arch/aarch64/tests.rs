@@ -110,7 +110,24 @@ fn q8_0_row(rng: &mut Rng, n: usize) -> Vec<Vec<BlockQ8_0>> {
                 .collect(),
         );
     }
+    // Large sums with many significant bits and scales with full mantissas: there
+    // `sumi * (dx * dy)` and `(sumi * dx) * dy` round differently, so the tests see the order.
+    for _ in 0..2 {
+        r.push(
+            (0..n)
+                .map(|_| BlockQ8_0 {
+                    d: full_mantissa_f16(rng),
+                    qs: core::array::from_fn(|_| 100 + rng.below(28) as i8),
+                })
+                .collect(),
+        );
+    }
     r
+}
+
+/// A normal f16 in [0.5, 2) with a random 10-bit mantissa.
+fn full_mantissa_f16(rng: &mut Rng) -> [u8; 2] {
+    (0x3800 | rng.below(0x800) as u16).to_le_bytes()
 }
 
 fn q8_k_row(rng: &mut Rng, n: usize) -> Vec<Vec<BlockQ8K>> {
@@ -225,6 +242,17 @@ fn q4_0_row(rng: &mut Rng, n: usize) -> Vec<Vec<BlockQ4_0>> {
                 .map(|_| BlockQ4_0 {
                     d: [0x00, 0x3c],
                     qs: [q; 16],
+                })
+                .collect(),
+        );
+    }
+    // Quants -8 / -7 only: against the large activation rows the sums have many significant bits.
+    for _ in 0..2 {
+        r.push(
+            (0..n)
+                .map(|_| BlockQ4_0 {
+                    d: full_mantissa_f16(rng),
+                    qs: core::array::from_fn(|_| (rng.below(2) * 0x10 + rng.below(2)) as u8),
                 })
                 .collect(),
         );
