@@ -7,6 +7,8 @@
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 
+mod aarch64;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -16,11 +18,15 @@ const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
-        "ci" => fetch().and_then(|()| checks()).and_then(|()| tests()),
+        "ci" => fetch()
+            .and_then(|()| checks())
+            .and_then(|()| tests())
+            .and_then(|()| aarch64::cross_tests()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "aarch64" => aarch64::cross_tests(),
         _ => {
             eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
             return ExitCode::from(2);
