@@ -28,37 +28,48 @@ fn min_correction(xb: &BlockQ8K, mins: &[u8; 8]) -> i32 {
     vaddvq_s32(products)
 }
 
+/// Adds one 32-value sub-block's products (`w0`/`x0` values 0..16, `w1`/`x1` 16..32), times its
+/// scale (lane `LANE` of `scales`), into the eight i32 lanes (lane = element index mod 8). Each i16
+/// lane holds four products of at most 15·128.
+#[inline]
+#[target_feature(enable = "neon")]
+fn add_sub_block<const LANE: i32>(
+    lanes: &mut (int32x4_t, int32x4_t),
+    w: (int8x16_t, int8x16_t),
+    x: (int8x16_t, int8x16_t),
+    scales: int16x8_t,
+) {
+    let mut p = vmull_s8(vget_low_s8(w.0), vget_low_s8(x.0));
+    p = vmlal_high_s8(p, w.0, x.0);
+    p = vmlal_s8(p, vget_low_s8(w.1), vget_low_s8(x.1));
+    p = vmlal_high_s8(p, w.1, x.1);
+    lanes.0 = vmlal_laneq_s16::<LANE>(lanes.0, vget_low_s16(p), scales);
+    lanes.1 = vmlal_high_laneq_s16::<LANE>(lanes.1, p, scales);
+}
+
 /// The eight lanes (element index mod 8) of Σ scale · w · x over one super-block, as the scalar
-/// `scaled_lane_sums`: the products of one 32-value sub-block go into an i16 vector whose lane is
-/// already `e mod 8` (four products of at most 15·128 each), then widen times the sub-block scale.
+/// `scaled_lane_sums`: sub-block `2p` is the low nibbles of qs bytes `32p..32p+32`, sub-block
+/// `2p + 1` their high nibbles.
 #[inline]
 #[target_feature(enable = "neon")]
 fn lane_sums(wb: &BlockQ4K, xb: &BlockQ8K, scales: &[u8; 8]) -> (int32x4_t, int32x4_t) {
-    let mut low = vdupq_n_s32(0);
-    let mut high = vdupq_n_s32(0);
+    let mut lanes = (vdupq_n_s32(0), vdupq_n_s32(0));
+    // SAFETY: `scales` is 8 bytes, exactly what `ld1` reads.
+    let s = vreinterpretq_s16_u16(vmovl_u8(unsafe { vld1_u8(scales.as_ptr()) }));
     let mask = vdupq_n_u8(0x0f);
-    for pair in 0..4 {
-        let q0 = load_u8(piece(&wb.qs, 2 * pair));
-        let q1 = load_u8(piece(&wb.qs, 2 * pair + 1));
-        let nibbles = [
-            (vandq_u8(q0, mask), vandq_u8(q1, mask)),
-            (vshrq_n_u8::<4>(q0), vshrq_n_u8::<4>(q1)),
-        ];
-        for (half, (w0, w1)) in nibbles.into_iter().enumerate() {
-            let sub = 2 * pair + half;
-            let (w0, w1) = (vreinterpretq_s8_u8(w0), vreinterpretq_s8_u8(w1));
-            let x0 = load_i8(piece(&xb.qs, 2 * sub));
-            let x1 = load_i8(piece(&xb.qs, 2 * sub + 1));
-            let mut p = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
-            p = vmlal_high_s8(p, w0, x0);
-            p = vmlal_s8(p, vget_low_s8(w1), vget_low_s8(x1));
-            p = vmlal_high_s8(p, w1, x1);
-            let scale = scales[sub] as i16;
-            low = vmlal_n_s16(low, vget_low_s16(p), scale);
-            high = vmlal_high_n_s16(high, p, scale);
-        }
-    }
-    (low, high)
+    let low = |q: uint8x16_t| vreinterpretq_s8_u8(vandq_u8(q, mask));
+    let high = |q: uint8x16_t| vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
+    let q: [uint8x16_t; 8] = core::array::from_fn(|i| load_u8(piece(&wb.qs, i)));
+    let x: [int8x16_t; 16] = core::array::from_fn(|i| load_i8(piece(&xb.qs, i)));
+    add_sub_block::<0>(&mut lanes, (low(q[0]), low(q[1])), (x[0], x[1]), s);
+    add_sub_block::<1>(&mut lanes, (high(q[0]), high(q[1])), (x[2], x[3]), s);
+    add_sub_block::<2>(&mut lanes, (low(q[2]), low(q[3])), (x[4], x[5]), s);
+    add_sub_block::<3>(&mut lanes, (high(q[2]), high(q[3])), (x[6], x[7]), s);
+    add_sub_block::<4>(&mut lanes, (low(q[4]), low(q[5])), (x[8], x[9]), s);
+    add_sub_block::<5>(&mut lanes, (high(q[4]), high(q[5])), (x[10], x[11]), s);
+    add_sub_block::<6>(&mut lanes, (low(q[6]), low(q[7])), (x[12], x[13]), s);
+    add_sub_block::<7>(&mut lanes, (high(q[6]), high(q[7])), (x[14], x[15]), s);
+    lanes
 }
 
 /// [`scalar::vec_dot`](crate::quant::k_quants::q4_k::vec_dot) with NEON: per super-block

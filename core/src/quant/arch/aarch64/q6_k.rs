@@ -33,10 +33,27 @@ pub(super) fn half_quants(block: &BlockQ6K, half: usize) -> [int8x16_t; 8] {
     out
 }
 
+/// Adds one 16-value sub-block's products, times its scale (lane `LANE` of `scales`), into the
+/// eight i32 lanes `low` / `high` (lane = element index mod 8). Each i16 lane holds two products of
+/// at most 32·128.
+#[inline]
+#[target_feature(enable = "neon")]
+fn add_sub_block<const LANE: i32>(
+    lanes: &mut (int32x4_t, int32x4_t),
+    q: int8x16_t,
+    x: int8x16_t,
+    scales: int16x8_t,
+) {
+    let mut p = vmull_s8(vget_low_s8(q), vget_low_s8(x));
+    p = vmlal_high_s8(p, q, x);
+    lanes.0 = vmlal_laneq_s16::<LANE>(lanes.0, vget_low_s16(p), scales);
+    lanes.1 = vmlal_high_laneq_s16::<LANE>(lanes.1, p, scales);
+}
+
 /// [`scalar::vec_dot`](crate::quant::k_quants::q6_k::vec_dot) with NEON. Each 16-value
-/// sub-block's products (at most 32·128, two per i16 lane) land in lane `e mod 8`, then widen
-/// times the sub-block's scale; per super-block `sums[l] += d * lane[l]`, and the lanes are added
-/// in order at the end.
+/// sub-block's products land in lane `e mod 8`, then widen times the sub-block's scale (taken
+/// from a vector lane); per super-block `sums[l] += d * lane[l]`, and the lanes are added in order
+/// at the end.
 pub fn vec_dot(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
     unsafe { vec_dot_neon(w, x) }
@@ -47,22 +64,24 @@ fn vec_dot_neon(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     let mut sums_low = vdupq_n_f32(0.0);
     let mut sums_high = vdupq_n_f32(0.0);
     for (wb, xb) in w.iter().zip(x) {
-        let mut low = vdupq_n_s32(0);
-        let mut high = vdupq_n_s32(0);
-        for half in 0..2 {
-            for (i, q) in half_quants(wb, half).into_iter().enumerate() {
-                let sub = 8 * half + i;
-                let xs = load_i8(piece(&xb.qs, sub));
-                let mut p = vmull_s8(vget_low_s8(q), vget_low_s8(xs));
-                p = vmlal_high_s8(p, q, xs);
-                let scale = wb.scales[sub] as i16;
-                low = vmlal_n_s16(low, vget_low_s16(p), scale);
-                high = vmlal_high_n_s16(high, p, scale);
-            }
+        let mut lanes = (vdupq_n_s32(0), vdupq_n_s32(0));
+        let scales = load_i8(&wb.scales);
+        let scale_halves = [vmovl_s8(vget_low_s8(scales)), vmovl_high_s8(scales)];
+        for (half, s) in scale_halves.into_iter().enumerate() {
+            let q = half_quants(wb, half);
+            let xs: [int8x16_t; 8] = core::array::from_fn(|i| load_i8(piece(&xb.qs, 8 * half + i)));
+            add_sub_block::<0>(&mut lanes, q[0], xs[0], s);
+            add_sub_block::<1>(&mut lanes, q[1], xs[1], s);
+            add_sub_block::<2>(&mut lanes, q[2], xs[2], s);
+            add_sub_block::<3>(&mut lanes, q[3], xs[3], s);
+            add_sub_block::<4>(&mut lanes, q[4], xs[4], s);
+            add_sub_block::<5>(&mut lanes, q[5], xs[5], s);
+            add_sub_block::<6>(&mut lanes, q[6], xs[6], s);
+            add_sub_block::<7>(&mut lanes, q[7], xs[7], s);
         }
         let d = vdupq_n_f32(f16_le(wb.d) * xb.scale());
-        sums_low = vaddq_f32(sums_low, vmulq_f32(d, vcvtq_f32_s32(low)));
-        sums_high = vaddq_f32(sums_high, vmulq_f32(d, vcvtq_f32_s32(high)));
+        sums_low = vaddq_f32(sums_low, vmulq_f32(d, vcvtq_f32_s32(lanes.0)));
+        sums_high = vaddq_f32(sums_high, vmulq_f32(d, vcvtq_f32_s32(lanes.1)));
     }
     add_lanes(0.0, sums_low, sums_high)
 }
