@@ -313,6 +313,11 @@ pub enum Error {
         /// The operation.
         op: Op,
     },
+    /// A kernel level was requested that this CPU or build does not have.
+    LevelUnavailable {
+        /// The level.
+        level: crate::quant::Level,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -366,9 +371,10 @@ impl Error {
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
             | Self::TensorOverlap { offset } => Some(offset),
-            Self::PartialBlock { .. } | Self::LengthMismatch { .. } | Self::Unsupported { .. } => {
-                None
-            }
+            Self::PartialBlock { .. }
+            | Self::LengthMismatch { .. }
+            | Self::Unsupported { .. }
+            | Self::LevelUnavailable { .. } => None,
         }
     }
 }
@@ -456,6 +462,11 @@ impl core::fmt::Display for Error {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
                 }
             }
+            Self::LevelUnavailable { level } => write!(
+                f,
+                "kernel level {level} is not available on this CPU or build (best: {})",
+                crate::quant::level::detect()
+            )?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;

@@ -326,17 +326,6 @@ fn partial_blocks_and_mismatched_lengths_are_errors() {
                 Err(Error::LengthMismatch { .. })
             ));
         }
-        // The family kernels check too, not only the dispatcher.
-        let family_result = match t {
-            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => {
-                super::k_quants::dequantize(t, &vec![0u8; bb], &mut vec![0f32; 2 * bs])
-            }
-            _ => super::legacy::dequantize(t, &vec![0u8; bb], &mut vec![0f32; 2 * bs]),
-        };
-        assert!(
-            matches!(family_result, Err(Error::LengthMismatch { .. })),
-            "{t}"
-        );
     }
     assert!(matches!(
         super::legacy::plain::vec_dot(F16, &[0; 4], &[0; 6]),

@@ -1,11 +1,17 @@
-//! Matrix-vector product over quantized weights: `y[r] = vec_dot(row r, x quantized once)`.
+//! Matrix-vector and matrix-matrix products over quantized weights:
+//! `y[r] = vec_dot(row r, x quantized once)`.
 //!
-//! The activation vector is quantized into the weight type's vec-dot type a single time, into a
-//! caller-provided scratch buffer (no allocation), and every output is one [`vec_dot`] call, so the
-//! result is the same as calling [`quantize`] and [`vec_dot`] by hand, row by row.
+//! The activations are quantized into the weight type's vec-dot type once, into a caller-provided
+//! scratch buffer (no allocation), and every output is one vec_dot with the kernel resolved once per
+//! call, so the result is the same as calling [`quantize`](super::quantize) and
+//! [`vec_dot`](super::vec_dot) by hand, row by row, at any level. [`matmul`] gives every column the
+//! bits [`matvec`] gives it. Callers that split the rows across threads quantize once with
+//! [`quantize_activations`] and call [`matvec_quantized`] per range of rows.
 
-use super::blockwise::same_len;
-use super::{bytes_for, quantize, vec_dot, vec_dot_type};
+use super::level::{self, Level};
+use super::table::{visit, Kernels, Visitor};
+use super::typed::{self, check_level};
+use super::{bytes_for, vec_dot_type};
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
 
@@ -15,6 +21,16 @@ pub fn matvec_scratch_bytes(t: GgmlType, cols: usize) -> Result<usize> {
     let vd = vec_dot_type_of(t)?;
     bytes_for(t, cols)?;
     bytes_for(vd, cols)
+}
+
+/// Scratch bytes [`matmul`] needs for `n` columns of `cols` activations.
+pub fn matmul_scratch_bytes(t: GgmlType, cols: usize, n: usize) -> Result<usize> {
+    matvec_scratch_bytes(t, cols)?
+        .checked_mul(n)
+        .ok_or(Error::LengthMismatch {
+            expected: u64::MAX,
+            found: n as u64,
+        })
 }
 
 /// `y = W x` for a row-major `rows × cols` weight matrix `w` of type `t` (each row `cols` elements,
@@ -32,34 +48,186 @@ pub fn matvec(
     scratch: &mut [u8],
     y: &mut [f32],
 ) -> Result<()> {
+    matvec_at(level::current(), t, w, rows, cols, x, scratch, y)
+}
+
+/// [`matvec`] with the kernels of `level` ([`Error::LevelUnavailable`] if the CPU lacks it).
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_at(
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    scratch: &mut [u8],
+    y: &mut [f32],
+) -> Result<()> {
+    let xq = quantize_activations(level, t, cols, x, scratch)?;
+    matvec_quantized(level, t, w, rows, cols, xq, y)
+}
+
+/// Quantizes `x` (`cols` values) into `t`'s vec-dot type in the front of `scratch` and returns those
+/// bytes, for [`matvec_quantized`].
+pub fn quantize_activations<'s>(
+    level: Level,
+    t: GgmlType,
+    cols: usize,
+    x: &[f32],
+    scratch: &'s mut [u8],
+) -> Result<&'s [u8]> {
+    check_level(level)?;
+    let vd = vec_dot_type_of(t)?;
+    let needed = matvec_scratch_bytes(t, cols)?;
+    super::blockwise::same_len(cols, x.len())?;
+    let available = scratch.len();
+    let xq = scratch.get_mut(..needed).ok_or(Error::LengthMismatch {
+        expected: needed as u64,
+        found: available as u64,
+    })?;
+    super::quantize_at(level, vd, x, xq)?;
+    Ok(xq)
+}
+
+/// `y = W xq` for `rows` rows of `cols` values, with `xq` from [`quantize_activations`]. Splitting
+/// the rows of one matvec into ranges and calling this per range gives the same bits as one call.
+pub fn matvec_quantized(
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    xq: &[u8],
+    y: &mut [f32],
+) -> Result<()> {
+    struct Run<'a> {
+        level: Level,
+        w: &'a [u8],
+        rows: usize,
+        cols: usize,
+        xq: &'a [u8],
+        y: &'a mut [f32],
+    }
+    impl Visitor for Run<'_> {
+        type Out = Result<()>;
+        fn visit<B: Kernels>(self) -> Result<()> {
+            typed::matvec_quantized_at::<B>(
+                self.level, self.w, self.rows, self.cols, self.xq, self.y,
+            )
+        }
+    }
+    check_level(level)?;
     let vd = vec_dot_type_of(t)?;
     let row_bytes = bytes_for(t, cols)?;
-    let scratch_len = bytes_for(vd, cols)?;
+    super::blockwise::same_len(bytes_for(vd, cols)?, xq.len())?;
     let weight_bytes = row_bytes.checked_mul(rows).ok_or(Error::LengthMismatch {
         expected: u64::MAX,
         found: w.len() as u64,
     })?;
-    same_len(weight_bytes, w.len())?;
-    same_len(cols, x.len())?;
-    same_len(rows, y.len())?;
-    let available = scratch.len();
-    let xq = scratch
-        .get_mut(..scratch_len)
-        .ok_or(Error::LengthMismatch {
-            expected: scratch_len as u64,
-            found: available as u64,
-        })?;
-    quantize(vd, x, xq)?;
-    let xq: &[u8] = xq;
-
+    super::blockwise::same_len(weight_bytes, w.len())?;
+    super::blockwise::same_len(rows, y.len())?;
     if row_bytes == 0 {
         y.fill(0.0);
         return Ok(());
     }
-    for (out, row) in y.iter_mut().zip(w.chunks_exact(row_bytes)) {
-        *out = vec_dot(t, row, xq)?;
+    if super::is_plain(t) {
+        for (out, row) in y.iter_mut().zip(w.chunks_exact(row_bytes)) {
+            *out = super::legacy::plain::vec_dot(t, row, xq)?;
+        }
+        return Ok(());
     }
-    Ok(())
+    let run = Run {
+        level,
+        w,
+        rows,
+        cols,
+        xq,
+        y,
+    };
+    visit(t, run).unwrap_or(Err(Error::Unsupported {
+        ggml_type: t,
+        op: Op::VecDot,
+    }))
+}
+
+/// `Y = W X` for `n` activation columns: `x` holds the columns one after another (`n × cols`) and
+/// `y` receives the output columns one after another (`n × rows`). Column `j` of `y` is
+/// bit-identical to [`matvec`] of column `j` of `x`. `scratch` holds at least
+/// [`matmul_scratch_bytes`] bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    scratch: &mut [u8],
+    y: &mut [f32],
+) -> Result<()> {
+    struct Run<'a> {
+        level: Level,
+        w: &'a [u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        x: &'a [f32],
+        scratch: &'a mut [u8],
+        y: &'a mut [f32],
+    }
+    impl Visitor for Run<'_> {
+        type Out = Result<()>;
+        fn visit<B: Kernels>(self) -> Result<()> {
+            typed::matmul_at::<B>(
+                self.level,
+                self.w,
+                self.rows,
+                self.cols,
+                self.n,
+                self.x,
+                self.scratch,
+                self.y,
+            )
+        }
+    }
+    check_level(level)?;
+    vec_dot_type_of(t)?;
+    bytes_for(t, cols)?;
+    if super::is_plain(t) {
+        // No block struct: one matvec per column (the same bits by definition).
+        let per_column = matvec_scratch_bytes(t, cols)?;
+        let inputs = cols.saturating_mul(n);
+        let outputs = rows.saturating_mul(n);
+        super::blockwise::same_len(inputs, x.len())?;
+        super::blockwise::same_len(outputs, y.len())?;
+        if cols == 0 || rows == 0 {
+            y.fill(0.0);
+            return Ok(());
+        }
+        for (column, out) in x.chunks_exact(cols).zip(y.chunks_exact_mut(rows)) {
+            let scratch = scratch.get_mut(..per_column).ok_or(Error::LengthMismatch {
+                expected: per_column as u64,
+                found: 0,
+            })?;
+            matvec_at(level, t, w, rows, cols, column, scratch, out)?;
+        }
+        return Ok(());
+    }
+    let run = Run {
+        level,
+        w,
+        rows,
+        cols,
+        n,
+        x,
+        scratch,
+        y,
+    };
+    visit(t, run).unwrap_or(Err(Error::Unsupported {
+        ggml_type: t,
+        op: Op::VecDot,
+    }))
 }
 
 fn vec_dot_type_of(t: GgmlType) -> Result<GgmlType> {
@@ -74,6 +242,7 @@ mod tests {
     extern crate std;
 
     use super::*;
+    use crate::quant::{quantize, vec_dot};
     use std::vec;
     use std::vec::Vec;
 

@@ -60,7 +60,7 @@ fn subgroup(low: u8, qh: [u8; 2], l: usize) -> ([i8; 8], bool) {
 }
 
 /// `dequantize_row_iq1_m` for one block.
-pub(super) fn dequantize_block(block: &BlockIq1M, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq1M, out: &mut [f32; QK_K]) {
     let (sc, d) = scale_words(block);
     for (ib, ((lows, &qh), out)) in block
         .qs
@@ -83,7 +83,7 @@ pub(super) fn dequantize_block(block: &BlockIq1M, out: &mut [f32; QK_K]) {
 }
 
 /// `ggml_vec_dot_iq1_m_q8_K_generic`. Integer sums stay below 2^31 (256 · 128 · 15).
-pub(super) fn vec_dot(xs: &[BlockIq1M], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq1M], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let (sc, d) = scale_words(x);

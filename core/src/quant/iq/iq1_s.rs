@@ -46,7 +46,7 @@ fn group_scale(qh: u16) -> i32 {
 }
 
 /// `dequantize_row_iq1_s` for one block.
-pub(super) fn dequantize_block(block: &BlockIq1S, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq1S, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for ((lows, &qh), out) in block.qs.iter().zip(&block.qh).zip(out.chunks_exact_mut(32)) {
         let qh = u16::from_le_bytes(qh);
@@ -66,7 +66,7 @@ pub(super) fn dequantize_block(block: &BlockIq1S, out: &mut [f32; QK_K]) {
 
 /// `ggml_vec_dot_iq1_s_q8_K_generic`: the delta term uses the activation block sums. Integer sums
 /// stay below 2^31 (256 · 128 · 15, and 8 · 15 · 2 · 32768).
-pub(super) fn vec_dot(xs: &[BlockIq1S], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq1S], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let mut sumi = 0i32;

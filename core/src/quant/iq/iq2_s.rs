@@ -44,7 +44,7 @@ fn magnitudes(low: u8, qh: u8, l: usize) -> [u8; 8] {
 }
 
 /// `dequantize_row_iq2_s` for one block.
-pub(super) fn dequantize_block(block: &BlockIq2S, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq2S, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let groups = block
         .qs
@@ -73,7 +73,7 @@ pub(super) fn dequantize_block(block: &BlockIq2S, out: &mut [f32; QK_K]) {
 }
 
 /// `ggml_vec_dot_iq2_s_q8_K_generic`. Integer sums stay below 2^31 (256 · 43 · 128 · 31).
-pub(super) fn vec_dot(xs: &[BlockIq2S], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq2S], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(x.d) * y.scale();

@@ -43,7 +43,7 @@ fn decode(code: [u8; 2]) -> ([u8; 8], u8) {
 }
 
 /// `dequantize_row_iq2_xs` for one block.
-pub(super) fn dequantize_block(block: &BlockIq2Xs, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq2Xs, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for ((codes, &scale), out) in block
         .qs
@@ -76,7 +76,7 @@ fn dot8(code: [u8; 2], q8: &[i8]) -> i32 {
 }
 
 /// `ggml_vec_dot_iq2_xs_q8_K_generic`. Integer sums stay below 2^31 (256 · 43 · 128 · 31).
-pub(super) fn vec_dot(xs: &[BlockIq2Xs], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq2Xs], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(x.d) * y.scale();

@@ -39,7 +39,7 @@ fn split_group(group: &[u8; 8]) -> ([u8; 4], u32) {
 }
 
 /// `dequantize_row_iq2_xxs` for one block.
-pub(super) fn dequantize_block(block: &BlockIq2Xxs, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq2Xxs, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for (group, out) in block.qs.iter().zip(out.chunks_exact_mut(32)) {
         let (indices, aux) = split_group(group);
@@ -56,7 +56,7 @@ pub(super) fn dequantize_block(block: &BlockIq2Xxs, out: &mut [f32; QK_K]) {
 
 /// `ggml_vec_dot_iq2_xxs_q8_K_generic`. Integer sums stay below 2^31: per block at most
 /// 256 · 43 · 128 · 31.
-pub(super) fn vec_dot(xs: &[BlockIq2Xxs], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq2Xxs], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(x.d) * y.scale();

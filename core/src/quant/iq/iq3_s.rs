@@ -61,7 +61,7 @@ fn group_scale(scales: &[u8; QK_K / 64], ib32: usize) -> u8 {
 
 /// `dequantize_row_iq3_s` for one block. ggml walks the groups in pairs; each group's values depend
 /// only on its own bytes, so walking them one at a time gives the same bits.
-pub(super) fn dequantize_block(block: &BlockIq3S, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq3S, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let groups = block.qs.iter().zip(&block.qh).zip(&block.signs);
     for (ib32, (((pairs, &qh), signs), out)) in groups.zip(out.chunks_exact_mut(32)).enumerate() {
@@ -76,7 +76,7 @@ pub(super) fn dequantize_block(block: &BlockIq3S, out: &mut [f32; QK_K]) {
 }
 
 /// `ggml_vec_dot_iq3_s_q8_K_generic`. Integer sums stay below 2^31 (256 · 15 · 128 · 31).
-pub(super) fn vec_dot(xs: &[BlockIq3S], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq3S], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(x.d) * y.scale();

@@ -42,7 +42,7 @@ fn magnitudes([first, second]: [u8; 2]) -> [u8; 8] {
 }
 
 /// `dequantize_row_iq3_xxs` for one block.
-pub(super) fn dequantize_block(block: &BlockIq3Xxs, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq3Xxs, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for ((indices, &aux), out) in block
         .qs
@@ -63,7 +63,7 @@ pub(super) fn dequantize_block(block: &BlockIq3Xxs, out: &mut [f32; QK_K]) {
 }
 
 /// `ggml_vec_dot_iq3_xxs_q8_K_generic`. Integer sums stay below 2^31 (256 · 62 · 128 · 31).
-pub(super) fn vec_dot(xs: &[BlockIq3Xxs], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq3Xxs], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(x.d) * y.scale();

@@ -33,7 +33,7 @@ const _: () =
     assert!(core::mem::size_of::<BlockIq4Nl>() == GgmlType::IQ4_NL.block_bytes() as usize);
 
 /// `dequantize_row_iq4_nl` for one block.
-pub(super) fn dequantize_block(block: &BlockIq4Nl, out: &mut [f32; QK4_NL]) {
+pub(crate) fn dequantize_block(block: &BlockIq4Nl, out: &mut [f32; QK4_NL]) {
     let d = f16_le(block.d);
     let (low, high) = out.split_at_mut(QK4_NL / 2);
     for ((&q, lo), hi) in block.qs.iter().zip(low).zip(high) {
@@ -47,7 +47,7 @@ pub(super) fn dequantize_block(block: &BlockIq4Nl, out: &mut [f32; QK4_NL]) {
 ///
 /// ggml leaves `qs` uninitialised (in practice: the previous block's indices) when the block's
 /// largest |x| is below 1e-15; only `d` (zero) is defined then. We write zero indices there.
-pub(super) fn quantize_block(x: &[f32; QK4_NL]) -> BlockIq4Nl {
+pub(crate) fn quantize_block(x: &[f32; QK4_NL]) -> BlockIq4Nl {
     let mut levels = [0u8; QK4_NL];
     let scale = group_scale(x, -1, &mut levels).unwrap_or(0.0);
     BlockIq4Nl {
@@ -57,7 +57,7 @@ pub(super) fn quantize_block(x: &[f32; QK4_NL]) -> BlockIq4Nl {
 }
 
 /// `ggml_vec_dot_iq4_nl_q8_0_generic`.
-pub(super) fn vec_dot(xs: &[BlockIq4Nl], ys: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq4Nl], ys: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(y.d) * f16_le(x.d);

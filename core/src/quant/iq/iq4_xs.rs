@@ -42,7 +42,7 @@ fn group_scale_code(block: &BlockIq4Xs, ib: usize) -> i32 {
 }
 
 /// `dequantize_row_iq4_xs` for one block.
-pub(super) fn dequantize_block(block: &BlockIq4Xs, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockIq4Xs, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for (ib, (qs, out)) in block.qs.iter().zip(out.chunks_exact_mut(32)).enumerate() {
         let dl = d * (group_scale_code(block, ib) - 32) as f32;
@@ -58,7 +58,7 @@ pub(super) fn dequantize_block(block: &BlockIq4Xs, out: &mut [f32; QK_K]) {
 /// restarts (`ntry = 7`); then the group scales are quantized to 6 bits against the super-block
 /// scale `-max_scale / 32` and every group's indices are recomputed for its quantized scale.
 /// Every byte is defined, even for an all-zero block.
-pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockIq4Xs {
+pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockIq4Xs {
     let groups = || {
         x.chunks_exact(32)
             .filter_map(|g| <&[f32; 32]>::try_from(g).ok())
@@ -106,7 +106,7 @@ pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockIq4Xs {
 }
 
 /// `ggml_vec_dot_iq4_xs_q8_K_generic`: one float accumulation per group of 32, in group order.
-pub(super) fn vec_dot(xs: &[BlockIq4Xs], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockIq4Xs], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d4d8 = f16_le(x.d) * y.scale();

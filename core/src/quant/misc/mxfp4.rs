@@ -87,7 +87,7 @@ fn e8m0_for(amax: f32) -> u8 {
 }
 
 /// `dequantize_row_mxfp4` for one block.
-pub(super) fn dequantize_block(block: &BlockMxfp4, out: &mut [f32; QK_MXFP4]) {
+pub(crate) fn dequantize_block(block: &BlockMxfp4, out: &mut [f32; QK_MXFP4]) {
     let d = e8m0_to_f32_half(block.e);
     let (low, high) = out.split_at_mut(QK_MXFP4 / 2);
     for ((&q, lo), hi) in block.qs.iter().zip(low).zip(high) {
@@ -98,7 +98,7 @@ pub(super) fn dequantize_block(block: &BlockMxfp4, out: &mut [f32; QK_MXFP4]) {
 
 /// `quantize_row_mxfp4_ref` for one block: the scale puts the largest |x| in the top binade of the
 /// levels, then each value takes the nearest level.
-pub(super) fn quantize_block(x: &[f32; QK_MXFP4]) -> BlockMxfp4 {
+pub(crate) fn quantize_block(x: &[f32; QK_MXFP4]) -> BlockMxfp4 {
     let mut amax = 0.0f32;
     for &v in x {
         if amax < fabsf(v) {
@@ -116,7 +116,7 @@ pub(super) fn quantize_block(x: &[f32; QK_MXFP4]) -> BlockMxfp4 {
 }
 
 /// `ggml_vec_dot_mxfp4_q8_0_generic`.
-pub(super) fn vec_dot(xs: &[BlockMxfp4], ys: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockMxfp4], ys: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let d = f16_le(y.d) * e8m0_to_f32_half(x.e);

@@ -34,7 +34,7 @@ impl Block for BlockNvfp4 {
 const _: () = assert!(core::mem::size_of::<BlockNvfp4>() == GgmlType::NVFP4.block_bytes() as usize);
 
 /// `dequantize_row_nvfp4` for one block.
-pub(super) fn dequantize_block(block: &BlockNvfp4, out: &mut [f32; QK_NVFP4]) {
+pub(crate) fn dequantize_block(block: &BlockNvfp4, out: &mut [f32; QK_NVFP4]) {
     for ((&scale, qs), out) in block
         .d
         .iter()
@@ -52,7 +52,7 @@ pub(super) fn dequantize_block(block: &BlockNvfp4, out: &mut [f32; QK_NVFP4]) {
 
 /// `quantize_row_nvfp4_ref` for one block: per 16 values, the UE4M3 code of `amax / 6` (6 is the
 /// largest E2M1 magnitude), then the nearest level for each value under the decoded scale.
-pub(super) fn quantize_block(x: &[f32; QK_NVFP4]) -> BlockNvfp4 {
+pub(crate) fn quantize_block(x: &[f32; QK_NVFP4]) -> BlockNvfp4 {
     let mut block = BlockNvfp4 {
         d: [0; SUBS],
         qs: [[0; QK_NVFP4_SUB / 2]; SUBS],
@@ -81,7 +81,7 @@ pub(super) fn quantize_block(x: &[f32; QK_NVFP4]) -> BlockNvfp4 {
 
 /// `ggml_vec_dot_nvfp4_q8_0_generic`: one float accumulation per 16 values. Sub-blocks 0, 1 use
 /// the first Q8_0 block (its values 0..16 and 16..32), sub-blocks 2, 3 the second.
-pub(super) fn vec_dot<'a>(
+pub(crate) fn vec_dot<'a>(
     pairs: impl Iterator<Item = (&'a BlockNvfp4, &'a [BlockQ8_0; 2])>,
 ) -> f32 {
     let mut sumf = 0.0f32;

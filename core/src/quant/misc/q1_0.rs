@@ -11,7 +11,7 @@ use crate::quant::float::{f16_le_bytes, fabsf};
 /// Values per Q1_0 block.
 pub const QK1_0: usize = 128;
 /// Q8_0 blocks per Q1_0 block in vec_dot.
-pub(super) const Q8_PER_BLOCK: usize = QK1_0 / QK8_0;
+pub(crate) const Q8_PER_BLOCK: usize = QK1_0 / QK8_0;
 
 /// `block_q1_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -31,7 +31,7 @@ impl Block for BlockQ1_0 {
 const _: () = assert!(core::mem::size_of::<BlockQ1_0>() == GgmlType::Q1_0.block_bytes() as usize);
 
 /// `dequantize_row_q1_0` for one block.
-pub(super) fn dequantize_block(block: &BlockQ1_0, out: &mut [f32; QK1_0]) {
+pub(crate) fn dequantize_block(block: &BlockQ1_0, out: &mut [f32; QK1_0]) {
     let d = f16_le(block.d);
     let neg_d = -d;
     for (&byte, out) in block.qs.iter().flatten().zip(out.chunks_exact_mut(8)) {
@@ -43,7 +43,7 @@ pub(super) fn dequantize_block(block: &BlockQ1_0, out: &mut [f32; QK1_0]) {
 
 /// `quantize_row_q1_0_ref` for one block: `d` is the mean |x| (summed in order), each bit the sign
 /// (`x >= 0`; -0.0 counts as non-negative, NaN as negative).
-pub(super) fn quantize_block(x: &[f32; QK1_0]) -> BlockQ1_0 {
+pub(crate) fn quantize_block(x: &[f32; QK1_0]) -> BlockQ1_0 {
     let mut sum_abs = 0.0f32;
     for &v in x {
         sum_abs += fabsf(v);
@@ -65,7 +65,7 @@ pub(super) fn quantize_block(x: &[f32; QK1_0]) -> BlockQ1_0 {
 
 /// `ggml_vec_dot_q1_0_q8_0_generic`: per Q8_0 block an integer sum of ±q, scaled by the Q8_0 scale
 /// into a per-block float, which is then scaled by `d`.
-pub(super) fn vec_dot<'a>(
+pub(crate) fn vec_dot<'a>(
     pairs: impl Iterator<Item = (&'a BlockQ1_0, &'a [BlockQ8_0; Q8_PER_BLOCK])>,
 ) -> f32 {
     let mut sumf = 0.0f32;

@@ -11,7 +11,7 @@ use crate::quant::float::{c_round_i32, f16_le_bytes, fabsf};
 /// Values per Q2_0 block.
 pub const QK2_0: usize = 64;
 /// Q8_0 blocks per Q2_0 block in vec_dot.
-pub(super) const Q8_PER_BLOCK: usize = QK2_0 / QK8_0;
+pub(crate) const Q8_PER_BLOCK: usize = QK2_0 / QK8_0;
 
 /// `block_q2_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -36,7 +36,7 @@ fn codes(byte: u8) -> [i32; 4] {
 }
 
 /// `dequantize_row_q2_0` for one block.
-pub(super) fn dequantize_block(block: &BlockQ2_0, out: &mut [f32; QK2_0]) {
+pub(crate) fn dequantize_block(block: &BlockQ2_0, out: &mut [f32; QK2_0]) {
     let d = f16_le(block.d);
     for (&byte, out) in block.qs.iter().flatten().zip(out.chunks_exact_mut(4)) {
         for (y, q) in out.iter_mut().zip(codes(byte)) {
@@ -48,7 +48,7 @@ pub(super) fn dequantize_block(block: &BlockQ2_0, out: &mut [f32; QK2_0]) {
 /// `quantize_row_q2_0_ref` for one block: `d = max |x|`, codes `(int)round_half_away(x / d) + 1` clamped to
 /// 0..=3. The C `(int)` of NaN (from an infinite or NaN input) is undefined; x86-64 gives
 /// `INT_MIN`, hence code 0, which we reproduce.
-pub(super) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
+pub(crate) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
     let mut amax = 0.0f32;
     for &v in x {
         let a = fabsf(v);
@@ -72,7 +72,7 @@ pub(super) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
 }
 
 /// `ggml_vec_dot_q2_0_q8_0_generic`: as Q1_0, a float per Q8_0 block, then scaled by `d`.
-pub(super) fn vec_dot<'a>(
+pub(crate) fn vec_dot<'a>(
     pairs: impl Iterator<Item = (&'a BlockQ2_0, &'a [BlockQ8_0; Q8_PER_BLOCK])>,
 ) -> f32 {
     let mut sumf = 0.0f32;

@@ -51,7 +51,7 @@ fn trits(block: &BlockTq1_0) -> impl Iterator<Item = i32> + '_ {
 }
 
 /// `dequantize_row_tq1_0` for one block.
-pub(super) fn dequantize_block(block: &BlockTq1_0, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockTq1_0, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for (y, t) in out.iter_mut().zip(trits(block)) {
         *y = (t - 1) as f32 * d;
@@ -76,7 +76,7 @@ fn to_fraction(q: u8) -> u8 {
 }
 
 /// `quantize_row_tq1_0_ref` for one block: `d = max |x|`, trits `round(x / d) + 1`.
-pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq1_0 {
+pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockTq1_0 {
     let mut amax = 0.0f32;
     for &v in x {
         amax = c_max(amax, fabsf(v));
@@ -107,7 +107,7 @@ pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq1_0 {
 }
 
 /// `ggml_vec_dot_tq1_0_q8_K_generic`.
-pub(super) fn vec_dot(xs: &[BlockTq1_0], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockTq1_0], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let mut sum = 0i32;

@@ -34,7 +34,7 @@ fn codes(block: &BlockTq2_0) -> impl Iterator<Item = i32> + '_ {
 }
 
 /// `dequantize_row_tq2_0` for one block.
-pub(super) fn dequantize_block(block: &BlockTq2_0, out: &mut [f32; QK_K]) {
+pub(crate) fn dequantize_block(block: &BlockTq2_0, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     for (y, q) in out.iter_mut().zip(codes(block)) {
         *y = (q - 1) as f32 * d;
@@ -43,7 +43,7 @@ pub(super) fn dequantize_block(block: &BlockTq2_0, out: &mut [f32; QK_K]) {
 
 /// `quantize_row_tq2_0_ref` for one block: `d = max |x|`, codes `round(x / d) + 1` (only the low
 /// 2 bits kept, as in C).
-pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq2_0 {
+pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockTq2_0 {
     let mut amax = 0.0f32;
     for &v in x {
         amax = c_max(amax, fabsf(v));
@@ -66,7 +66,7 @@ pub(super) fn quantize_block(x: &[f32; QK_K]) -> BlockTq2_0 {
 }
 
 /// `ggml_vec_dot_tq2_0_q8_K_generic`.
-pub(super) fn vec_dot(xs: &[BlockTq2_0], ys: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot(xs: &[BlockTq2_0], ys: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in xs.iter().zip(ys) {
         let mut sumi = 0i32;

@@ -1,12 +1,12 @@
 //! Q4_K × Q8_K vec_dot with NEON (also the `dotprod` level's kernel: see the module docs of
-//! [`aarch64`](super) for why `sdot` does not help here).
+//! [`aarch64`](super::super) for why `sdot` does not help here).
 
 use super::ops::{f16_le, load_i8, load_u8, piece};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::q4_k::{scales_and_mins, BlockQ4K};
 use core::arch::aarch64::*;
 
-/// Σ bsums[j] · mins[j / 2] over a super-block, exactly for any bytes (products widen to i32
+/// `Σ bsums[j] · mins[j / 2]` over a super-block, exactly for any bytes (products widen to i32
 /// before they are added).
 #[inline]
 #[target_feature(enable = "neon")]

@@ -1,5 +1,5 @@
 //! Q6_K × Q8_K vec_dot with NEON (also the `dotprod` level's kernel: see the module docs of
-//! [`aarch64`](super) for why `sdot` does not help here).
+//! [`aarch64`](super::super) for why `sdot` does not help here).
 
 use super::ops::{f16_le, load_i8, load_u8, piece};
 use super::q4_k::add_lanes;

@@ -66,6 +66,7 @@ pub fn vec_dot_dotprod(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
     }
 }
 
+#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
 #[target_feature(enable = "neon,i8mm")]
 fn vec_dot_2x2_smmla(w: [&[BlockQ4_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
     let mut sumf = vdupq_n_f32(0.0);
@@ -93,6 +94,7 @@ fn vec_dot_2x2_smmla(w: [&[BlockQ4_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2
 
 /// Two rows times two columns: `out[r][c]` = `scalar::vec_dot(w[r], x[c])` bit for bit, with
 /// `smmla` where the CPU has i8mm. Rows and columns of different lengths take the one-pair kernel.
+#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
 pub fn vec_dot_2x2(w: [&[BlockQ4_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
     let n = w[0].len();
     if has_i8mm() && w[1].len() == n && x[0].len() == n && x[1].len() == n {

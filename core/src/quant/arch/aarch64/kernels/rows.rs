@@ -1,0 +1,38 @@
+//! Row forms of the per-block kernels, with the table's signatures (`fn(&[B], &mut [f32])`,
+//! `fn(&[f32], &mut [B])`): each applies its block kernel to every block, as the scalar twins do.
+
+use super::{dequantize, q8_0, q8_k};
+use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK8_0, QK_K};
+use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
+use crate::quant::legacy::BlockQ4_0;
+use crate::quant::table::{dequantize_each, quantize_each};
+
+/// Q8_0 blocks to f32.
+pub fn dequantize_q8_0(blocks: &[BlockQ8_0], out: &mut [f32]) {
+    dequantize_each::<_, QK8_0>(blocks, out, dequantize::q8_0);
+}
+
+/// Q4_0 blocks to f32.
+pub fn dequantize_q4_0(blocks: &[BlockQ4_0], out: &mut [f32]) {
+    dequantize_each::<_, QK8_0>(blocks, out, dequantize::q4_0);
+}
+
+/// Q4_K blocks to f32.
+pub fn dequantize_q4_k(blocks: &[BlockQ4K], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, dequantize::q4_k);
+}
+
+/// Q6_K blocks to f32.
+pub fn dequantize_q6_k(blocks: &[BlockQ6K], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, dequantize::q6_k);
+}
+
+/// f32 to Q8_0 blocks (`quantize_row_q8_0_ref`).
+pub fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
+    quantize_each::<_, QK8_0>(values, blocks, q8_0::quantize_block);
+}
+
+/// f32 to Q8_K blocks (`quantize_row_q8_K_ref`).
+pub fn quantize_q8_k(values: &[f32], blocks: &mut [BlockQ8K]) {
+    quantize_each::<_, QK_K>(values, blocks, q8_k::quantize_block);
+}

@@ -1,0 +1,339 @@
+//! Kernel levels: which instruction-set extension the quant kernels may use, and how one is chosen.
+//!
+//! Every level computes the same bits (the scalar reference's); a level only decides speed. The
+//! level in effect is, in order of precedence:
+//! 1. a level forced with [`set_level`] (tests, benchmarks, the CLI's `--level`);
+//! 2. under the `std` feature, the environment variable `MINIQUANT_LEVEL` (read once; a name that
+//!    does not parse or a level this CPU lacks is ignored here, the CLI reports it as an error);
+//! 3. the best level the CPU has: known at compile time from `cfg(target_feature)` (bare metal,
+//!    `-C target-cpu`), and under `std` detected at run time once and cached in an atomic.
+//!
+//! Built with `--cfg miniquant_disable_simd`, only [`Level::Scalar`] exists at run time and no
+//! SIMD code is compiled.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// A kernel level. Levels of one architecture form a chain: each includes the ones below it
+/// (`I8mm` ⊃ `Dotprod` ⊃ `Neon` ⊃ `Scalar`, `Avx512Vnni` ⊃ `Avx2` ⊃ `Scalar`), and a kernel missing
+/// at one level falls back to the next lower one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Level {
+    /// Portable Rust, the reference bits.
+    Scalar = 0,
+    /// AArch64 Advanced SIMD.
+    Neon = 1,
+    /// AArch64 with the `dotprod` extension (`sdot`).
+    Dotprod = 2,
+    /// AArch64 with `dotprod` and `i8mm` (`smmla`).
+    I8mm = 3,
+    /// x86_64 with AVX2 and F16C.
+    Avx2 = 4,
+    /// x86_64 with AVX-512 F/BW/VL and VNNI (`vpdpbusd`), on top of AVX2.
+    Avx512Vnni = 5,
+}
+
+/// Why a level cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LevelError {
+    /// The name is none of `scalar neon dotprod i8mm avx2 avx512vnni` (or `auto` where accepted).
+    UnknownName,
+    /// This CPU (or this build) does not have the level.
+    Unavailable(Level),
+}
+
+impl fmt::Display for LevelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LevelError::UnknownName => write!(
+                f,
+                "unknown kernel level (expected one of auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni)"
+            ),
+            LevelError::Unavailable(level) => write!(
+                f,
+                "kernel level {level} is not available on this CPU or build (best available: {})",
+                detect()
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for LevelError {}
+
+impl Level {
+    /// Every level, lowest first.
+    pub const ALL: [Level; 6] = [
+        Level::Scalar,
+        Level::Neon,
+        Level::Dotprod,
+        Level::I8mm,
+        Level::Avx2,
+        Level::Avx512Vnni,
+    ];
+
+    /// The level's name: `scalar neon dotprod i8mm avx2 avx512vnni`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Level::Scalar => "scalar",
+            Level::Neon => "neon",
+            Level::Dotprod => "dotprod",
+            Level::I8mm => "i8mm",
+            Level::Avx2 => "avx2",
+            Level::Avx512Vnni => "avx512vnni",
+        }
+    }
+
+    /// The level named `name` (exactly as [`Level::name`] gives it).
+    pub fn parse(name: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The next lower level of the same chain (`Scalar` has none).
+    pub const fn fallback(self) -> Option<Level> {
+        match self {
+            Level::Scalar => None,
+            Level::Neon | Level::Avx2 => Some(Level::Scalar),
+            Level::Dotprod => Some(Level::Neon),
+            Level::I8mm => Some(Level::Dotprod),
+            Level::Avx512Vnni => Some(Level::Avx2),
+        }
+    }
+
+    /// Whether this CPU and build can run the level.
+    pub fn is_available(self) -> bool {
+        if self == Level::Scalar {
+            return true;
+        }
+        if cfg!(miniquant_disable_simd) {
+            return false;
+        }
+        compiled_in(self) || detected(self)
+    }
+
+    fn from_u8(v: u8) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| *l as u8 == v)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl core::str::FromStr for Level {
+    type Err = LevelError;
+    fn from_str(s: &str) -> Result<Level, LevelError> {
+        Level::parse(s).ok_or(LevelError::UnknownName)
+    }
+}
+
+/// Whether the compile-time target features already guarantee `level`.
+#[allow(unreachable_code)]
+const fn compiled_in(level: Level) -> bool {
+    #[cfg(miniquant_disable_simd)]
+    return matches!(level, Level::Scalar);
+    match level {
+        Level::Scalar => true,
+        Level::Avx2 => cfg!(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "f16c"
+        )),
+        Level::Avx512Vnni => cfg!(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "f16c",
+            target_feature = "avx512f",
+            target_feature = "avx512bw",
+            target_feature = "avx512vl",
+            target_feature = "avx512vnni"
+        )),
+        Level::Neon => cfg!(all(target_arch = "aarch64", target_feature = "neon")),
+        Level::Dotprod => cfg!(all(
+            target_arch = "aarch64",
+            target_feature = "neon",
+            target_feature = "dotprod"
+        )),
+        Level::I8mm => cfg!(all(
+            target_arch = "aarch64",
+            target_feature = "neon",
+            target_feature = "dotprod",
+            target_feature = "i8mm"
+        )),
+    }
+}
+
+/// Run-time detection (only under `std`; bare metal relies on [`compiled_in`]).
+#[allow(unused_variables)]
+fn detected(level: Level) -> bool {
+    #[cfg(all(
+        any(test, feature = "std"),
+        target_arch = "x86_64",
+        not(miniquant_disable_simd)
+    ))]
+    {
+        use std::is_x86_feature_detected as has;
+        let avx2 = has!("avx2") && has!("f16c");
+        return match level {
+            Level::Avx2 => avx2,
+            Level::Avx512Vnni => {
+                avx2 && has!("avx512f")
+                    && has!("avx512bw")
+                    && has!("avx512vl")
+                    && has!("avx512vnni")
+            }
+            _ => false,
+        };
+    }
+    #[cfg(all(
+        any(test, feature = "std"),
+        target_arch = "aarch64",
+        not(miniquant_disable_simd)
+    ))]
+    {
+        use std::arch::is_aarch64_feature_detected as has;
+        let neon = has!("neon");
+        return match level {
+            Level::Neon => neon,
+            Level::Dotprod => neon && has!("dotprod"),
+            Level::I8mm => neon && has!("dotprod") && has!("i8mm"),
+            _ => false,
+        };
+    }
+    #[allow(unreachable_code)]
+    false
+}
+
+/// "Not yet known" in the caches below; a level is stored as its discriminant plus one.
+const UNKNOWN: u8 = 0;
+/// The best level this CPU has, once detected.
+static DETECTED: AtomicU8 = AtomicU8::new(UNKNOWN);
+/// The level in effect (forced, from the environment, or detected), once resolved.
+static CURRENT: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The best level this CPU and build have (detected once, then cached).
+pub fn detect() -> Level {
+    if let Some(level) = Level::from_u8(DETECTED.load(Ordering::Relaxed).wrapping_sub(1)) {
+        return level;
+    }
+    let best = Level::ALL
+        .into_iter()
+        .rev()
+        .find(|l| l.is_available())
+        .unwrap_or(Level::Scalar);
+    DETECTED.store(best as u8 + 1, Ordering::Relaxed);
+    best
+}
+
+/// The level the public kernel entry points use now.
+pub fn current() -> Level {
+    if let Some(level) = Level::from_u8(CURRENT.load(Ordering::Relaxed).wrapping_sub(1)) {
+        return level;
+    }
+    let level = env_level().ok().flatten().unwrap_or_else(detect);
+    CURRENT.store(level as u8 + 1, Ordering::Relaxed);
+    level
+}
+
+/// Forces `level` for every later kernel call in this process, or fails if the CPU lacks it.
+pub fn set_level(level: Level) -> Result<(), LevelError> {
+    if !level.is_available() {
+        return Err(LevelError::Unavailable(level));
+    }
+    CURRENT.store(level as u8 + 1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Parses a level name as the CLI and `MINIQUANT_LEVEL` take it: `auto` gives the detected level.
+/// Fails for an unknown name or a level the CPU lacks.
+pub fn resolve(name: &str) -> Result<Level, LevelError> {
+    let level = if name == "auto" {
+        detect()
+    } else {
+        Level::parse(name).ok_or(LevelError::UnknownName)?
+    };
+    if level.is_available() {
+        Ok(level)
+    } else {
+        Err(LevelError::Unavailable(level))
+    }
+}
+
+/// The level named by the environment variable `MINIQUANT_LEVEL` (under `std`): `Ok(None)` when it
+/// is unset or empty, an error when it names no level or one the CPU lacks.
+pub fn env_level() -> Result<Option<Level>, LevelError> {
+    #[cfg(feature = "std")]
+    {
+        match std::env::var("MINIQUANT_LEVEL") {
+            Ok(name) if !name.is_empty() => resolve(&name).map(Some),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(LevelError::UnknownName),
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    Ok(None)
+}
+
+/// The levels this CPU and build have, lowest first (tests and benchmarks run each).
+pub fn available() -> impl Iterator<Item = Level> {
+    Level::ALL.into_iter().filter(|l| l.is_available())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for level in Level::ALL {
+            assert_eq!(Level::parse(level.name()), Some(level));
+            assert_eq!(level.name().parse::<Level>(), Ok(level));
+        }
+        assert_eq!(Level::parse("AVX2"), None);
+        assert_eq!(resolve("fast"), Err(LevelError::UnknownName));
+        assert_eq!(resolve("auto"), Ok(detect()));
+    }
+
+    #[test]
+    fn chains_end_in_scalar_and_scalar_is_always_there() {
+        for level in Level::ALL {
+            let mut l = level;
+            let mut steps = 0;
+            while let Some(next) = l.fallback() {
+                assert!(next < l);
+                l = next;
+                steps += 1;
+            }
+            assert_eq!(l, Level::Scalar);
+            assert!(steps <= 3);
+            // A level implies the whole chain below it.
+            if level.is_available() {
+                assert!(level.fallback().is_none_or(Level::is_available));
+            }
+        }
+        assert!(Level::Scalar.is_available());
+        assert!(detect().is_available());
+    }
+
+    #[test]
+    fn other_architectures_are_unavailable() {
+        let x86 = [Level::Avx2, Level::Avx512Vnni];
+        let arm = [Level::Neon, Level::Dotprod, Level::I8mm];
+        let foreign: &[Level] = if cfg!(target_arch = "x86_64") {
+            &arm
+        } else if cfg!(target_arch = "aarch64") {
+            &x86
+        } else {
+            &[]
+        };
+        for &level in foreign {
+            assert!(!level.is_available());
+            assert_eq!(set_level(level), Err(LevelError::Unavailable(level)));
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Every kernel at every level this CPU has, held to the scalar twin's bits (`to_bits` equality;
+//! a NaN only has to be a NaN, see [`same`]): random bytes (so NaN, infinity and subnormal scales, and -128 quants),
+//! blocks quantized from noisy data with outliers, all-equal special blocks, and row lengths from
+//! 0 to 19 blocks (the SIMD kernels work in groups of blocks and have tails).
+
+extern crate std;
+
+use super::cast::{blocks, blocks_mut, Block};
+use super::level::{available, Level};
+use super::table::{visit, Kernels, Visitor};
+use super::typed;
+use crate::ggml_type::GgmlType;
+use std::format;
+use std::string::String;
+use std::vec;
+use std::vec::Vec;
+
+/// xorshift64*: deterministic test data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    /// Roughly normal values with a random scale and sparse large outliers.
+    fn values(&mut self, n: usize) -> Vec<f32> {
+        let scale = (self.next() % 1000) as f32 / 100.0 + 0.01;
+        (0..n)
+            .map(|_| {
+                let sum: f32 = (0..4)
+                    .map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0)
+                    .sum();
+                if self.next() % 97 == 0 {
+                    sum * scale * 40.0
+                } else {
+                    sum * scale
+                }
+            })
+            .collect()
+    }
+}
+
+/// Byte patterns of whole rows that stress edge cases.
+const SPECIAL_BYTES: [u8; 6] = [0x00, 0xff, 0x80, 0x7f, 0x01, 0x7c];
+
+/// Rows of `blocks` blocks of `B`: random bytes, quantized data, and each special byte repeated.
+fn weight_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
+    let size = core::mem::size_of::<B>() * n_blocks;
+    let mut rows = vec![rng.bytes(size), rng.bytes(size)];
+    if let Some(quantize) = B::quantize_kernel(Level::Scalar) {
+        let x = rng.values(n_blocks * B::VALUES);
+        let mut row = vec![0u8; size];
+        if let Ok(out) = blocks_mut::<B>(&mut row) {
+            quantize(&x, out);
+        }
+        rows.push(row);
+    }
+    rows.extend(SPECIAL_BYTES.iter().map(|&b| vec![b; size]));
+    rows
+}
+
+/// Equal bits, except that any NaN equals any NaN: Rust (like C and LLVM) leaves the payload and
+/// sign of a NaN produced by arithmetic on NaN inputs unspecified (RFC 3514), so not even the scalar
+/// twin's NaN bits are fixed across compilers; whether the result is NaN is.
+fn same(x: f32, y: f32) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| same(x, y))
+}
+
+/// Runs every op of `B` at every available level against the scalar level; returns the failures.
+struct Check {
+    seed: u64,
+}
+
+impl Visitor for Check {
+    type Out = Vec<String>;
+    fn visit<B: Kernels>(self) -> Vec<String> {
+        let mut failures = Vec::new();
+        let mut rng = Rng(self.seed);
+        for level in available().filter(|&l| l != Level::Scalar) {
+            for n_blocks in 0..20 {
+                let n = n_blocks * B::VALUES;
+                for (r, row) in weight_rows::<B>(&mut rng, n_blocks).iter().enumerate() {
+                    let what = |op: &str| {
+                        format!("{} {op} at {level}, {n_blocks} blocks, row {r}", B::TYPE)
+                    };
+                    // dequantize
+                    let mut want = vec![0f32; n];
+                    let mut got = vec![0f32; n];
+                    typed::dequantize_at::<B>(Level::Scalar, row, &mut want).unwrap();
+                    typed::dequantize_at::<B>(level, row, &mut got).unwrap();
+                    if !same_bits(&want, &got) {
+                        failures.push(what("dequantize"));
+                    }
+                    // vec_dot against random, quantized and extreme activations
+                    if B::vec_dot_kernel(Level::Scalar).is_some() {
+                        for x in activation_rows::<B>(&mut rng, n_blocks) {
+                            let want = typed::vec_dot_at::<B>(Level::Scalar, row, &x).unwrap();
+                            let got = typed::vec_dot_at::<B>(level, row, &x).unwrap();
+                            if !same(want, got) {
+                                failures.push(format!("{}: {want:e} vs {got:e}", what("vec_dot")));
+                            }
+                        }
+                    }
+                }
+                // quantize: noisy data, specials, NaN and infinities
+                if B::quantize_kernel(Level::Scalar).is_some() {
+                    let size = core::mem::size_of::<B>() * n_blocks;
+                    for (i, x) in value_rows(&mut rng, n).iter().enumerate() {
+                        let mut want = vec![0u8; size];
+                        let mut got = vec![0u8; size];
+                        typed::quantize_at::<B>(Level::Scalar, x, &mut want).unwrap();
+                        typed::quantize_at::<B>(level, x, &mut got).unwrap();
+                        if want != got {
+                            failures.push(format!(
+                                "{} quantize at {level}, {n_blocks} blocks, input {i}",
+                                B::TYPE
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        failures
+    }
+}
+
+/// Activation rows for `n_blocks` blocks of `B`: random bytes, quantized data, -128 and 127 only.
+fn activation_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
+    let count = n_blocks * B::ACTIVATION_BLOCKS;
+    let size = core::mem::size_of::<B::Activation>() * count;
+    let mut rows = vec![rng.bytes(size)];
+    if let Some(quantize) = <B::Activation as Kernels>::quantize_kernel(Level::Scalar) {
+        let x = rng.values(count * <B::Activation as Kernels>::VALUES);
+        let mut row = vec![0u8; size];
+        if let Ok(out) = blocks_mut::<B::Activation>(&mut row) {
+            quantize(&x, out);
+        }
+        // Extremes: every quant -128 (kept scale bytes), then every quant 127.
+        let mut low = row.clone();
+        set_quants::<B::Activation>(&mut low, 0x80);
+        let mut high = row.clone();
+        set_quants::<B::Activation>(&mut high, 0x7f);
+        rows.extend([row, low, high]);
+    }
+    rows
+}
+
+/// Sets the quant bytes of Q8 activation blocks (everything past the scale fields) to `byte`.
+fn set_quants<A: Block>(row: &mut [u8], byte: u8) {
+    let (skip, quants) = match A::TYPE {
+        GgmlType::Q8_0 => (2, 32),
+        GgmlType::Q8_1 => (4, 32),
+        GgmlType::Q8_K => (4, 256),
+        _ => return,
+    };
+    let size = core::mem::size_of::<A>();
+    for block in row.chunks_exact_mut(size) {
+        block[skip..skip + quants].fill(byte);
+    }
+}
+
+/// Inputs for the quantizers: noisy data, zeros, ties, a constant, NaN and infinities mixed in.
+fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
+    let mut rows = vec![rng.values(n), vec![0.0; n], vec![-0.0; n], vec![2.5; n]];
+    let mut ties = rng.values(n);
+    for (i, v) in ties.iter_mut().enumerate() {
+        *v = (i % 11) as f32 - 5.5;
+    }
+    rows.push(ties);
+    for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e38, 1e-40] {
+        let mut row = rng.values(n);
+        for v in row.iter_mut().step_by(7) {
+            *v = special;
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+#[test]
+fn every_level_gives_the_scalar_bits_for_every_type() {
+    let mut failures = Vec::new();
+    for (i, t) in GgmlType::ALL.iter().enumerate() {
+        if let Some(mut f) = visit(
+            *t,
+            Check {
+                seed: 0x9e37_79b9 + i as u64,
+            },
+        ) {
+            failures.append(&mut f);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
+}
+
+#[test]
+fn block_views_of_test_rows_are_whole() {
+    // The helpers above rely on rows being whole blocks.
+    let mut rng = Rng(1);
+    for row in weight_rows::<super::activation::BlockQ8_0>(&mut rng, 3) {
+        assert_eq!(
+            blocks::<super::activation::BlockQ8_0>(&row).unwrap().len(),
+            3
+        );
+    }
+}
