@@ -29,6 +29,7 @@ use crate::quant::table::ArchKernels;
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 pub(crate) mod kernels {
     pub mod dequantize;
+    pub mod nibbles;
     mod ops;
     pub mod q4_0;
     pub mod q4_k;
@@ -57,7 +58,7 @@ pub(crate) mod kernels {
 
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
-    use super::kernels::{q4_0, q4_k, q6_k, q8_0, rows};
+    use super::kernels::{nibbles as n, q4_0, q4_k, q6_k, q8_0, rows};
     use crate::quant::table::{ArchKernels, Ops};
 
     /// Baseline Advanced SIMD.
@@ -67,6 +68,10 @@ mod sets {
             quantize: Some(rows::quantize_q8_0),
             vec_dot: Some(q8_0::vec_dot),
         },
+        q8_1: Ops {
+            quantize: Some(rows::quantize_q8_1),
+            ..Ops::NONE
+        },
         q8_k: Ops {
             quantize: Some(rows::quantize_q8_k),
             ..Ops::NONE
@@ -74,6 +79,26 @@ mod sets {
         q4_0: Ops {
             dequantize: Some(rows::dequantize_q4_0),
             vec_dot: Some(q4_0::vec_dot),
+            ..Ops::NONE
+        },
+        q4_1: Ops {
+            dequantize: Some(rows::dequantize_q4_1),
+            vec_dot: Some(n::vec_dot_q4_1),
+            ..Ops::NONE
+        },
+        q5_0: Ops {
+            dequantize: Some(rows::dequantize_q5_0),
+            vec_dot: Some(n::vec_dot_q5_0),
+            ..Ops::NONE
+        },
+        q5_1: Ops {
+            dequantize: Some(rows::dequantize_q5_1),
+            vec_dot: Some(n::vec_dot_q5_1),
+            ..Ops::NONE
+        },
+        iq4_nl: Ops {
+            dequantize: Some(rows::dequantize_iq4_nl),
+            vec_dot: Some(n::vec_dot_iq4_nl),
             ..Ops::NONE
         },
         q4_k: Ops {
@@ -89,7 +114,7 @@ mod sets {
         ..ArchKernels::NONE
     };
 
-    /// NEON with `dotprod`: `sdot` for Q8_0 and Q4_0, everything else from NEON.
+    /// NEON with `dotprod`: `sdot` for the 32-value types, everything else from NEON.
     pub(crate) const DOTPROD: ArchKernels = ArchKernels {
         q8_0: Ops {
             vec_dot: Some(q8_0::vec_dot_dotprod),
@@ -97,6 +122,22 @@ mod sets {
         },
         q4_0: Ops {
             vec_dot: Some(q4_0::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        q4_1: Ops {
+            vec_dot: Some(n::vec_dot_q4_1_dotprod),
+            ..Ops::NONE
+        },
+        q5_0: Ops {
+            vec_dot: Some(n::vec_dot_q5_0_dotprod),
+            ..Ops::NONE
+        },
+        q5_1: Ops {
+            vec_dot: Some(n::vec_dot_q5_1_dotprod),
+            ..Ops::NONE
+        },
+        iq4_nl: Ops {
+            vec_dot: Some(n::vec_dot_iq4_nl_dotprod),
             ..Ops::NONE
         },
         ..ArchKernels::NONE

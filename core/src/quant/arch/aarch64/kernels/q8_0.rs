@@ -2,7 +2,7 @@
 
 use super::ops::{f16_le, load_i8, piece, sdot, smmla};
 use super::{has_dotprod, has_i8mm};
-use crate::quant::activation::{BlockQ8_0, QK8_0 as QK};
+use crate::quant::activation::{BlockQ8_0, BlockQ8_1, QK8_0 as QK};
 use crate::quant::float::f16_le_bytes;
 use crate::quant::legacy::q8_0 as scalar;
 use core::arch::aarch64::*;
@@ -147,15 +147,37 @@ pub(super) fn load_f32<const N: usize, const V: usize>(x: &[f32; N]) -> [float32
 /// inverse overflows), take the scalar twin, which follows C's conversion there.
 pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_0 {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-    unsafe { quantize_block_neon(x) }
+    match unsafe { scale_and_quants(x) } {
+        Some((d, qs)) => BlockQ8_0 {
+            d: f16_le_bytes(d),
+            qs,
+        },
+        None => scalar::quantize_block(x),
+    }
 }
 
+/// `quantize_row_q8_1_ref` for one block: Q8_0's `d` and quants, plus `s = f16(sum(qs) * d)`.
+pub fn quantize_block_q8_1(x: &[f32; QK]) -> BlockQ8_1 {
+    // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+    match unsafe { scale_and_quants(x) } {
+        Some((d, qs)) => {
+            let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
+            BlockQ8_1 {
+                d: f16_le_bytes(d),
+                s: f16_le_bytes(sum as f32 * d),
+                qs,
+            }
+        }
+        None => crate::quant::legacy::q8_1::quantize_block(x),
+    }
+}
+
+/// Q8_0's `d = amax / 127` and quants `roundf(x / d)`, or `None` for the blocks the scalar twin
+/// must take.
 #[target_feature(enable = "neon")]
-fn quantize_block_neon(x: &[f32; QK]) -> BlockQ8_0 {
+fn scale_and_quants(x: &[f32; QK]) -> Option<(f32, [i8; QK])> {
     let v: [float32x4_t; 8] = load_f32(x);
-    let Some(amax) = amax_without_nan(&v) else {
-        return scalar::quantize_block(x);
-    };
+    let amax = amax_without_nan(&v)?;
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let scaled = v.map(|v| vmulq_n_f32(v, id));
@@ -166,20 +188,17 @@ fn quantize_block_neon(x: &[f32; QK]) -> BlockQ8_0 {
         in_range = vandq_u32(in_range, vcaltq_f32(s, limit));
     }
     if vminvq_u32(in_range) != u32::MAX {
-        return scalar::quantize_block(x);
+        return None;
     }
     let q = scaled.map(|s| vcvtaq_s32_f32(s));
-    let mut block = BlockQ8_0 {
-        d: f16_le_bytes(d),
-        qs: [0; QK],
-    };
+    let mut qs = [0i8; QK];
     // (int8_t) of the rounded int keeps its low byte, as `xtn` does.
     for (i, pair) in q.chunks_exact(4).enumerate() {
         let low = vcombine_s16(vmovn_s32(pair[0]), vmovn_s32(pair[1]));
         let high = vcombine_s16(vmovn_s32(pair[2]), vmovn_s32(pair[3]));
         let bytes = vcombine_s8(vmovn_s16(low), vmovn_s16(high));
         // SAFETY: qs[16i..16i+16] is inside the 32-byte array for i < 2.
-        unsafe { vst1q_s8(block.qs.as_mut_ptr().add(16 * i), bytes) };
+        unsafe { vst1q_s8(qs.as_mut_ptr().add(16 * i), bytes) };
     }
-    block
+    Some((d, qs))
 }

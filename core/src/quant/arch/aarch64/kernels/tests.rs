@@ -8,9 +8,14 @@
 extern crate std;
 
 use super::*;
+use crate::quant::activation::BlockQ8_1;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK8_0, QK_K};
+use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
 use crate::quant::k_quants::{q4_k as s_q4_k, q6_k as s_q6_k, q8_k as s_q8_k, BlockQ4K, BlockQ6K};
-use crate::quant::legacy::{q4_0 as s_q4_0, q8_0 as s_q8_0, BlockQ4_0};
+use crate::quant::legacy::{
+    q4_0 as s_q4_0, q4_1 as s_q4_1, q5_0 as s_q5_0, q5_1 as s_q5_1, q8_0 as s_q8_0, q8_1 as s_q8_1,
+    BlockQ4_0,
+};
 use bytemuck::Zeroable;
 use std::vec::Vec;
 
@@ -474,6 +479,157 @@ fn q8_k_quantizer_matches_scalar() {
         assert_eq!(
             q8_k::quantize_block(&x),
             s_q8_k::quantize_block(&x),
+            "{x:?}"
+        );
+    }
+}
+
+/// Rows of any 32-value block type: random bytes (all nibble and bit patterns, NaN / infinite
+/// scales now and then) with each special f16 written over the first two bytes (`d`) and, via
+/// `second`, over another f16 field (a min or a sum) of some block.
+fn byte_rows<B: bytemuck::Pod>(rng: &mut Rng, n: usize, second: Option<usize>) -> Vec<Vec<B>> {
+    let mut out: Vec<Vec<B>> = (0..6)
+        .map(|_| (0..n).map(|_| rng.block()).collect())
+        .collect();
+    for (s, &special) in SPECIAL_F16.iter().enumerate() {
+        let mut row: Vec<B> = (0..n).map(|_| rng.block()).collect();
+        if let Some(block) = row.get_mut(s % n.max(1)) {
+            let bytes = bytemuck::bytes_of_mut(block);
+            bytes[..2].copy_from_slice(&special.to_le_bytes());
+            if let Some(at) = second {
+                let other = SPECIAL_F16[SPECIAL_F16.len() - 1 - s];
+                bytes[at..at + 2].copy_from_slice(&other.to_le_bytes());
+            }
+        }
+        out.push(row);
+    }
+    out
+}
+
+fn q8_1_rows(rng: &mut Rng, n: usize) -> Vec<Vec<BlockQ8_1>> {
+    let mut r = byte_rows(rng, n, Some(2));
+    r.push(
+        (0..n)
+            .map(|_| s_q8_1::quantize_block(&to_array(&input_floats(rng, QK8_0))))
+            .collect(),
+    );
+    r
+}
+
+type VecDot<W, X> = fn(&[W], &[X]) -> f32;
+
+/// Every pair of weight and activation rows, each length, through the NEON and dotprod kernels.
+fn check_vec_dots<W: bytemuck::Pod, X: bytemuck::Pod>(
+    rng: &mut Rng,
+    name: &str,
+    weights: impl Fn(&mut Rng, usize) -> Vec<Vec<W>>,
+    activations: impl Fn(&mut Rng, usize) -> Vec<Vec<X>>,
+    scalar: VecDot<W, X>,
+    kernels: [VecDot<W, X>; 2],
+) {
+    for n in LENGTHS {
+        let ws = weights(rng, n);
+        let xs = activations(rng, n);
+        for (i, w) in ws.iter().enumerate() {
+            for x in &xs {
+                let expected = scalar(w, x);
+                for kernel in kernels {
+                    same(
+                        kernel(w, x),
+                        expected,
+                        &std::format!("{name} n={n} row {i}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn other_32_value_vec_dots_match_scalar() {
+    let mut rng = Rng(0x4155_0101_2020_3030);
+    check_vec_dots(
+        &mut rng,
+        "q4_1",
+        |r, n| byte_rows(r, n, Some(2)),
+        q8_1_rows,
+        s_q4_1::vec_dot,
+        [nibbles::vec_dot_q4_1, nibbles::vec_dot_q4_1_dotprod],
+    );
+    check_vec_dots(
+        &mut rng,
+        "q5_1",
+        |r, n| byte_rows(r, n, Some(2)),
+        q8_1_rows,
+        s_q5_1::vec_dot,
+        [nibbles::vec_dot_q5_1, nibbles::vec_dot_q5_1_dotprod],
+    );
+    check_vec_dots(
+        &mut rng,
+        "q5_0",
+        |r, n| byte_rows(r, n, None),
+        q8_0_row,
+        s_q5_0::vec_dot,
+        [nibbles::vec_dot_q5_0, nibbles::vec_dot_q5_0_dotprod],
+    );
+    check_vec_dots(
+        &mut rng,
+        "iq4_nl",
+        |r, n| byte_rows(r, n, None),
+        q8_0_row,
+        iq4_nl::vec_dot,
+        [nibbles::vec_dot_iq4_nl, nibbles::vec_dot_iq4_nl_dotprod],
+    );
+}
+
+/// A dequantize kernel against its scalar twin on every block of `rows`, strictly.
+fn check_dequantize<B: bytemuck::Pod>(
+    name: &str,
+    rows: Vec<Vec<B>>,
+    scalar: fn(&B, &mut [f32; QK8_0]),
+    kernel: fn(&B, &mut [f32; QK8_0]),
+) {
+    let (mut a, mut b) = ([0f32; QK8_0], [0f32; QK8_0]);
+    for block in rows.iter().flatten() {
+        kernel(block, &mut a);
+        scalar(block, &mut b);
+        same_values(&a, &b, name);
+    }
+}
+
+#[test]
+fn other_32_value_dequantizers_match_scalar() {
+    let mut rng = Rng(0xdede_0101_2020_3030);
+    let q4_1 = byte_rows(&mut rng, 8, Some(2));
+    check_dequantize("q4_1", q4_1, s_q4_1::dequantize_block, dequantize::q4_1);
+    let q5_0 = byte_rows(&mut rng, 8, None);
+    check_dequantize("q5_0", q5_0, s_q5_0::dequantize_block, dequantize::q5_0);
+    let q5_1 = byte_rows(&mut rng, 8, Some(2));
+    check_dequantize("q5_1", q5_1, s_q5_1::dequantize_block, dequantize::q5_1);
+    let iq4 = byte_rows(&mut rng, 8, None);
+    check_dequantize("iq4_nl", iq4, iq4_nl::dequantize_block, dequantize::iq4_nl);
+    // Every IQ4_NL code in both nibbles, so the level table is checked entry by entry.
+    let every_code: Vec<BlockIq4Nl> = (0..16u8)
+        .map(|c| BlockIq4Nl {
+            d: [0x00, 0x3c],
+            qs: core::array::from_fn(|j| (j as u8) | (c << 4)),
+        })
+        .collect();
+    check_dequantize(
+        "iq4_nl codes",
+        std::vec![every_code],
+        iq4_nl::dequantize_block,
+        dequantize::iq4_nl,
+    );
+}
+
+#[test]
+fn q8_1_quantizer_matches_scalar() {
+    let mut rng = Rng(0x0808_0101_5678_8765);
+    for x in quantizer_inputs::<QK8_0>(&mut rng) {
+        assert_eq!(
+            q8_0::quantize_block_q8_1(&x),
+            s_q8_1::quantize_block(&x),
             "{x:?}"
         );
     }
