@@ -33,6 +33,7 @@ pub(crate) mod kernels {
     mod ops;
     pub mod q4_0;
     pub mod q4_k;
+    pub mod q5_k;
     pub mod q6_k;
     pub mod q8_0;
     pub mod q8_k;
@@ -58,7 +59,7 @@ pub(crate) mod kernels {
 
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
-    use super::kernels::{nibbles as n, q4_0, q4_k, q6_k, q8_0, rows};
+    use super::kernels::{nibbles as n, q4_0, q4_k, q5_k, q6_k, q8_0, rows};
     use crate::quant::table::{ArchKernels, Ops};
 
     /// Baseline Advanced SIMD.
@@ -104,6 +105,11 @@ mod sets {
         q4_k: Ops {
             dequantize: Some(rows::dequantize_q4_k),
             vec_dot: Some(q4_k::vec_dot),
+            ..Ops::NONE
+        },
+        q5_k: Ops {
+            dequantize: Some(rows::dequantize_q5_k),
+            vec_dot: Some(q5_k::vec_dot),
             ..Ops::NONE
         },
         q6_k: Ops {

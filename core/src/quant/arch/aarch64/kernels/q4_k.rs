@@ -33,7 +33,7 @@ fn min_correction(xb: &BlockQ8K, mins: &[u8; 8]) -> i32 {
 /// lane holds four products of at most 15·128.
 #[inline]
 #[target_feature(enable = "neon")]
-fn add_sub_block<const LANE: i32>(
+pub(super) fn add_sub_block<const LANE: i32>(
     lanes: &mut (int32x4_t, int32x4_t),
     w: (int8x16_t, int8x16_t),
     x: (int8x16_t, int8x16_t),
@@ -82,17 +82,36 @@ pub fn vec_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 
 #[target_feature(enable = "neon")]
 fn vec_dot_neon(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    with_mins(
+        w,
+        x,
+        |wb| (wb.d, wb.dmin, &wb.scales),
+        |wb, xb, s| lane_sums(wb, xb, s),
+    )
+}
+
+/// The float steps Q4_K and Q5_K share (`vec_dot_with_mins` in the scalar code), given each
+/// block's `d`, `dmin`, packed scales and its eight integer lanes.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(super) fn with_mins<W>(
+    w: &[W],
+    x: &[BlockQ8K],
+    header: impl Fn(&W) -> ([u8; 2], [u8; 2], &[u8; 12]),
+    lanes: impl Fn(&W, &BlockQ8K, &[u8; 8]) -> (int32x4_t, int32x4_t),
+) -> f32 {
     let mut sums_low = vdupq_n_f32(0.0);
     let mut sums_high = vdupq_n_f32(0.0);
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
-        let (scales, mins) = scales_and_mins(&wb.scales);
+        let (d, dmin, packed) = header(wb);
+        let (scales, mins) = scales_and_mins(packed);
         let sumi = min_correction(xb, &mins);
-        let (low, high) = lane_sums(wb, xb, &scales);
-        let d = vdupq_n_f32(f16_le(wb.d) * xb.scale());
+        let (low, high) = lanes(wb, xb, &scales);
+        let d = vdupq_n_f32(f16_le(d) * xb.scale());
         sums_low = vaddq_f32(sums_low, vmulq_f32(d, vcvtq_f32_s32(low)));
         sums_high = vaddq_f32(sums_high, vmulq_f32(d, vcvtq_f32_s32(high)));
-        let dmin = f16_le(wb.dmin) * xb.scale();
+        let dmin = f16_le(dmin) * xb.scale();
         sumf -= dmin * sumi as f32;
     }
     add_lanes(sumf, sums_low, sums_high)

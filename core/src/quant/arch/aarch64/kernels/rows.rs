@@ -1,10 +1,10 @@
 //! Row forms of the per-block kernels, with the table's signatures (`fn(&[B], &mut [f32])`,
 //! `fn(&[f32], &mut [B])`): each applies its block kernel to every block, as the scalar twins do.
 
-use super::{dequantize, q8_0, q8_k};
+use super::{dequantize, q5_k, q8_0, q8_k};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK_K};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
-use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::table::{dequantize_each, quantize_each};
 
@@ -61,4 +61,9 @@ pub fn dequantize_iq4_nl(blocks: &[BlockIq4Nl], out: &mut [f32]) {
 /// f32 to Q8_1 blocks (`quantize_row_q8_1_ref`).
 pub fn quantize_q8_1(values: &[f32], blocks: &mut [BlockQ8_1]) {
     quantize_each::<_, QK8_0>(values, blocks, q8_0::quantize_block_q8_1);
+}
+
+/// Q5_K blocks to f32.
+pub fn dequantize_q5_k(blocks: &[BlockQ5K], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, q5_k::dequantize_block);
 }

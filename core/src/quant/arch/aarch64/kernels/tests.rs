@@ -11,7 +11,9 @@ use super::*;
 use crate::quant::activation::BlockQ8_1;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, QK8_0, QK_K};
 use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
-use crate::quant::k_quants::{q4_k as s_q4_k, q6_k as s_q6_k, q8_k as s_q8_k, BlockQ4K, BlockQ6K};
+use crate::quant::k_quants::{
+    q4_k as s_q4_k, q5_k as s_q5_k, q6_k as s_q6_k, q8_k as s_q8_k, BlockQ4K, BlockQ5K, BlockQ6K,
+};
 use crate::quant::legacy::{
     q4_0 as s_q4_0, q4_1 as s_q4_1, q5_0 as s_q5_0, q5_1 as s_q5_1, q8_0 as s_q8_0, q8_1 as s_q8_1,
     BlockQ4_0,
@@ -632,5 +634,43 @@ fn q8_1_quantizer_matches_scalar() {
             s_q8_1::quantize_block(&x),
             "{x:?}"
         );
+    }
+}
+
+#[test]
+fn q5_k_kernels_match_scalar() {
+    let mut rng = Rng(0x5555_0505_1234_9abc);
+    let q5_k_rows = |rng: &mut Rng, n: usize| {
+        let mut r = rows(
+            rng,
+            n,
+            |rng| s_q5_k::quantize_block(&to_array(&input_floats(rng, QK_K))),
+            |b: &mut BlockQ5K, s| {
+                b.d = SPECIAL_F16[s].to_le_bytes();
+                b.dmin = SPECIAL_F16[SPECIAL_F16.len() - 1 - s].to_le_bytes();
+            },
+            SPECIAL_F16.len(),
+        );
+        let mut extreme = BlockQ5K::zeroed();
+        (extreme.d, extreme.dmin) = ([0x00, 0x3c], [0x00, 0x3c]);
+        (extreme.scales, extreme.qh, extreme.qs) = ([0xff; 12], [0xff; 32], [0xff; 128]);
+        r.push(std::vec![extreme; n]);
+        r
+    };
+    for n in LENGTHS {
+        let ws = q5_k_rows(&mut rng, n);
+        let xs = q8_k_row(&mut rng, n);
+        for (i, w) in ws.iter().enumerate() {
+            for x in &xs {
+                let what = std::format!("n={n} row {i}");
+                same(q5_k::vec_dot(w, x), s_q5_k::vec_dot(w, x), &what);
+            }
+        }
+    }
+    let (mut a, mut b) = ([0f32; QK_K], [0f32; QK_K]);
+    for block in q5_k_rows(&mut rng, 3).iter().flatten() {
+        q5_k::dequantize_block(block, &mut a);
+        s_q5_k::dequantize_block(block, &mut b);
+        same_values(&a, &b, "q5_k");
     }
 }
