@@ -24,6 +24,7 @@ pub mod format;
 pub mod index;
 pub mod json;
 mod names;
+pub mod parallel;
 pub mod stats;
 pub mod validate;
 pub mod value;

@@ -1,10 +1,13 @@
-//! Throughput of our scalar kernels against candle-core 0.11's, for each quantized type candle has:
-//! quantize, dequantize, vec_dot (k = 4096, one call per row) and matvec (rows x 4096).
+//! Throughput of our kernels (auto-detected level and each level forced) against candle-core
+//! 0.11's, for each quantized type candle has: quantize, dequantize, vec_dot (k = 4096, one call
+//! per row, cache-resident) and matvec (rows x 4096); then one-row matvec on the largest real
+//! tensor of Q8_0, Q4_0, Q4_K, Q6_K, Q4_1 and Q5_0 in the two model files (1 and 2 threads), as a
+//! fraction of the memory read bandwidth measured in the same run.
 //!
 //! Both sides work on the same bytes (ours quantized). candle runs single-threaded
 //! (`CANDLE_NUM_THREADS=1`) and, unless this crate is built with SIMD target features, on its
-//! scalar kernels; the header says which. Each figure is the best of N runs
-//! (`MINIQUANT_BENCH_RUNS`, default 5) after one warm-up run.
+//! scalar kernels; the header says which (build with `RUSTFLAGS="-C target-cpu=native"` for its AVX2
+//! path). Each figure is the best of N runs (`MINIQUANT_BENCH_RUNS`, default 5) after one warm-up.
 //!
 //! Run: `cargo bench -p miniquant-tests --bench kernels` (append `-- Q4_K Q6_K` for some types only).
 
@@ -17,7 +20,9 @@ use candle_common::{
 };
 use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
+use miniquant::quant::level::{self, Level};
 use miniquant::{quant, GgmlType};
+use miniquant_std::{parallel, GgufFile, TensorEntry};
 use std::borrow::Cow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -55,7 +60,7 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
 
 /// One measured operation: the amount of work per call, its unit, and the best times.
 struct Row {
-    op: &'static str,
+    op: String,
     unit: &'static str,
     /// Work per call, in the unit's base (elements, or bytes of weight blocks).
     work: f64,
@@ -94,7 +99,7 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
         T::from_float(black_box(&inputs.values), &mut candle_blocks);
     });
     rows.push(Row {
-        op: "quantize",
+        op: "quantize".into(),
         unit: "Melem/s",
         work: elements as f64,
         ours,
@@ -111,12 +116,24 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
         T::to_float(black_box(&blocks), &mut out);
     });
     rows.push(Row {
-        op: "dequantize",
+        op: "dequantize".into(),
         unit: "Melem/s",
         work: elements as f64,
         ours,
         candle,
     });
+    for level in level::available() {
+        let ours = best_of(runs, || {
+            quant::dequantize_at(level, t, black_box(&ours_q), &mut out).unwrap();
+        });
+        rows.push(Row {
+            op: format!("dequantize {level}"),
+            unit: "Melem/s",
+            work: elements as f64,
+            ours,
+            candle,
+        });
+    }
 
     let Some(vd) = quant::vec_dot_type(t) else {
         return rows;
@@ -139,12 +156,26 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
         }
     });
     rows.push(Row {
-        op: "vec_dot",
+        op: "vec_dot".into(),
         unit: "GB/s",
         work: weight_bytes as f64 / 1e3,
         ours,
         candle,
     });
+    for level in level::available() {
+        let ours = best_of(runs, || {
+            for row in ours_q.chunks_exact(row_bytes) {
+                black_box(quant::vec_dot_at(level, t, black_box(row), &xq).unwrap());
+            }
+        });
+        rows.push(Row {
+            op: format!("vec_dot {level}"),
+            unit: "GB/s",
+            work: weight_bytes as f64 / 1e3,
+            ours,
+            candle,
+        });
+    }
 
     // matvec: y = W x from f32 x, activation quantization included on both sides.
     let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, COLS).unwrap()];
@@ -171,7 +202,7 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
         black_box(qmatmul.forward(black_box(&input)).unwrap());
     });
     rows.push(Row {
-        op: "matvec",
+        op: "matvec".into(),
         unit: "GB/s",
         work: weight_bytes as f64 / 1e3,
         ours,
@@ -217,12 +248,12 @@ fn main() {
         println!();
         println!("{t}");
         println!(
-            "  {:<11} {:<8} {:>9} {:>9} {:>7}",
+            "  {:<22} {:<8} {:>9} {:>9} {:>7}",
             "op", "unit", "ours", "candle", "ratio"
         );
         for row in &rows {
             println!(
-                "  {:<11} {:<8} {:>9.2} {:>9.2} {:>7.2}",
+                "  {:<22} {:<8} {:>9.2} {:>9.2} {:>7.2}",
                 row.op,
                 row.unit,
                 row.rate(row.ours),
@@ -256,4 +287,149 @@ fn main() {
             ratio("matvec")
         );
     }
+
+    real_tensors(runs, &picked);
+}
+
+/// The real model files the last section reads.
+const MODEL_FILES: [&str; 2] = [
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma-3-270m-q4_k_m.gguf",
+];
+
+/// Types of the real-tensor matvec section.
+const REAL_TYPES: [GgmlType; 6] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+];
+
+/// Best memory read bandwidth in GB/s over `threads` threads: each sums its share of a 512 MiB
+/// buffer (far beyond the last-level cache) with wide integer adds.
+fn read_bandwidth(buffer: &[u64], threads: usize, runs: usize) -> f64 {
+    let share = buffer.len().div_ceil(threads);
+    let time = best_of(runs, || {
+        std::thread::scope(|scope| {
+            for part in buffer.chunks(share) {
+                scope.spawn(move || {
+                    let mut lanes = [0u64; 8];
+                    for chunk in part.chunks_exact(8) {
+                        for (l, &v) in lanes.iter_mut().zip(chunk) {
+                            *l = l.wrapping_add(v);
+                        }
+                    }
+                    black_box(lanes);
+                });
+            }
+        });
+    });
+    (buffer.len() * 8) as f64 / time.as_secs_f64() / 1e9
+}
+
+/// One-row matvec on the largest tensor of each type in the real files: ours at each level and
+/// thread count against candle (one thread), in GB/s of weights and as a fraction of bandwidth.
+fn real_tensors(runs: usize, picked: &[String]) {
+    let buffer = vec![1u64; 64 << 20];
+    let bandwidth = [
+        read_bandwidth(&buffer, 1, runs),
+        read_bandwidth(&buffer, 2, runs),
+    ];
+    drop(buffer);
+    println!();
+    println!(
+        "memory read bandwidth (512 MiB, best of {runs}): 1 thread {:.2} GB/s, 2 threads {:.2} GB/s",
+        bandwidth[0], bandwidth[1]
+    );
+    let files: Vec<GgufFile> = MODEL_FILES
+        .iter()
+        .filter_map(|name| {
+            let path = candle_common::model_file(name);
+            GgufFile::open(&path)
+                .map_err(|e| println!("skipping {name}: {e:?}"))
+                .ok()
+        })
+        .collect();
+    println!("one-row matvec on the largest real tensor of each type (x: Gaussian, quantized once per call)");
+    println!(
+        "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9} {:>10} {:>13}",
+        "type", "tensor", "shape", "ours", "threads", "GB/s", "% of bw", "vs candle x1"
+    );
+    for t in REAL_TYPES {
+        if !picked.is_empty() && !picked.iter().any(|p| p.eq_ignore_ascii_case(t.name())) {
+            continue;
+        }
+        let largest = files
+            .iter()
+            .flat_map(|f| f.index().tensors().iter().map(move |e| (f, e)))
+            .filter(|(_, e)| e.ggml_type == t && TensorEntry::ne(e).len() == 2)
+            .max_by_key(|(_, e)| TensorEntry::ne(e).iter().product::<u64>());
+        let Some((file, entry)) = largest else {
+            println!(
+                "  {:<5} (no 2-D tensor of this type in the files)",
+                t.name()
+            );
+            continue;
+        };
+        let ne = TensorEntry::ne(entry);
+        let (cols, rows) = (ne[0] as usize, ne[1] as usize);
+        let weights = file.data_of(entry).unwrap();
+        let mut rng = Rng::new(0x7ea1 + t.code() as u64);
+        let x = gaussian_rows(&mut rng, 1, cols);
+        let candle = with_candle_block!(t, candle_matvec(t, weights, rows, cols, &x, runs));
+        let gbps = |d: Duration| weights.len() as f64 / d.as_secs_f64() / 1e9;
+        let mut y = vec![0f32; rows];
+        let mut configs: Vec<(String, Level, usize)> = vec![("auto".into(), level::detect(), 1)];
+        configs.extend(level::available().map(|l| (l.name().to_string(), l, 1)));
+        configs.push(("auto".into(), level::detect(), 2));
+        for (name, lvl, threads) in configs {
+            let ours = best_of(runs, || {
+                parallel::matvec(lvl, t, weights, rows, cols, black_box(&x), threads, &mut y)
+                    .unwrap();
+            });
+            println!(
+                "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
+                t.name(),
+                entry.name,
+                format!("{rows}x{cols}"),
+                name,
+                threads,
+                gbps(ours),
+                100.0 * gbps(ours) / bandwidth[threads - 1],
+                candle.as_secs_f64() / ours.as_secs_f64()
+            );
+        }
+        println!(
+            "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}%",
+            t.name(),
+            entry.name,
+            format!("{rows}x{cols}"),
+            "candle",
+            1,
+            gbps(candle),
+            100.0 * gbps(candle) / bandwidth[0]
+        );
+    }
+}
+
+/// candle's QMatMul forward on the same bytes (copied into candle-aligned blocks), one thread.
+fn candle_matvec<T: CandleBlock>(
+    t: GgmlType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    runs: usize,
+) -> Duration {
+    let blocks = blocks_from_bytes::<T>(bytes);
+    let dtype = candle_dtype(t).unwrap();
+    let storage =
+        QStorage::from_data(Cow::Borrowed(bytes_of_blocks(&blocks)), &Device::Cpu, dtype).unwrap();
+    let qmatmul = QMatMul::from_qtensor(QTensor::new(storage, (rows, cols)).unwrap()).unwrap();
+    let input = Tensor::from_slice(x, (1, cols), &Device::Cpu).unwrap();
+    best_of(runs, || {
+        black_box(qmatmul.forward(black_box(&input)).unwrap());
+    })
 }

@@ -1,6 +1,6 @@
 //! Real GGUF files against ggml's C reference: every tensor of both files dequantizes
-//! bit-identically, and `quant::matvec::matvec` over one real tensor of each type in each file
-//! matches ggml's pipeline (`quantize_row_<vec_dot_type>_ref` of the input, then the generic
+//! bit-identically, and matvec (at every kernel level this CPU has, on 1, 2 and 3 threads) and
+//! matmul (three columns) over one real tensor of each type in each file match ggml's pipeline (`quantize_row_<vec_dot_type>_ref` of the input, then the generic
 //! `ggml_vec_dot_*` per row) bit for bit.
 //!
 //! The files come from `scripts/fetch-models.sh` (found through `miniquant_tests::cache`); a missing
@@ -8,9 +8,10 @@
 //! miniquant's own `SliceParser`. Run with `-- --nocapture` to see the per-type tables.
 
 use miniquant::gguf::{Event, Limits, SliceParser};
-use miniquant::quant::matvec::{matvec, matvec_scratch_bytes};
+use miniquant::quant::matvec::{matmul, matmul_scratch_bytes};
 use miniquant::quant::{bytes_for, dequantize, quantize};
 use miniquant::GgmlType;
+use miniquant_std::parallel;
 use miniquant_tests::cache;
 use miniquant_tests::data;
 use miniquant_tests::diff::{compare_bytes, compare_floats, describe_float, nan_note, FloatDiff};
@@ -239,10 +240,6 @@ fn one_matvec_per_type_matches_ggml_pipeline() {
             let xq_ggml = ggml::ggml_quantize_activation(vd, &x);
             let row_bytes = tensor.len / rows;
             let weights = model.data(tensor);
-            let expected: Vec<f32> = weights
-                .chunks_exact(row_bytes)
-                .map(|row| ggml::ggml_vec_dot(t, row, &xq_ggml).expect("ggml dot"))
-                .collect();
 
             // Ours: the activation alone first (to tell an activation difference from a dot
             // difference), then `matvec`.
@@ -272,33 +269,64 @@ fn one_matvec_per_type_matches_ggml_pipeline() {
                 );
                 continue;
             }
-            let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).expect("scratch size")];
-            let mut ours = vec![0f32; rows];
-            if let Err(e) = matvec(t, weights, rows, cols, &x, &mut scratch, &mut ours) {
-                report.check_labelled(
-                    label,
-                    false,
-                    format!("miniquant matvec returned an error: {e}"),
-                    None,
-                );
-                continue;
+            // Every kernel level this CPU has, 1, 2 and 3 threads, and matmul over three
+            // columns (the first being x): all must give ggml's bits.
+            let x3: Vec<f32> = x
+                .iter()
+                .copied()
+                .chain(data::gaussian_rows(0x3c01 + t.code() as u64, 2, cols))
+                .collect();
+            let expected3: Vec<f32> = x3
+                .chunks_exact(cols)
+                .flat_map(|column| {
+                    let xq = ggml::ggml_quantize_activation(vd, column);
+                    weights
+                        .chunks_exact(row_bytes)
+                        .map(move |row| ggml::ggml_vec_dot(t, row, &xq).expect("ggml dot"))
+                        .collect::<Vec<f32>>()
+                })
+                .collect();
+            for level in miniquant::quant::level::available() {
+                let mut runs: Vec<(String, Result<Vec<f32>, miniquant::Error>)> = Vec::new();
+                for threads in 1..=3 {
+                    let mut ours = vec![0f32; rows];
+                    let result =
+                        parallel::matvec(level, t, weights, rows, cols, &x, threads, &mut ours);
+                    runs.push((format!("matvec {threads} threads"), result.map(|()| ours)));
+                }
+                let mut scratch =
+                    vec![0u8; matmul_scratch_bytes(t, cols, 3).expect("scratch size")];
+                let mut y3 = vec![0f32; 3 * rows];
+                let result = matmul(level, t, weights, rows, cols, 3, &x3, &mut scratch, &mut y3);
+                runs.push(("matmul 3 columns".to_string(), result.map(|()| y3)));
+                for (what, result) in runs {
+                    let label = format!("{label} {level} {what}");
+                    let ours = match result {
+                        Ok(ours) => ours,
+                        Err(e) => {
+                            report.check_labelled(label, false, format!("error: {e}"), None);
+                            continue;
+                        }
+                    };
+                    let expected = &expected3[..ours.len()];
+                    let diff = compare_floats(&ours, expected);
+                    report.check_labelled(
+                        label,
+                        diff.is_identical(true),
+                        format!(
+                            "{rows} rows x {cols} ({vd} activation), {} outputs differ",
+                            diff.differing
+                        ),
+                        diff.first.map(|(r, a, b)| {
+                            format!(
+                                "first at output {r}: ours {:e} ({a:#010x}), ggml {:e} ({b:#010x})",
+                                f32::from_bits(a),
+                                f32::from_bits(b)
+                            )
+                        }),
+                    );
+                }
             }
-            let diff = compare_floats(&ours, &expected);
-            report.check_labelled(
-                label,
-                diff.is_identical(true),
-                format!(
-                    "{rows} rows x {cols} ({vd} activation), {} rows differ",
-                    diff.differing
-                ),
-                diff.first.map(|(r, a, b)| {
-                    format!(
-                        "first at row {r}: ours {:e} ({a:#010x}), ggml {:e} ({b:#010x})",
-                        f32::from_bits(a),
-                        f32::from_bits(b)
-                    )
-                }),
-            );
         }
     }
     report.finish();

@@ -4,17 +4,37 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-// TEMPORARY: switch to `miniquant::quant::matvec::{matvec, matvec_scratch_bytes}` when it merges.
-use miniquant::quant::matvec::{matvec, matvec_scratch_bytes};
+use clap::Args;
+use miniquant::quant::{level, Level};
+
+use crate::parallel;
 
 use super::{find_tensor, open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
 use crate::stats::Stats;
+
+/// How to run the product: threads and kernel level.
+#[derive(Debug, Clone, Args)]
+pub struct MatvecOptions {
+    /// Threads to split the rows over [default: all cores]. Any count gives the same bytes.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni (a level this CPU lacks
+    /// is an error). Every level gives the same bytes. [default: MINIQUANT_LEVEL, else auto]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub level: Option<Level>,
+}
+
+/// `--level`: a level name or `auto`, available on this CPU (else a usage error, exit 2).
+fn parse_level(name: &str) -> Result<Level, String> {
+    level::resolve(name).map_err(|e| e.to_string())
+}
 
 pub(super) fn run<O: Write, E: Write>(
     path: &Path,
     name: &str,
     x_path: &Path,
     output: Option<&Path>,
+    options: &MatvecOptions,
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
@@ -46,9 +66,12 @@ pub(super) fn run<O: Write, E: Write>(
         )));
     }
     let w = file.data_of(tensor)?;
-    let mut scratch = vec![0u8; matvec_scratch_bytes(tensor.ggml_type, cols)?];
+    let level = options.level.unwrap_or_else(level::current);
+    let threads = options
+        .threads
+        .map_or_else(parallel::default_threads, usize::from);
     let mut y = vec![0f32; rows];
-    matvec(tensor.ggml_type, w, rows, cols, &x, &mut scratch, &mut y)?;
+    parallel::matvec(level, tensor.ggml_type, w, rows, cols, &x, threads, &mut y)?;
     let mut stats = Stats::default();
     stats.add(&y);
     let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);

@@ -27,6 +27,8 @@ use crate::validate::Report;
 pub const EXIT_OK: u8 = 0;
 /// Exit code of a command that failed (usage errors exit with clap's 2).
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code of a usage error found after parsing (clap's own usage errors use the same code).
+pub const EXIT_USAGE: u8 = 2;
 
 /// Reads GGUF files and runs the GGML quantization kernels.
 #[derive(Debug, Parser)]
@@ -85,6 +87,8 @@ pub enum Command {
         /// Output file (`-` for stdout) [default: y.f32 in the current directory].
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        options: matvec::MatvecOptions,
     },
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
@@ -95,6 +99,11 @@ pub enum Command {
 
 /// Runs a parsed command line and returns the exit code.
 pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
+    // MINIQUANT_LEVEL forces the kernel level of every command; a bad one is a usage error.
+    if let Err(e) = miniquant::quant::level::env_level() {
+        let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
+        return EXIT_USAGE;
+    }
     let result = match &cli.command {
         Command::Inspect { json, file } => inspect::run(file, *json, out, err),
         Command::Validate { file } => validate::run(file, out, err),
@@ -113,7 +122,8 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             tensor,
             x,
             output,
-        } => matvec::run(file, tensor, x, output.as_deref(), out, err),
+            options,
+        } => matvec::run(file, tensor, x, output.as_deref(), options, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
     };
     let flushed = out

@@ -4,9 +4,10 @@
 
 use core::arch::x86_64::*;
 
-use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
-use crate::quant::legacy::BlockQ4_0;
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// 16 bytes as a vector.
 #[inline(always)]
@@ -146,7 +147,7 @@ pub(super) fn vec_dot_q8_0(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f32 {
 /// The 32 Q4_0 quants of a block as bytes `0..16`: element `j` low nibble, `j + 16` high nibble.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q4_0_nibbles(qs: &[u8; 16]) -> __m256i {
+pub(super) fn q4_0_nibbles(qs: &[u8; 16]) -> __m256i {
     let bytes = load16(qs);
     let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
     let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
@@ -204,14 +205,6 @@ pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q4_0_impl(w, x) }
 }
 
-/// Products of 16 weight quants (as i16) with 16 Q8_K quants: `[e0..e7 | e8..e15]`, so both
-/// 128-bit halves hold lanes 0..7 (element index mod 8) in order. Exact: |w·x| ≤ 32·128.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn products16(w: __m256i, x: &[i8; 16]) -> __m256i {
-    _mm256_mullo_epi16(w, _mm256_cvtepi8_epi16(load16(x)))
-}
-
 /// Eight-lane integer accumulator of a K-quant super-block (ggml's `aux32[8]`): two sub-block sums
 /// (i16 per lane, in `[lanes | lanes]` layout) are interleaved and multiplied by their scales with
 /// `madd`, so every i32 lane only ever receives products of its own lane.
@@ -236,7 +229,15 @@ impl LaneAcc {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn add_pair(&mut self, a: __m256i, b: __m256i, scale_a: i16, scale_b: i16) {
-        let scales = _mm256_set1_epi32((i32::from(scale_b) << 16) | i32::from(scale_a as u16));
+        let scales = _mm256_set1_epi32(scale_pair(scale_a, scale_b));
+        self.add_pair_scaled(a, b, scales);
+    }
+
+    /// Like [`LaneAcc::add_pair`], with the scales as a vector: each 32-bit element holds
+    /// `(scale_a, scale_b)` for its half (so the halves may have different scales).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn add_pair_scaled(&mut self, a: __m256i, b: __m256i, scales: __m256i) {
         let low = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), scales);
         let high = _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), scales);
         self.low = _mm256_add_epi32(self.low, low);
@@ -251,6 +252,24 @@ impl LaneAcc {
         let second = _mm256_permute2x128_si256::<0x31>(self.low, self.high);
         _mm256_add_epi32(first, second)
     }
+}
+
+/// Two i16 scales packed for `madd` against interleaved `(a, b)` pairs.
+#[inline(always)]
+fn scale_pair(scale_a: i16, scale_b: i16) -> i32 {
+    (i32::from(scale_b) << 16) | i32::from(scale_a as u16)
+}
+
+/// In each 16-byte half, element `k` next to element `k + 8`, so that `maddubs` adds two products
+/// of the same lane (element index mod 8).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pair_lanes(v: __m256i) -> __m256i {
+    let order = _mm256_setr_epi8(
+        0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
+        13, 6, 14, 7, 15,
+    );
+    _mm256_shuffle_epi8(v, order)
 }
 
 /// `sums[l] += d * lanes[l]` (multiply, then add: the scalar `accumulate_lanes`).
@@ -282,32 +301,27 @@ fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     let mut sums = _mm256_setzero_ps();
     let mut sumf = 0.0f32;
-    let nibble = _mm256_set1_epi16(0x0f);
+    let nibble = _mm256_set1_epi8(0x0f);
     for (wb, xb) in w.iter().zip(x) {
-        let (scales, mins) = crate::quant::k_quants::q4_k::scales_and_mins(&wb.scales);
+        let (scales, mins) = scales_and_mins(&wb.scales);
         // Σ bsums·mins: each min covers two bsums (16 i16 · 16 i16 in one madd, exact).
-        let bsums = load32(&flatten_bsums(&xb.bsums));
-        let mut min_pairs = [0i16; 16];
-        for (pair, &m) in min_pairs.chunks_exact_mut(2).zip(&mins) {
-            pair.fill(i16::from(m));
-        }
-        // SAFETY: 16 i16 are 32 bytes; `loadu` has no alignment requirement.
-        let min_vec = unsafe { _mm256_loadu_si256(min_pairs.as_ptr().cast()) };
-        let sumi = hsum_i32(_mm256_madd_epi16(bsums, min_vec));
+        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+        let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
+        let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
+        let sumi = hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
 
         let mut acc = LaneAcc::new();
         let pairs = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(64));
         for ((qs, xq), sc) in pairs.zip(scales.chunks_exact(2)) {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
-            let lo_bytes = _mm256_cvtepu8_epi16(load16(part(qs, 0)));
-            let hi_bytes = _mm256_cvtepu8_epi16(load16(part(qs, 16)));
-            let w0 = _mm256_and_si256(lo_bytes, nibble); // elements 0..16
-            let w1 = _mm256_and_si256(hi_bytes, nibble); // 16..32
-            let w2 = _mm256_srli_epi16::<4>(lo_bytes); // 32..48
-            let w3 = _mm256_srli_epi16::<4>(hi_bytes); // 48..64
-                                                       // Four products per lane per sub-block: |Σ| ≤ 4·15·128, fits i16.
-            let s0 = _mm256_add_epi16(products16(w0, part(xq, 0)), products16(w1, part(xq, 16)));
-            let s1 = _mm256_add_epi16(products16(w2, part(xq, 32)), products16(w3, part(xq, 48)));
+            // maddubs of unsigned quants (< 16) and Q8_K bytes: pairs below 2·15·128, exact.
+            let q = load32(part(qs, 0));
+            let low = pair_lanes(_mm256_and_si256(q, nibble));
+            let high = pair_lanes(_mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble));
+            let x0 = pair_lanes(load32(part(xq, 0)));
+            let x1 = pair_lanes(load32(part(xq, 32)));
+            let s0 = _mm256_maddubs_epi16(low, x0);
+            let s1 = _mm256_maddubs_epi16(high, x1);
             if let [sc0, sc1] = *sc {
                 acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
             }
@@ -320,14 +334,25 @@ fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     add_lanes(sumf, sums)
 }
 
-/// The sixteen bsums as 32 bytes (i16 little-endian, as x86 reads them).
+/// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block (the scalar
+/// `scale_min_k4` for `j = 0..8`), unpacked with whole-word masks as ggml's SIMD kernels do.
 #[inline(always)]
-fn flatten_bsums(bsums: &[[u8; 2]; 16]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (o, b) in out.chunks_exact_mut(2).zip(bsums) {
-        o.copy_from_slice(b);
-    }
-    out
+fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let word = |i: usize| {
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(packed.get(4 * i..4 * i + 4).unwrap_or(&[0; 4]));
+        u32::from_le_bytes(bytes)
+    };
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let scales_low = w0 & LOW6;
+    let scales_high = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
+    let mins_low = w1 & LOW6;
+    let mins_high = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
+    let join = |a: u32, b: u32| (u64::from(a) | (u64::from(b) << 32)).to_le_bytes();
+    (join(scales_low, scales_high), join(mins_low, mins_high))
 }
 
 /// Safe entry of [`vec_dot_q4_k_impl`].
@@ -363,29 +388,45 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             ];
             let a_high = _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble);
             let b_high = _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble);
-            // Four groups of 32 values (each two sub-blocks of 16), signed -32..31.
+            // Four groups of 32 values (each two sub-blocks of 16) as unsigned q + 32 (0..63).
             let groups = [
-                _mm256_sub_epi8(
-                    _mm256_or_si256(_mm256_and_si256(a, nibble), high_bits[0]),
-                    bias,
-                ),
-                _mm256_sub_epi8(
-                    _mm256_or_si256(_mm256_and_si256(b, nibble), high_bits[1]),
-                    bias,
-                ),
-                _mm256_sub_epi8(_mm256_or_si256(a_high, high_bits[2]), bias),
-                _mm256_sub_epi8(_mm256_or_si256(b_high, high_bits[3]), bias),
+                _mm256_or_si256(_mm256_and_si256(a, nibble), high_bits[0]),
+                _mm256_or_si256(_mm256_and_si256(b, nibble), high_bits[1]),
+                _mm256_or_si256(a_high, high_bits[2]),
+                _mm256_or_si256(b_high, high_bits[3]),
             ];
-            let per_group = groups.into_iter().zip(half_scales.chunks_exact(2));
-            for (g, (group, sc)) in per_group.enumerate() {
-                let w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(group));
-                let w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(group));
-                let p0 = products16(w0, part(xq, 32 * g));
-                let p1 = products16(w1, part(xq, 32 * g + 16));
-                if let [sc0, sc1] = *sc {
-                    acc.add_pair(p0, p1, i16::from(sc0), i16::from(sc1));
-                }
+            // Σ (u - 32)·x per lane = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact.
+            let mut lane_sums = [_mm256_setzero_si256(); 4];
+            for ((sum, group), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
+                let x = pair_lanes(load32(part(xq, 32 * g)));
+                let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
+                *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
+            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half).
+            let sc = |i: usize| i16::from(half_scales.get(i).copied().unwrap_or(0));
+            let [g0, g1, g2, g3] = lane_sums;
+            let pairs_01 = _mm256_setr_epi32(
+                scale_pair(sc(0), sc(2)),
+                scale_pair(sc(0), sc(2)),
+                scale_pair(sc(0), sc(2)),
+                scale_pair(sc(0), sc(2)),
+                scale_pair(sc(1), sc(3)),
+                scale_pair(sc(1), sc(3)),
+                scale_pair(sc(1), sc(3)),
+                scale_pair(sc(1), sc(3)),
+            );
+            let pairs_23 = _mm256_setr_epi32(
+                scale_pair(sc(4), sc(6)),
+                scale_pair(sc(4), sc(6)),
+                scale_pair(sc(4), sc(6)),
+                scale_pair(sc(4), sc(6)),
+                scale_pair(sc(5), sc(7)),
+                scale_pair(sc(5), sc(7)),
+                scale_pair(sc(5), sc(7)),
+                scale_pair(sc(5), sc(7)),
+            );
+            acc.add_pair_scaled(g0, g1, pairs_01);
+            acc.add_pair_scaled(g2, g3, pairs_23);
         }
         let d = crate::quant::cast::f16_le(wb.d) * xb.scale();
         sums = accumulate(sums, d, acc.lanes());
@@ -397,4 +438,309 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
 pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q6_k_impl(w, x) }
+}
+
+/// Stores eight f32 into `out`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn store8(out: &mut [f32], v: __m256) {
+    if let Some(out) = out.first_chunk_mut::<8>() {
+        // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+    }
+}
+
+/// Sixteen signed bytes times `d` into `out[..16]`: `q as f32 * d`, one rounding each.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_i8x16(out: &mut [f32], q: __m128i, d: __m256) {
+    let (first, second) = out.split_at_mut(8.min(out.len()));
+    let low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    let high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(q)));
+    store8(first, _mm256_mul_ps(low, d));
+    store8(second, _mm256_mul_ps(high, d));
+}
+
+/// `dequantize_row_q8_0`: `q * d` per value.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q8_0_impl(blocks: &[BlockQ8_0], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let d = _mm256_set1_ps(crate::quant::cast::f16_le(block.d));
+        let (first, second) = values.split_at_mut(16);
+        scale_i8x16(first, load16(part(&block.qs, 0)), d);
+        scale_i8x16(second, load16(part(&block.qs, 16)), d);
+    }
+}
+
+/// Safe entry of [`dequantize_q8_0_impl`].
+pub(super) fn dequantize_q8_0(blocks: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q8_0_impl(blocks, out) }
+}
+
+/// `dequantize_row_q4_0`: `(q - 8) * d`, low nibbles first.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_0_impl(blocks: &[BlockQ4_0], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let d = _mm256_set1_ps(crate::quant::cast::f16_le(block.d));
+        let q = _mm256_sub_epi8(q4_0_nibbles(&block.qs), _mm256_set1_epi8(8));
+        let (first, second) = values.split_at_mut(16);
+        scale_i8x16(first, _mm256_castsi256_si128(q), d);
+        scale_i8x16(second, _mm256_extracti128_si256::<1>(q), d);
+    }
+}
+
+/// Safe entry of [`dequantize_q4_0_impl`].
+pub(super) fn dequantize_q4_0(blocks: &[BlockQ4_0], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q4_0_impl(blocks, out) }
+}
+
+/// Sixteen unsigned bytes `q` to `d * q - m` into `out[..16]` (multiply, then subtract).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_min_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
+    let (first, second) = out.split_at_mut(8.min(out.len()));
+    let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+    let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
+    store8(first, _mm256_sub_ps(_mm256_mul_ps(d, low), m));
+    store8(second, _mm256_sub_ps(_mm256_mul_ps(d, high), m));
+}
+
+/// `dequantize_row_q4_K`: per 64 values `d1 * (q & 15) - m1`, then `d2 * (q >> 4) - m2`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_k_impl(blocks: &[BlockQ4K], out: &mut [f32]) {
+    let nibble = _mm_set1_epi8(0x0f);
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(256)) {
+        let d = crate::quant::cast::f16_le(block.d);
+        let min = crate::quant::cast::f16_le(block.dmin);
+        let (scales, mins) = scales_and_mins(&block.scales);
+        let groups = values.chunks_exact_mut(64).zip(block.qs.chunks_exact(32));
+        let per_pair = groups.zip(scales.chunks_exact(2).zip(mins.chunks_exact(2)));
+        for ((values, qs), (sc, m)) in per_pair {
+            let (&[sc1, sc2], &[m1, m2]) = (sc, m) else {
+                continue;
+            };
+            let d1 = _mm256_set1_ps(d * f32::from(sc1));
+            let m1 = _mm256_set1_ps(min * f32::from(m1));
+            let d2 = _mm256_set1_ps(d * f32::from(sc2));
+            let m2 = _mm256_set1_ps(min * f32::from(m2));
+            let (low_values, high_values) = values.split_at_mut(32);
+            for (half, (lo, hi)) in low_values
+                .chunks_exact_mut(16)
+                .zip(high_values.chunks_exact_mut(16))
+                .enumerate()
+            {
+                let q = load16(part(qs, 16 * half));
+                scale_min_u8x16(lo, _mm_and_si128(q, nibble), d1, m1);
+                scale_min_u8x16(hi, _mm_and_si128(_mm_srli_epi16::<4>(q), nibble), d2, m2);
+            }
+        }
+    }
+}
+
+/// Safe entry of [`dequantize_q4_k_impl`].
+pub(super) fn dequantize_q4_k(blocks: &[BlockQ4K], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q4_k_impl(blocks, out) }
+}
+
+/// `dequantize_row_q6_K`: `(d * sc) * q` with `q` in -32..31.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {
+    let low2 = _mm256_set1_epi8(0x03);
+    let nibble = _mm256_set1_epi8(0x0f);
+    let bias = _mm256_set1_epi8(32);
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(256)) {
+        let d = crate::quant::cast::f16_le(block.d);
+        let halves = block.ql.chunks_exact(64).zip(block.qh.chunks_exact(32));
+        let halves = halves.zip(values.chunks_exact_mut(128));
+        for (((ql, qh), values), scales) in halves.zip(block.scales.chunks_exact(8)) {
+            let a = load32(part(ql, 0));
+            let b = load32(part(ql, 32));
+            let h = load32(part(qh, 0));
+            let shifted = [
+                h,
+                _mm256_srli_epi16::<2>(h),
+                _mm256_srli_epi16::<4>(h),
+                _mm256_srli_epi16::<6>(h),
+            ];
+            let lows = [
+                _mm256_and_si256(a, nibble),
+                _mm256_and_si256(b, nibble),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble),
+            ];
+            let groups = values
+                .chunks_exact_mut(32)
+                .zip(lows.into_iter().zip(shifted));
+            for ((values, (low, high)), sc) in groups.zip(scales.chunks_exact(2)) {
+                let high = _mm256_slli_epi16::<4>(_mm256_and_si256(high, low2));
+                let q = _mm256_sub_epi8(_mm256_or_si256(low, high), bias);
+                let (first, second) = values.split_at_mut(16);
+                let &[sc1, sc2] = sc else {
+                    continue;
+                };
+                let d1 = _mm256_set1_ps(d * f32::from(sc1));
+                let d2 = _mm256_set1_ps(d * f32::from(sc2));
+                scale_i8x16(first, _mm256_castsi256_si128(q), d1);
+                scale_i8x16(second, _mm256_extracti128_si256::<1>(q), d2);
+            }
+        }
+    }
+}
+
+/// Safe entry of [`dequantize_q6_k_impl`].
+pub(super) fn dequantize_q6_k(blocks: &[BlockQ6K], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q6_k_impl(blocks, out) }
+}
+
+/// The legacy block dot: `partial` gives a block pair's eight i32 partial sums; eight block pairs
+/// at a time are reduced to their integer sums, `combine` forms each pair's float term side by
+/// side (the scalar expression, lane by lane), and the terms are added to `sumf` in block order.
+/// `tail` is the same term for one pair, for the last `len % 8` blocks.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn legacy_dot<W, X>(
+    w: &[W],
+    x: &[X],
+    partial: impl Fn(&W, &X) -> __m256i,
+    combine: impl Fn(__m256, &[W], &[X]) -> __m256,
+    tail: impl Fn(f32, &W, &X) -> f32,
+) -> f32 {
+    let mut sumf = 0.0f32;
+    let mut w8 = w.chunks_exact(8);
+    let mut x8 = x.chunks_exact(8);
+    for (wc, xc) in (&mut w8).zip(&mut x8) {
+        let mut partials = [_mm256_setzero_si256(); 8];
+        for (p, (wb, xb)) in partials.iter_mut().zip(wc.iter().zip(xc)) {
+            *p = partial(wb, xb);
+        }
+        let sumi = _mm256_cvtepi32_ps(transpose_sums(&partials));
+        let mut terms = [0.0f32; 8];
+        // SAFETY: `terms` holds eight f32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_ps(terms.as_mut_ptr(), combine(sumi, wc, xc)) };
+        for t in terms {
+            sumf += t;
+        }
+    }
+    for (wb, xb) in w8.remainder().iter().zip(x8.remainder()) {
+        sumf += tail(hsum_i32(partial(wb, xb)) as f32, wb, xb);
+    }
+    sumf
+}
+
+/// Eight f16 fields, one from each of the first eight blocks, to f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gather_f16<B>(blocks: &[B], field: impl Fn(&B) -> [u8; 2]) -> __m256 {
+    let mut halves = [[0u8; 2]; 8];
+    for (h, b) in halves.iter_mut().zip(blocks) {
+        *h = field(b);
+    }
+    f16x8(&halves)
+}
+
+/// Σ q·y over 32 unsigned quants below 32 (`maddubs` pairs stay below 2^15) minus Σ bias·y.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_unsigned(q: __m256i, y: &[i8; 32], bias: i8) -> __m256i {
+    let y = load32(y);
+    let qy = _mm256_maddubs_epi16(q, y);
+    let ones = _mm256_set1_epi16(1);
+    if bias == 0 {
+        return _mm256_madd_epi16(qy, ones);
+    }
+    let by = _mm256_maddubs_epi16(_mm256_set1_epi8(bias), y);
+    _mm256_madd_epi16(_mm256_sub_epi16(qy, by), ones)
+}
+
+/// The fifth bits of a Q5 block (`qh` bit `i` for element `i`) as 0x10 in byte `i`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fifth_bits(qh: [u8; 4]) -> __m256i {
+    let bits = _mm256_set1_epi32(i32::from_le_bytes(qh));
+    // Byte i takes qh byte i / 8, then tests bit i % 8.
+    let spread = _mm256_shuffle_epi8(
+        bits,
+        _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        ),
+    );
+    let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// `ggml_vec_dot_q4_1_q8_1_generic`: per block `sumf += (dx * dy) * sumi + m * s`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q4_1_impl(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_unsigned(q4_0_nibbles(&wb.qs), &xb.qs, 0),
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            let ms = _mm256_mul_ps(gather_f16(wc, |b| b.m), gather_f16(xc, |b| b.s));
+            _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi + f16_le(wb.m) * f16_le(xb.s),
+    )
+}
+
+/// Safe entry of [`vec_dot_q4_1_impl`].
+pub(super) fn vec_dot_q4_1(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q4_1_impl(w, x) }
+}
+
+/// `ggml_vec_dot_q5_0_q8_0_generic`: per block `sumf += (dx * dy) * sumi`, quants `q - 16`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q5_0_impl(w: &[BlockQ5_0], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| {
+            let q = _mm256_or_si256(q4_0_nibbles(&wb.qs), fifth_bits(wb.qh));
+            dot_unsigned(q, &xb.qs, 16)
+        },
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            _mm256_mul_ps(dd, sumi)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_q5_0_impl`].
+pub(super) fn vec_dot_q5_0(w: &[BlockQ5_0], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q5_0_impl(w, x) }
+}
+
+/// `ggml_vec_dot_q5_1_q8_1_generic`: per block `sumf += (dx * dy) * sumi + m * s`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q5_1_impl(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| {
+            let q = _mm256_or_si256(q4_0_nibbles(&wb.qs), fifth_bits(wb.qh));
+            dot_unsigned(q, &xb.qs, 0)
+        },
+        |sumi, wc, xc| {
+            let dd = _mm256_mul_ps(gather_f16(wc, |b| b.d), gather_f16(xc, |b| b.d));
+            let ms = _mm256_mul_ps(gather_f16(wc, |b| b.m), gather_f16(xc, |b| b.s));
+            _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
+        },
+        |sumi, wb, xb| (f16_le(wb.d) * f16_le(xb.d)) * sumi + f16_le(wb.m) * f16_le(xb.s),
+    )
+}
+
+/// Safe entry of [`vec_dot_q5_1_impl`].
+pub(super) fn vec_dot_q5_1(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q5_1_impl(w, x) }
 }

@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 mod avx2;
+mod avx512;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -13,22 +14,48 @@ use crate::quant::table::{ArchKernels, Ops};
 pub(crate) const AVX2: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx2::vec_dot_q8_0),
+        dequantize: Some(avx2::dequantize_q8_0),
         ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
+        dequantize: Some(avx2::dequantize_q4_0),
         ..Ops::NONE
     },
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
+        dequantize: Some(avx2::dequantize_q4_k),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
+        dequantize: Some(avx2::dequantize_q6_k),
+        ..Ops::NONE
+    },
+    q4_1: Ops {
+        vec_dot: Some(avx2::vec_dot_q4_1),
+        ..Ops::NONE
+    },
+    q5_0: Ops {
+        vec_dot: Some(avx2::vec_dot_q5_0),
+        ..Ops::NONE
+    },
+    q5_1: Ops {
+        vec_dot: Some(avx2::vec_dot_q5_1),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
 };
 
-/// AVX-512 VNNI; types without a VNNI kernel use the AVX2 one.
-pub(crate) const AVX512VNNI: ArchKernels = ArchKernels::NONE;
+/// AVX-512 VNNI; kernels not set here fall back to the AVX2 ones.
+pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
+    q8_0: Ops {
+        vec_dot: Some(avx512::vec_dot_q8_0),
+        ..Ops::NONE
+    },
+    q4_0: Ops {
+        vec_dot: Some(avx512::vec_dot_q4_0),
+        ..Ops::NONE
+    },
+    ..ArchKernels::NONE
+};
