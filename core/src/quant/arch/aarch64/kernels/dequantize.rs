@@ -12,28 +12,6 @@ use crate::quant::legacy::q4_0::BlockQ4_0;
 use crate::quant::legacy::{BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use core::arch::aarch64::*;
 
-/// Stores 16 i8 values times a scale (`q as f32 * d`) at `out[16 * at..]`.
-#[inline]
-#[target_feature(enable = "neon")]
-fn store_scaled<const N: usize>(out: &mut [f32; N], at: usize, q: int8x16_t, d: float32x4_t) {
-    let low = vmovl_s8(vget_low_s8(q));
-    let high = vmovl_high_s8(q);
-    let quads = [
-        vmovl_s16(vget_low_s16(low)),
-        vmovl_high_s16(low),
-        vmovl_s16(vget_low_s16(high)),
-        vmovl_high_s16(high),
-    ];
-    for (k, quad) in quads.into_iter().enumerate() {
-        let value = vmulq_f32(vcvtq_f32_s32(quad), d);
-        let start = 16 * at + 4 * k;
-        if let Some(dst) = out.get_mut(start..start + 4) {
-            // SAFETY: `dst` is exactly the four f32 that `st1` writes.
-            unsafe { vst1q_f32(dst.as_mut_ptr(), value) };
-        }
-    }
-}
-
 /// `dequantize_row_q8_0` for one block: `q * d`.
 pub fn q8_0(block: &BlockQ8_0, out: &mut [f32; QK8_0]) {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
@@ -44,7 +22,7 @@ pub fn q8_0(block: &BlockQ8_0, out: &mut [f32; QK8_0]) {
 fn q8_0_neon(block: &BlockQ8_0, out: &mut [f32; QK8_0]) {
     let d = vdupq_n_f32(f16_le(block.d));
     for i in 0..2 {
-        store_scaled(out, i, load_i8(piece(&block.qs, i)), d);
+        store_each(out, i, load_i8(piece(&block.qs, i)), |q| vmulq_f32(q, d));
     }
 }
 
@@ -61,8 +39,8 @@ fn q4_0_neon(block: &BlockQ4_0, out: &mut [f32; QK8_0]) {
     let eight = vdupq_n_s8(8);
     let low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), eight);
     let high = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)), eight);
-    store_scaled(out, 0, low, d);
-    store_scaled(out, 1, high, d);
+    store_each(out, 0, low, |q| vmulq_f32(q, d));
+    store_each(out, 1, high, |q| vmulq_f32(q, d));
 }
 
 /// `dequantize_row_q4_K` for one block: `d1 * q - m1` per 32 values (`d1 = d * sc`,
@@ -121,30 +99,7 @@ fn q6_k_neon(block: &BlockQ6K, out: &mut [f32; QK_K]) {
         for (i, q) in half_quants(block, half).into_iter().enumerate() {
             let sub = 8 * half + i;
             let scale = vdupq_n_f32(d * block.scales[sub] as f32);
-            store_scaled_by(out, sub, q, scale);
-        }
-    }
-}
-
-/// Stores 16 i8 values as `scale * q` at `out[16 * at..]` (the scale on the left, as Q6_K's
-/// `d * sc * q` writes it).
-#[inline]
-#[target_feature(enable = "neon")]
-fn store_scaled_by<const N: usize>(out: &mut [f32; N], at: usize, q: int8x16_t, d: float32x4_t) {
-    let low = vmovl_s8(vget_low_s8(q));
-    let high = vmovl_high_s8(q);
-    let quads = [
-        vmovl_s16(vget_low_s16(low)),
-        vmovl_high_s16(low),
-        vmovl_s16(vget_low_s16(high)),
-        vmovl_high_s16(high),
-    ];
-    for (k, quad) in quads.into_iter().enumerate() {
-        let value = vmulq_f32(d, vcvtq_f32_s32(quad));
-        let start = 16 * at + 4 * k;
-        if let Some(dst) = out.get_mut(start..start + 4) {
-            // SAFETY: `dst` is exactly the four f32 that `st1` writes.
-            unsafe { vst1q_f32(dst.as_mut_ptr(), value) };
+            store_each(out, sub, q, |q| vmulq_f32(scale, q));
         }
     }
 }
