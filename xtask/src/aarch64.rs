@@ -2,6 +2,12 @@
 //! per CPU model: `max` (NEON, dotprod, i8mm), `cortex-a76` (dotprod, no i8mm) and `cortex-a72`
 //! (baseline NEON). Installs what it needs first (the cross linker and QEMU from apt, the Rust
 //! target from rustup), skipping whatever is already there.
+//!
+//! `cargo xtask aarch64 real` also runs `miniquant-tests`' real-file test (`ggml_real_files`: every
+//! tensor of both models dequantized, and matvec / matmul at every level on 1-3 threads, against
+//! ggml's C pipeline cross-compiled for AArch64) under `QEMU_CPU=max`. It needs `cargo xtask
+//! fetch` first and takes about 9 minutes here (candle-core is cross-compiled as a dev-dependency),
+//! so CI does not run it.
 
 use std::path::Path;
 use std::process::Command;
