@@ -406,28 +406,28 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
                 let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
                 *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
-            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half).
-            let sc = |i: usize| i16::from(half_scales.get(i).copied().unwrap_or(0));
+            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
+            // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
+            // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
             let [g0, g1, g2, g3] = lane_sums;
-            let pairs_01 = _mm256_setr_epi32(
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
+            let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
+                0,
+                i64::from_le_bytes(bytemuck::cast(*part::<i8, 8>(half_scales, 0))),
+            ));
+            let scales8 = _mm256_broadcastsi128_si256(scales8);
+            let pairs_01 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3,
+                    6, 7, 2, 3, 6, 7,
+                ),
             );
-            let pairs_23 = _mm256_setr_epi32(
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
+            let pairs_23 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11,
+                    14, 15, 10, 11, 14, 15, 10, 11, 14, 15,
+                ),
             );
             acc.add_pair_scaled(g0, g1, pairs_01);
             acc.add_pair_scaled(g2, g3, pairs_23);
