@@ -8,6 +8,7 @@
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 
 mod aarch64;
+mod scalar_only;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -21,14 +22,16 @@ fn main() -> ExitCode {
         "ci" => fetch()
             .and_then(|()| checks())
             .and_then(|()| tests())
+            .and_then(|()| scalar_only::run())
             .and_then(|()| aarch64::cross_tests()),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|scalar-only>");
             return ExitCode::from(2);
         }
     };

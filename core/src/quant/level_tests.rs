@@ -177,6 +177,15 @@ fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
         *v = (i % 11) as f32 - 5.5;
     }
     rows.push(ties);
+    // Ties after scaling: with 127 (or -127) the largest value, Q8_0's and Q8_K's scale is 1, so
+    // the halves stay exact halves.
+    for top in [127.0f32, -127.0] {
+        let mut row: Vec<f32> = (0..n).map(|i| (i % 23) as f32 - 11.5).collect();
+        for v in row.iter_mut().step_by(32) {
+            *v = top;
+        }
+        rows.push(row);
+    }
     for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e38, 1e-40] {
         let mut row = rng.values(n);
         for v in row.iter_mut().step_by(7) {

@@ -3,7 +3,7 @@
 //!
 //! The scalar kernels follow ggml's C reference (`quantize_row_*_ref`, `dequantize_row_*`,
 //! `ggml_vec_dot_*_generic`) operation for operation, unfused and in the same order: their bits are the
-//! canonical result, which the SIMD kernels ([`arch`]) reproduce exactly at every [`Level`].
+//! canonical result, which the SIMD kernels (module `arch`) reproduce exactly at every [`Level`].
 //!
 //! Byte slices are viewed as blocks without copying ([`cast`]): every block type has alignment 1, so
 //! data at any address (flash, mmap, a network buffer) works. Lengths that are not whole blocks are

@@ -1,12 +1,12 @@
 //! The kernel table: for every block type, its kernels at every [`Level`], in one list.
 //!
-//! [`kernel_table!`] below is the only place that names the block types: from one line per type it
+//! `kernel_table!` below is the only place that names the block types: from one line per type it
 //! builds
 //! - [`ArchKernels`], the set of SIMD overrides one level provides (each arch module fills in a
 //!   constant of it, everything else stays [`Ops::NONE`]);
 //! - the [`Kernels`] impl of each block type, which picks the kernel for a level (walking the
 //!   level's fallback chain down to the scalar twin);
-//! - [`visit`], the one dispatch from a run-time [`GgmlType`] to its block type, which the public
+//! - `visit`, the one dispatch from a run-time [`GgmlType`] to its block type, which the public
 //!   byte-slice API uses.
 //!
 //! Kernel families sit behind cargo features (`legacy`, `k-quants`, `iq`, `misc`, default on): a

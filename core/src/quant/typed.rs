@@ -5,7 +5,7 @@
 //!
 //! Each function checks lengths once, resolves the kernel for the level once, then runs it. The
 //! `_at` forms take a [`Level`] (an error if the CPU lacks it); the others use
-//! [`level::current`](super::level::current).
+//! [`level::current`].
 
 use super::blockwise::same_len;
 use super::cast::{blocks, blocks_mut, Block};
@@ -199,7 +199,7 @@ pub fn matvec_quantized_at<B: Kernels>(
     Ok(())
 }
 
-/// Scratch bytes [`matmul`] needs for `n` activation columns of `cols` values.
+/// Scratch bytes [`matmul_at`] needs for `n` activation columns of `cols` values.
 pub fn matmul_scratch_bytes<B: Kernels>(cols: usize, n: usize) -> Result<usize> {
     matvec_scratch_bytes::<B>(cols)?
         .checked_mul(n)

@@ -4,7 +4,7 @@
 //! - Dequantize: every type, bit-identical to ggml's `dequantize_row_*`.
 //! - Quantize: IQ4_NL and IQ4_XS, byte-identical to `quantize_row_iq4_nl_ref` /
 //!   `quantize_row_iq4_xs_ref` (ggml built with `-ffp-contract=off`). The others give
-//!   [`Error::Unsupported`]: ggml's quantizers for IQ2_XXS, IQ2_XS and IQ1_S require an importance
+//!   [`Error::Unsupported`](crate::Error::Unsupported): ggml's quantizers for IQ2_XXS, IQ2_XS and IQ1_S require an importance
 //!   matrix (`GGML_ASSERT(quant_weights)`), and those for IQ2_S, IQ3_XXS, IQ3_S and IQ1_M need the
 //!   neighbour maps that `ggml_quantize_init` builds on the heap at run time (a search over the
 //!   grids that has no place in a no-alloc crate).
@@ -25,7 +25,7 @@ mod grid_iq1;
 mod grid_iq2;
 mod grid_iq3;
 mod iq4_search;
-mod tables;
+pub(crate) mod tables;
 #[cfg(test)]
 pub(in crate::quant) mod test_support;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::quant::float::fabsf;
 /// `kvalues_mxfp4`: the E2M1 values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives become
 /// integers); the scale conversions below return half the scale to compensate.
 #[rustfmt::skip]
-pub(super) static KVALUES_FP4: [i8; 16] = [
+pub(crate) static KVALUES_FP4: [i8; 16] = [
     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
 ];
 
@@ -26,7 +26,7 @@ fn pow2(e: i32) -> f32 {
 /// `GGML_E8M0_TO_FP32_HALF`: half of the E8M0 scale `2^(x - 127)`, i.e. `2^(x - 128)`. Codes 0
 /// and 1 give the subnormals 2^-128 and 2^-127; 255 gives 2^127 (ggml does not treat it as NaN).
 #[inline(always)]
-pub(super) fn e8m0_to_f32_half(x: u8) -> f32 {
+pub(crate) fn e8m0_to_f32_half(x: u8) -> f32 {
     if x < 2 {
         f32::from_bits(0x0020_0000 << x)
     } else {

@@ -6,7 +6,7 @@
 //! importance matrix) and vec_dot (the float order of `ggml_vec_dot_*_generic`; second operand
 //! Q8_K for TQ1_0 and TQ2_0, Q8_0 for the rest).
 
-mod fp4;
+pub(crate) mod fp4;
 pub mod mxfp4;
 pub mod nvfp4;
 pub mod q1_0;

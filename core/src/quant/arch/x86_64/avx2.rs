@@ -6,8 +6,12 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
+use crate::quant::iq::iq4_nl::BlockIq4Nl;
+use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
+use crate::quant::misc::mxfp4::BlockMxfp4;
 
 /// 16 bytes as a vector.
 #[inline(always)]
@@ -402,28 +406,28 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
                 let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
                 *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
-            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half).
-            let sc = |i: usize| i16::from(half_scales.get(i).copied().unwrap_or(0));
+            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
+            // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
+            // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
             let [g0, g1, g2, g3] = lane_sums;
-            let pairs_01 = _mm256_setr_epi32(
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
+            let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
+                0,
+                i64::from_le_bytes(bytemuck::cast(*part::<i8, 8>(half_scales, 0))),
+            ));
+            let scales8 = _mm256_broadcastsi128_si256(scales8);
+            let pairs_01 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3,
+                    6, 7, 2, 3, 6, 7,
+                ),
             );
-            let pairs_23 = _mm256_setr_epi32(
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
+            let pairs_23 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11,
+                    14, 15, 10, 11, 14, 15, 10, 11, 14, 15,
+                ),
             );
             acc.add_pair_scaled(g0, g1, pairs_01);
             acc.add_pair_scaled(g2, g3, pairs_23);
@@ -743,4 +747,336 @@ fn vec_dot_q5_1_impl(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
 pub(super) fn vec_dot_q5_1(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q5_1_impl(w, x) }
+}
+
+/// `q * d + m` for sixteen unsigned bytes into `out[..16]` (multiply, then add).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
+    let (first, second) = out.split_at_mut(8.min(out.len()));
+    let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+    let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
+    store8(first, _mm256_add_ps(_mm256_mul_ps(low, d), m));
+    store8(second, _mm256_add_ps(_mm256_mul_ps(high, d), m));
+}
+
+/// Thirty-two quants in element order (one per byte) and a block's `q * d + m`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_add_block(values: &mut [f32], q: __m256i, d: f32, m: f32) {
+    let (d, m) = (_mm256_set1_ps(d), _mm256_set1_ps(m));
+    let (first, second) = values.split_at_mut(16.min(values.len()));
+    scale_add_u8x16(first, _mm256_castsi256_si128(q), d, m);
+    scale_add_u8x16(second, _mm256_extracti128_si256::<1>(q), d, m);
+}
+
+/// Thirty-two signed quants in element order times `d` (`q * d`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_block(values: &mut [f32], q: __m256i, d: f32) {
+    let d = _mm256_set1_ps(d);
+    let (first, second) = values.split_at_mut(16.min(values.len()));
+    scale_i8x16(first, _mm256_castsi256_si128(q), d);
+    scale_i8x16(second, _mm256_extracti128_si256::<1>(q), d);
+}
+
+/// `dequantize_row_q4_1`: `q * d + m`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_1_impl(blocks: &[BlockQ4_1], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = q4_0_nibbles(&block.qs);
+        scale_add_block(values, q, f16_le(block.d), f16_le(block.m));
+    }
+}
+
+/// Safe entry of [`dequantize_q4_1_impl`].
+pub(super) fn dequantize_q4_1(blocks: &[BlockQ4_1], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q4_1_impl(blocks, out) }
+}
+
+/// `dequantize_row_q5_0`: `(q - 16) * d`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q5_0_impl(blocks: &[BlockQ5_0], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = _mm256_or_si256(q4_0_nibbles(&block.qs), fifth_bits(block.qh));
+        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        scale_block(values, q, f16_le(block.d));
+    }
+}
+
+/// Safe entry of [`dequantize_q5_0_impl`].
+pub(super) fn dequantize_q5_0(blocks: &[BlockQ5_0], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q5_0_impl(blocks, out) }
+}
+
+/// `dequantize_row_q5_1`: `q * d + m`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q5_1_impl(blocks: &[BlockQ5_1], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = _mm256_or_si256(q4_0_nibbles(&block.qs), fifth_bits(block.qh));
+        scale_add_block(values, q, f16_le(block.d), f16_le(block.m));
+    }
+}
+
+/// Safe entry of [`dequantize_q5_1_impl`].
+pub(super) fn dequantize_q5_1(blocks: &[BlockQ5_1], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_q5_1_impl(blocks, out) }
+}
+
+/// A block's 32 four-bit codes mapped through a 16-entry signed table, in element order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn table_lookup(qs: &[u8; 16], table: &[i8; 16]) -> __m256i {
+    let table = load16(table);
+    _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
+}
+
+/// `dequantize_row_iq4_nl`: `d * level`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_iq4_nl_impl(blocks: &[BlockIq4Nl], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = table_lookup(&block.qs, &KVALUES_IQ4NL);
+        scale_block(values, q, f16_le(block.d));
+    }
+}
+
+/// Safe entry of [`dequantize_iq4_nl_impl`].
+pub(super) fn dequantize_iq4_nl(blocks: &[BlockIq4Nl], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_iq4_nl_impl(blocks, out) }
+}
+
+/// `dequantize_row_mxfp4`: `level * d`.
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_mxfp4_impl(blocks: &[BlockMxfp4], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(32)) {
+        let q = table_lookup(&block.qs, &KVALUES_FP4);
+        scale_block(values, q, e8m0_to_f32_half(block.e));
+    }
+}
+
+/// Safe entry of [`dequantize_mxfp4_impl`].
+pub(super) fn dequantize_mxfp4(blocks: &[BlockMxfp4], out: &mut [f32]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { dequantize_mxfp4_impl(blocks, out) }
+}
+
+/// `ggml_vec_dot_iq4_nl_q8_0_generic`: per block `sumf += (dy * dx) * sumi`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_iq4_nl_impl(w: &[BlockIq4Nl], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_levels(table_lookup(&wb.qs, &KVALUES_IQ4NL), &xb.qs),
+        |sumi, wc, xc| {
+            let d = _mm256_mul_ps(gather_f16(xc, |b| b.d), gather_f16(wc, |b| b.d));
+            _mm256_mul_ps(d, sumi)
+        },
+        |sumi, wb, xb| (f16_le(xb.d) * f16_le(wb.d)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_iq4_nl_impl`].
+pub(super) fn vec_dot_iq4_nl(w: &[BlockIq4Nl], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_iq4_nl_impl(w, x) }
+}
+
+/// `ggml_vec_dot_mxfp4_q8_0_generic`: per block `sumf += (dy * scale) * sumi`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_mxfp4_impl(w: &[BlockMxfp4], x: &[BlockQ8_0]) -> f32 {
+    legacy_dot(
+        w,
+        x,
+        |wb, xb| dot_levels(table_lookup(&wb.qs, &KVALUES_FP4), &xb.qs),
+        |sumi, wc, xc| {
+            let mut scales = [0.0f32; 8];
+            for (s, b) in scales.iter_mut().zip(wc) {
+                *s = e8m0_to_f32_half(b.e);
+            }
+            // SAFETY: `scales` holds eight f32; `loadu` has no alignment requirement.
+            let scales = unsafe { _mm256_loadu_ps(scales.as_ptr()) };
+            _mm256_mul_ps(_mm256_mul_ps(gather_f16(xc, |b| b.d), scales), sumi)
+        },
+        |sumi, wb, xb| (f16_le(xb.d) * e8m0_to_f32_half(wb.e)) * sumi,
+    )
+}
+
+/// Safe entry of [`vec_dot_mxfp4_impl`].
+pub(super) fn vec_dot_mxfp4(w: &[BlockMxfp4], x: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_mxfp4_impl(w, x) }
+}
+
+/// Σ level·y over 32 signed levels (|level| ≤ 127) and 32 Q8_0 quants, widened to i16 first
+/// (exact for every byte value), as eight i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_levels(levels: __m256i, y: &[i8; 32]) -> __m256i {
+    let y = load32(y);
+    let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(levels));
+    let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(levels));
+    let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
+    let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
+    _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
+}
+
+/// The low byte of each i32 lane (C's `(int8_t)` of an int), eight lanes to eight bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn low_bytes(v: __m256i) -> [u8; 8] {
+    let order = _mm256_setr_epi8(
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1,
+    );
+    let packed = _mm256_shuffle_epi8(v, order);
+    let low = _mm_cvtsi128_si32(_mm256_castsi256_si128(packed)) as u32;
+    let high = _mm_cvtsi128_si32(_mm256_extracti128_si256::<1>(packed)) as u32;
+    (u64::from(low) | (u64::from(high) << 32)).to_le_bytes()
+}
+
+/// `quantize_row_q8_K_ref`: `iscale = -127 / max` (`max` the first value of largest magnitude,
+/// NaNs never largest), `q = min(127, nearest_int(iscale * x))` as a byte, the sums of each 16
+/// quants, `d = 1 / iscale`. The scan for the largest magnitude and the rounding run eight values
+/// at a time with the scalar operations (multiply, then add the 1.5·2^23 rounding constant).
+#[target_feature(enable = "avx2")]
+fn quantize_q8_k_impl(values: &[f32], blocks: &mut [BlockQ8K]) {
+    const MAGIC: f32 = 12_582_912.0;
+    for (x, block) in values.chunks_exact(256).zip(blocks) {
+        let mut top = _mm256_setzero_si256();
+        let abs_mask = _mm256_set1_epi32(0x7fff_ffff);
+        let infinity = _mm256_set1_epi32(0x7f80_0000);
+        for chunk in x.chunks_exact(8) {
+            // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+            let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) };
+            let magnitude = _mm256_and_si256(v, abs_mask);
+            let nan = _mm256_cmpgt_epi32(magnitude, infinity);
+            top = _mm256_max_epi32(top, _mm256_andnot_si256(nan, magnitude));
+        }
+        let mut lanes = [0u32; 8];
+        // SAFETY: `lanes` holds eight u32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), top) };
+        let top = lanes.into_iter().max().unwrap_or(0);
+        *block = BlockQ8K {
+            d: [0; 4],
+            qs: [0; 256],
+            bsums: [[0; 2]; 16],
+        };
+        if top == 0 {
+            continue;
+        }
+        let max = x
+            .iter()
+            .copied()
+            .find(|v| v.to_bits() & 0x7fff_ffff == top)
+            .unwrap_or(0.0);
+        let iscale = -127.0 / max;
+        let scale = _mm256_set1_ps(iscale);
+        let magic = _mm256_set1_ps(MAGIC);
+        let mantissa = _mm256_set1_epi32(0x007f_ffff);
+        let offset = _mm256_set1_epi32(0x0040_0000);
+        let limit = _mm256_set1_epi32(127);
+        for (chunk, q) in x.chunks_exact(8).zip(block.qs.chunks_exact_mut(8)) {
+            // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+            let v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+            let shifted = _mm256_add_ps(_mm256_mul_ps(scale, v), magic);
+            let rounded = _mm256_sub_epi32(
+                _mm256_and_si256(_mm256_castps_si256(shifted), mantissa),
+                offset,
+            );
+            let bytes = low_bytes(_mm256_min_epi32(rounded, limit));
+            for (q, b) in q.iter_mut().zip(bytes) {
+                *q = b as i8;
+            }
+        }
+        for (sum, qs) in block.bsums.iter_mut().zip(block.qs.chunks_exact(16)) {
+            let total: i32 = qs.iter().map(|&q| i32::from(q)).sum();
+            *sum = (total as i16).to_le_bytes();
+        }
+        block.d = (1.0 / iscale).to_le_bytes();
+    }
+}
+
+/// Safe entry of [`quantize_q8_k_impl`].
+pub(super) fn quantize_q8_k(values: &[f32], blocks: &mut [BlockQ8K]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { quantize_q8_k_impl(values, blocks) }
+}
+
+/// C's `roundf` converted to int as x86 does (the scalar `c_round_i32`): ties away from zero,
+/// `i32::MIN` for NaN and values outside the i32 range.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn c_round_i32x8(x: __m256) -> __m256i {
+    let in_range = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(-2_147_483_648.0)),
+        _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(2_147_483_648.0)),
+    );
+    let truncated = _mm256_cvttps_epi32(x);
+    let fraction = _mm256_sub_ps(x, _mm256_cvtepi32_ps(truncated));
+    let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(fraction, _mm256_set1_ps(0.5)));
+    let down = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(fraction, _mm256_set1_ps(-0.5)));
+    // The masks are -1 where true: subtracting `up` adds one, adding `down` subtracts one.
+    let rounded = _mm256_add_epi32(_mm256_sub_epi32(truncated, up), down);
+    _mm256_blendv_epi8(
+        _mm256_set1_epi32(i32::MIN),
+        rounded,
+        _mm256_castps_si256(in_range),
+    )
+}
+
+/// `quantize_row_q8_0_ref`: `d = amax / 127`, `q = roundf(x / d)` as a byte. A block with a NaN
+/// takes the scalar twin (its running `MAX` restarts after each NaN, an order a vector maximum
+/// does not keep); the others take the maximum and the rounding eight values at a time.
+#[target_feature(enable = "avx2,f16c")]
+fn quantize_q8_0_impl(values: &[f32], blocks: &mut [BlockQ8_0]) {
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    for (x, block) in values.chunks_exact(32).zip(blocks) {
+        let mut v = [_mm256_setzero_ps(); 4];
+        for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
+            // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+            *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+        }
+        let [a, b, c, d] = v;
+        let unordered = _mm256_or_ps(
+            _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
+            _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
+        );
+        if _mm256_movemask_ps(unordered) != 0 {
+            if let Ok(x) = <&[f32; 32]>::try_from(x) {
+                *block = crate::quant::legacy::q8_0::quantize_block(x);
+            }
+            continue;
+        }
+        let m = _mm256_max_ps(
+            _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
+            _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
+        );
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+        // No NaN here, so the order of the maxima does not matter.
+        let amax = lanes
+            .into_iter()
+            .fold(0.0f32, |m, v| if m > v { m } else { v });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        block.d = crate::quant::float::f16_le_bytes(d);
+        let id = _mm256_set1_ps(id);
+        for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
+            let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
+            for (q, b) in q.iter_mut().zip(bytes) {
+                *q = b as i8;
+            }
+        }
+    }
+}
+
+/// Safe entry of [`quantize_q8_0_impl`].
+pub(super) fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { quantize_q8_0_impl(values, blocks) }
 }

@@ -3,12 +3,33 @@
 //! unsigned (`w + 128`, or the raw nibble) and the bias times the activation sum, taken the same
 //! way, is subtracted: exact for every byte value. The float steps are the AVX2 kernels'.
 
+use core::arch::asm;
 use core::arch::x86_64::*;
 
 use super::avx2::{f16x8, hsum_i32, load32, q4_0_nibbles, transpose_sums};
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::cast::f16_le;
 use crate::quant::legacy::BlockQ4_0;
+
+/// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation. Through
+/// `asm!` because the intrinsic is stable only from Rust 1.89, above the crate's MSRV.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    let mut acc = acc;
+    // SAFETY: the instruction only reads and writes these three registers; the CPU has AVX-512
+    // VNNI and VL (this function's target features, checked before any kernel here is handed out).
+    unsafe {
+        asm!(
+            "vpdpbusd {acc}, {a}, {b}",
+            acc = inout(ymm_reg) acc,
+            a = in(ymm_reg) a,
+            b = in(ymm_reg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
 
 /// Σ w·x over 32 signed bytes each, as eight i32 partial sums: Σ (w + 128)·x − Σ 128·x.
 #[inline]
@@ -18,10 +39,7 @@ fn dot_i8x32(w: &[i8; 32], x: &[i8; 32]) -> __m256i {
     let x = load32(x);
     let biased = _mm256_xor_si256(load32(w), bias);
     let zero = _mm256_setzero_si256();
-    _mm256_sub_epi32(
-        _mm256_dpbusd_epi32(zero, biased, x),
-        _mm256_dpbusd_epi32(zero, bias, x),
-    )
+    _mm256_sub_epi32(dpbusd(zero, biased, x), dpbusd(zero, bias, x))
 }
 
 /// Σ (q − 8)·y over a Q4_0 block: Σ q·y − Σ 8·y.
@@ -31,8 +49,8 @@ fn dot_q4_0(qs: &[u8; 16], y: &[i8; 32]) -> __m256i {
     let y = load32(y);
     let zero = _mm256_setzero_si256();
     _mm256_sub_epi32(
-        _mm256_dpbusd_epi32(zero, q4_0_nibbles(qs), y),
-        _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(8), y),
+        dpbusd(zero, q4_0_nibbles(qs), y),
+        dpbusd(zero, _mm256_set1_epi8(8), y),
     )
 }
 

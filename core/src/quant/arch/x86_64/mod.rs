@@ -14,8 +14,8 @@ use crate::quant::table::{ArchKernels, Ops};
 pub(crate) const AVX2: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx2::vec_dot_q8_0),
+        quantize: Some(avx2::quantize_q8_0),
         dequantize: Some(avx2::dequantize_q8_0),
-        ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
@@ -34,14 +34,31 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q4_1: Ops {
         vec_dot: Some(avx2::vec_dot_q4_1),
+        dequantize: Some(avx2::dequantize_q4_1),
         ..Ops::NONE
     },
     q5_0: Ops {
         vec_dot: Some(avx2::vec_dot_q5_0),
+        dequantize: Some(avx2::dequantize_q5_0),
         ..Ops::NONE
     },
     q5_1: Ops {
         vec_dot: Some(avx2::vec_dot_q5_1),
+        dequantize: Some(avx2::dequantize_q5_1),
+        ..Ops::NONE
+    },
+    q8_k: Ops {
+        quantize: Some(avx2::quantize_q8_k),
+        ..Ops::NONE
+    },
+    iq4_nl: Ops {
+        vec_dot: Some(avx2::vec_dot_iq4_nl),
+        dequantize: Some(avx2::dequantize_iq4_nl),
+        ..Ops::NONE
+    },
+    mxfp4: Ops {
+        vec_dot: Some(avx2::vec_dot_mxfp4),
+        dequantize: Some(avx2::dequantize_mxfp4),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
