@@ -55,34 +55,52 @@ fn q4_k_neon(block: &BlockQ4K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let min = f16_le(block.dmin);
     let (scales, mins) = scales_and_mins(&block.scales);
-    for sub in 0..8 {
-        let dl = vdupq_n_f32(d * scales[sub] as f32);
-        let ml = vdupq_n_f32(min * mins[sub] as f32);
-        let pair = sub / 2;
-        for i in 0..2 {
-            let q = load_u8(piece(&block.qs, 2 * pair + i));
-            let q = if sub % 2 == 0 {
-                vandq_u8(q, vdupq_n_u8(0x0f))
-            } else {
-                vshrq_n_u8::<4>(q)
-            };
-            let low = vmovl_u8(vget_low_u8(q));
-            let high = vmovl_high_u8(q);
-            let quads = [
-                vmovl_u16(vget_low_u16(low)),
-                vmovl_high_u16(low),
-                vmovl_u16(vget_low_u16(high)),
-                vmovl_high_u16(high),
-            ];
-            for (k, quad) in quads.into_iter().enumerate() {
-                let value = vsubq_f32(vmulq_f32(dl, vcvtq_f32_u32(quad)), ml);
-                let start = 32 * sub + 16 * i + 4 * k;
-                if let Some(dst) = out.get_mut(start..start + 4) {
-                    // SAFETY: `dst` is exactly the four f32 that `st1` writes.
-                    unsafe { vst1q_f32(dst.as_mut_ptr(), value) };
-                }
+    let mask = vdupq_n_u8(0x0f);
+    for (pair, values) in out.chunks_exact_mut(64).enumerate() {
+        let q = [
+            load_u8(piece(&block.qs, 2 * pair)),
+            load_u8(piece(&block.qs, 2 * pair + 1)),
+        ];
+        for (half, values) in values.chunks_exact_mut(32).enumerate() {
+            let sub = 2 * pair + half;
+            let (sc, m) = (scales.get(sub), mins.get(sub));
+            let dl = vdupq_n_f32(d * sc.copied().unwrap_or(0) as f32);
+            let ml = vdupq_n_f32(min * m.copied().unwrap_or(0) as f32);
+            for (q, values) in q.iter().zip(values.chunks_exact_mut(16)) {
+                let q = if half == 0 {
+                    vandq_u8(*q, mask)
+                } else {
+                    vshrq_n_u8::<4>(*q)
+                };
+                // Quants are below 16: their signed and unsigned views agree.
+                let quads = widen(vreinterpretq_s8_u8(q));
+                store16(values, quads.map(|v| vsubq_f32(vmulq_f32(dl, v), ml)));
             }
         }
+    }
+}
+
+/// 16 i8 values as four f32 vectors.
+#[inline]
+#[target_feature(enable = "neon")]
+fn widen(q: int8x16_t) -> [float32x4_t; 4] {
+    let low = vmovl_s8(vget_low_s8(q));
+    let high = vmovl_high_s8(q);
+    [
+        vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))),
+        vcvtq_f32_s32(vmovl_high_s16(low)),
+        vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))),
+        vcvtq_f32_s32(vmovl_high_s16(high)),
+    ]
+}
+
+/// Stores four vectors into a 16-value chunk (nothing if `dst` is not 16 values long).
+#[inline]
+#[target_feature(enable = "neon")]
+fn store16(dst: &mut [f32], v: [float32x4_t; 4]) {
+    if let Ok(dst) = <&mut [f32; 16]>::try_from(dst) {
+        // SAFETY: `dst` is exactly the 64 bytes that `st1` (four registers) writes.
+        unsafe { vst1q_f32_x4(dst.as_mut_ptr(), float32x4x4_t(v[0], v[1], v[2], v[3])) };
     }
 }
 
@@ -113,21 +131,8 @@ fn store_each<const N: usize>(
     q: int8x16_t,
     value: impl Fn(float32x4_t) -> float32x4_t,
 ) {
-    let low = vmovl_s8(vget_low_s8(q));
-    let high = vmovl_high_s8(q);
-    let quads = [
-        vmovl_s16(vget_low_s16(low)),
-        vmovl_high_s16(low),
-        vmovl_s16(vget_low_s16(high)),
-        vmovl_high_s16(high),
-    ];
-    for (k, quad) in quads.into_iter().enumerate() {
-        let v = value(vcvtq_f32_s32(quad));
-        let start = 16 * at + 4 * k;
-        if let Some(dst) = out.get_mut(start..start + 4) {
-            // SAFETY: `dst` is exactly the four f32 that `st1` writes.
-            unsafe { vst1q_f32(dst.as_mut_ptr(), v) };
-        }
+    if let Some(dst) = out.get_mut(16 * at..16 * at + 16) {
+        store16(dst, widen(q).map(value));
     }
 }
 
