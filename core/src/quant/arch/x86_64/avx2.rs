@@ -8,7 +8,7 @@ use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
-use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
@@ -1121,4 +1121,92 @@ fn quantize_q8_0_impl(values: &[f32], blocks: &mut [BlockQ8_0]) {
 pub(super) fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { quantize_q8_0_impl(values, blocks) }
+}
+
+/// `ggml_vec_dot_q2_K_q8_K_generic`: one exact integer total per block (each sub-block's sum times
+/// its 4-bit scale), then `sumf += dall * isum - dmin * summs`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
+    let low2 = _mm256_set1_epi8(3);
+    let nibble = _mm_set1_epi8(0x0f);
+    // Group g of a half covers sub-blocks 2g (low 128 bits) and 2g + 1 (high): pick their i16
+    // scales (bytes 4g, 4g + 1 and 4g + 2, 4g + 3 of the half's eight scales).
+    let picks = [0i8, 1, 2, 3].map(|g| {
+        let (a, b) = (4 * g, 4 * g + 2);
+        _mm256_setr_epi8(
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+        )
+    });
+    let mut sumf = 0.0f32;
+    for (wb, xb) in w.iter().zip(x) {
+        let packed = load16(&wb.scales);
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), nibble));
+        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+        let summs = hsum_i32(_mm256_madd_epi16(load32(bsums), mins));
+        let scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, nibble));
+        let halves_scales = [
+            _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales)),
+            _mm256_broadcastsi128_si256(_mm256_extracti128_si256::<1>(scales)),
+        ];
+        let mut acc = _mm256_setzero_si256();
+        let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
+        for ((qs, xq), half_scales) in halves.zip(halves_scales) {
+            let q = load32(part(qs, 0));
+            let groups = [
+                q,
+                _mm256_srli_epi16::<2>(q),
+                _mm256_srli_epi16::<4>(q),
+                _mm256_srli_epi16::<6>(q),
+            ];
+            for (g, (shifted, pick)) in groups.into_iter().zip(picks).enumerate() {
+                let qg = _mm256_and_si256(shifted, low2);
+                // maddubs of 2-bit quants: pairs below 2·3·128, exact; pairs stay in a sub-block.
+                let products = _mm256_maddubs_epi16(qg, load32(part(xq, 32 * g)));
+                let scale = _mm256_shuffle_epi8(half_scales, pick);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, scale));
+            }
+        }
+        let isum = hsum_i32(acc);
+        let dall = xb.scale() * f16_le(wb.d);
+        let dmin = xb.scale() * f16_le(wb.dmin);
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+/// Safe entry of [`vec_dot_q2_k_impl`].
+pub(super) fn vec_dot_q2_k(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q2_k_impl(w, x) }
 }
