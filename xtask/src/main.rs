@@ -13,7 +13,10 @@
 //!   (also the last step of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
+//! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
+//!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`).
 
+mod aarch64;
 mod firmware;
 mod msrv;
 mod overflow;
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
             .and_then(|()| tests())
             .and_then(|()| overflow::tests())
             .and_then(|()| scalar_only::run())
+            .and_then(|()| aarch64::cross_tests())
             .and_then(|()| firmware::firmware()),
         "fetch" => fetch(),
         "check" => checks(),
@@ -41,9 +45,10 @@ fn main() -> ExitCode {
         "overflow" => overflow::tests(),
         "firmware" => firmware::firmware(),
         "scalar-only" => scalar_only::run(),
+        "aarch64" => aarch64::cross_tests(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware|scalar-only>"
+                "usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware|scalar-only|aarch64>"
             );
             return ExitCode::from(2);
         }

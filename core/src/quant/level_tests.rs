@@ -228,3 +228,49 @@ fn block_views_of_test_rows_are_whole() {
         );
     }
 }
+
+#[test]
+fn matmul_columns_equal_matvec_at_every_level() {
+    use super::matvec::{matmul, matmul_scratch_bytes, matvec_at, matvec_scratch_bytes};
+    let mut rng = Rng(7);
+    let (rows, cols, n) = (37usize, 512usize, 3usize);
+    for t in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ4_NL,
+        GgmlType::F16,
+    ] {
+        let mut w = vec![0u8; super::bytes_for(t, rows * cols).unwrap()];
+        super::quantize(t, &rng.values(rows * cols), &mut w).unwrap();
+        let x = rng.values(n * cols);
+        for level in available() {
+            let mut scratch = vec![0u8; matmul_scratch_bytes(t, cols, n).unwrap()];
+            let mut y = vec![f32::NAN; n * rows];
+            matmul(level, t, &w, rows, cols, n, &x, &mut scratch, &mut y).unwrap();
+            for (j, column) in x.chunks_exact(cols).enumerate() {
+                let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                let mut want = vec![0f32; rows];
+                matvec_at(
+                    Level::Scalar,
+                    t,
+                    &w,
+                    rows,
+                    cols,
+                    column,
+                    &mut scratch,
+                    &mut want,
+                )
+                .unwrap();
+                assert!(
+                    same_bits(&y[j * rows..(j + 1) * rows], &want),
+                    "{t} at {level}, column {j}"
+                );
+            }
+        }
+    }
+}

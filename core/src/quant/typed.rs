@@ -257,8 +257,8 @@ pub fn matmul_at<B: Kernels>(
     let column_blocks = row_blocks * B::ACTIVATION_BLOCKS;
     // Tiles of rows small enough to stay in cache while every column passes over them.
     const TILE_ROWS: usize = 16;
-    for (tile, w_tile) in w.chunks(TILE_ROWS * row_blocks).enumerate() {
-        let first_row = tile * TILE_ROWS;
+    for (tile, w_tile) in w.chunks(TILE_ROWS.saturating_mul(row_blocks)).enumerate() {
+        let first_row = tile.saturating_mul(TILE_ROWS);
         for (xq_column, y_column) in xq.chunks_exact(column_blocks).zip(y.chunks_exact_mut(rows)) {
             let outs = y_column.iter_mut().skip(first_row);
             for (out, row) in outs.zip(w_tile.chunks_exact(row_blocks)) {

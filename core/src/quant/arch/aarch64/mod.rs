@@ -1,11 +1,164 @@
-//! AArch64 kernels: NEON baseline, `dotprod` (`sdot`) and `i8mm` (`smmla`). Placeholder sets with
-//! no overrides yet (every type runs its scalar twin); the NEON kernels fill these in.
+//! AArch64 kernels: NEON (every AArch64 core), `dotprod` (`sdot`) and `i8mm` (`smmla`), one
+//! [`ArchKernels`] set per level.
+//!
+//! Each kernel has the signature of its scalar twin and returns the same bits: integer sums are
+//! exact in any order, and every float step is the scalar reference's, in its order, unfused (LLVM
+//! does not contract `fmul` + `fadd` on AArch64 unless asked to). Inputs the fast path cannot take
+//! exactly (NaN in a quantizer's input, out-of-range conversions) go to the scalar twin.
+//!
+//! `vdotq_s32` and `vmmlaq_s32` are unstable, so `sdot` and `smmla` are written as inline `asm!`
+//! inside `#[target_feature]` functions (`kernels::ops`). The `dotprod` / `i8mm` entry points check the
+//! level themselves as well (besides `pick!`) and otherwise run the NEON kernel, same bits.
+//!
+//! The K-quant vec_dots have no `sdot` form: ggml's generic order scales and accumulates eight lanes
+//! per super-block in float, lane = element index mod 8, while `sdot` sums four *consecutive* bytes.
+//! Widening multiply-accumulates (`smull`/`smlal`) land each product in its lane for free; an `sdot`
+//! form would first have to shuffle both operands (4 `tbl` per 32 values) and costs more. So the
+//! `dotprod` level inherits the K-quant kernels from NEON.
+//!
+//! `i8mm` adds `kernels::q8_0::vec_dot_2x2` and `kernels::q4_0::vec_dot_2x2` (two rows × two columns per
+//! `smmla`) for batched matmul; the table has no slot for a 2×2 kernel yet, so its one-pair
+//! vec_dot is the `dotprod` one.
+//!
+//! The kernels are compiled for little-endian targets with NEON (block fields are read as native
+//! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
+#![allow(unsafe_code)]
 
 use crate::quant::table::ArchKernels;
 
-/// Baseline Advanced SIMD.
+#[cfg(all(target_endian = "little", target_feature = "neon"))]
+pub(crate) mod kernels {
+    pub mod dequantize;
+    pub mod nibbles;
+    mod ops;
+    pub mod q4_0;
+    pub mod q4_k;
+    pub mod q5_k;
+    pub mod q6_k;
+    pub mod q8_0;
+    pub mod q8_k;
+    pub mod rows;
+    #[cfg(test)]
+    mod tests;
+
+    use crate::quant::level::Level;
+
+    /// Whether `sdot` may run (compiled in, or detected at run time with `std`).
+    #[inline]
+    pub fn has_dotprod() -> bool {
+        Level::Dotprod.is_available()
+    }
+
+    /// Whether `smmla` may run (compiled in, or detected at run time with `std`).
+    #[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
+    #[inline]
+    pub fn has_i8mm() -> bool {
+        Level::I8mm.is_available()
+    }
+}
+
+#[cfg(all(target_endian = "little", target_feature = "neon"))]
+mod sets {
+    use super::kernels::{nibbles as n, q4_0, q4_k, q5_k, q6_k, q8_0, rows};
+    use crate::quant::table::{ArchKernels, Ops};
+
+    /// Baseline Advanced SIMD.
+    pub(crate) const NEON: ArchKernels = ArchKernels {
+        q8_0: Ops {
+            dequantize: Some(rows::dequantize_q8_0),
+            quantize: Some(rows::quantize_q8_0),
+            vec_dot: Some(q8_0::vec_dot),
+        },
+        q8_1: Ops {
+            quantize: Some(rows::quantize_q8_1),
+            ..Ops::NONE
+        },
+        q8_k: Ops {
+            quantize: Some(rows::quantize_q8_k),
+            ..Ops::NONE
+        },
+        q4_0: Ops {
+            dequantize: Some(rows::dequantize_q4_0),
+            vec_dot: Some(q4_0::vec_dot),
+            ..Ops::NONE
+        },
+        q4_1: Ops {
+            dequantize: Some(rows::dequantize_q4_1),
+            vec_dot: Some(n::vec_dot_q4_1),
+            ..Ops::NONE
+        },
+        q5_0: Ops {
+            dequantize: Some(rows::dequantize_q5_0),
+            vec_dot: Some(n::vec_dot_q5_0),
+            ..Ops::NONE
+        },
+        q5_1: Ops {
+            dequantize: Some(rows::dequantize_q5_1),
+            vec_dot: Some(n::vec_dot_q5_1),
+            ..Ops::NONE
+        },
+        iq4_nl: Ops {
+            dequantize: Some(rows::dequantize_iq4_nl),
+            vec_dot: Some(n::vec_dot_iq4_nl),
+            ..Ops::NONE
+        },
+        q4_k: Ops {
+            dequantize: Some(rows::dequantize_q4_k),
+            vec_dot: Some(q4_k::vec_dot),
+            ..Ops::NONE
+        },
+        q5_k: Ops {
+            dequantize: Some(rows::dequantize_q5_k),
+            vec_dot: Some(q5_k::vec_dot),
+            ..Ops::NONE
+        },
+        q6_k: Ops {
+            dequantize: Some(rows::dequantize_q6_k),
+            vec_dot: Some(q6_k::vec_dot),
+            ..Ops::NONE
+        },
+        ..ArchKernels::NONE
+    };
+
+    /// NEON with `dotprod`: `sdot` for the 32-value types, everything else from NEON.
+    pub(crate) const DOTPROD: ArchKernels = ArchKernels {
+        q8_0: Ops {
+            vec_dot: Some(q8_0::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        q4_0: Ops {
+            vec_dot: Some(q4_0::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        q4_1: Ops {
+            vec_dot: Some(n::vec_dot_q4_1_dotprod),
+            ..Ops::NONE
+        },
+        q5_0: Ops {
+            vec_dot: Some(n::vec_dot_q5_0_dotprod),
+            ..Ops::NONE
+        },
+        q5_1: Ops {
+            vec_dot: Some(n::vec_dot_q5_1_dotprod),
+            ..Ops::NONE
+        },
+        iq4_nl: Ops {
+            vec_dot: Some(n::vec_dot_iq4_nl_dotprod),
+            ..Ops::NONE
+        },
+        ..ArchKernels::NONE
+    };
+}
+#[cfg(all(target_endian = "little", target_feature = "neon"))]
+pub(crate) use sets::{DOTPROD, NEON};
+
+/// Without NEON or on big-endian: no overrides.
+#[cfg(not(all(target_endian = "little", target_feature = "neon")))]
 pub(crate) const NEON: ArchKernels = ArchKernels::NONE;
-/// NEON with `dotprod`.
+/// Without NEON or on big-endian: no overrides.
+#[cfg(not(all(target_endian = "little", target_feature = "neon")))]
 pub(crate) const DOTPROD: ArchKernels = ArchKernels::NONE;
-/// NEON with `dotprod` and `i8mm`.
+
+/// NEON with `dotprod` and `i8mm`: the one-pair kernels are the `dotprod` ones (see the module
+/// docs for the 2×2 `smmla` kernels).
 pub(crate) const I8MM: ArchKernels = ArchKernels::NONE;

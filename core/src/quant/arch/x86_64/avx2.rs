@@ -8,7 +8,7 @@ use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
-use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
@@ -303,39 +303,81 @@ fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 /// `sumf -= (dmin·dx) · Σ bsums·mins`; the lanes added to `sumf` last.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    dot_with_mins(w, x, |b| (&b.scales, &b.qs, None, b.d, b.dmin))
+}
+
+/// One Q4_K/Q5_K block as [`dot_with_mins`] reads it: packed scales, the 4-bit quants, the fifth
+/// bits (Q5_K), `d` and `dmin`.
+type MinsBlock<'a> = (
+    &'a [u8; 12],
+    &'a [u8; 128],
+    Option<&'a [u8; 32]>,
+    [u8; 2],
+    [u8; 2],
+);
+
+/// The dot shared by Q4_K and Q5_K (`vec_dot_with_mins` of the scalar twins): lanes scaled by
+/// `d·dx` into `sums` per block, `sumf -= (dmin·dx)·Σ bsums·mins`, lanes added to `sumf` last.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>) -> f32 {
     let mut sums = _mm256_setzero_ps();
     let mut sumf = 0.0f32;
     let nibble = _mm256_set1_epi8(0x0f);
+    let one = _mm256_set1_epi8(1);
     for (wb, xb) in w.iter().zip(x) {
-        let (scales, mins) = scales_and_mins(&wb.scales);
+        let (packed, qs_all, qh, d, dmin) = parts(wb);
+        let (scales, mins) = scales_and_mins(packed);
         // Σ bsums·mins: each min covers two bsums (16 i16 · 16 i16 in one madd, exact).
         let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
         let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
         let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
         let sumi = hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
+        let high_bits = qh.map(|h| load32(h));
 
         let mut acc = LaneAcc::new();
-        let pairs = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(64));
-        for ((qs, xq), sc) in pairs.zip(scales.chunks_exact(2)) {
+        let pairs = qs_all.chunks_exact(32).zip(xb.qs.chunks_exact(64));
+        for (p, ((qs, xq), sc)) in pairs.zip(scales.chunks_exact(2)).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
-            // maddubs of unsigned quants (< 16) and Q8_K bytes: pairs below 2·15·128, exact.
+            // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
             let q = load32(part(qs, 0));
-            let low = pair_lanes(_mm256_and_si256(q, nibble));
-            let high = pair_lanes(_mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble));
+            let mut low = _mm256_and_si256(q, nibble);
+            let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
+            if let Some(h) = high_bits {
+                // Fifth bits: bit 2p of qh[l] for element l, bit 2p+1 for element l + 32.
+                let shift = _mm_cvtsi32_si128(2 * p as i32);
+                let bit_low = _mm256_and_si256(_mm256_srl_epi16(h, shift), one);
+                let shift = _mm_cvtsi32_si128(2 * p as i32 + 1);
+                let bit_high = _mm256_and_si256(_mm256_srl_epi16(h, shift), one);
+                low = _mm256_or_si256(low, _mm256_slli_epi16::<4>(bit_low));
+                high = _mm256_or_si256(high, _mm256_slli_epi16::<4>(bit_high));
+            }
             let x0 = pair_lanes(load32(part(xq, 0)));
             let x1 = pair_lanes(load32(part(xq, 32)));
-            let s0 = _mm256_maddubs_epi16(low, x0);
-            let s1 = _mm256_maddubs_epi16(high, x1);
+            let s0 = _mm256_maddubs_epi16(pair_lanes(low), x0);
+            let s1 = _mm256_maddubs_epi16(pair_lanes(high), x1);
             if let [sc0, sc1] = *sc {
                 acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
             }
         }
-        let d = crate::quant::cast::f16_le(wb.d) * xb.scale();
+        let d = f16_le(d) * xb.scale();
         sums = accumulate(sums, d, acc.lanes());
-        let dmin = crate::quant::cast::f16_le(wb.dmin) * xb.scale();
+        let dmin = f16_le(dmin) * xb.scale();
         sumf -= dmin * sumi as f32;
     }
     add_lanes(sumf, sums)
+}
+
+/// `ggml_vec_dot_q5_K_q8_K_generic`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    dot_with_mins(w, x, |b| (&b.scales, &b.qs, Some(&b.qh), b.d, b.dmin))
+}
+
+/// Safe entry of [`vec_dot_q5_k_impl`].
+pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q5_k_impl(w, x) }
 }
 
 /// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block (the scalar
@@ -406,28 +448,28 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
                 let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
                 *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
-            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half).
-            let sc = |i: usize| i16::from(half_scales.get(i).copied().unwrap_or(0));
+            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
+            // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
+            // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
             let [g0, g1, g2, g3] = lane_sums;
-            let pairs_01 = _mm256_setr_epi32(
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(0), sc(2)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
-                scale_pair(sc(1), sc(3)),
+            let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
+                0,
+                i64::from_le_bytes(bytemuck::cast(*part::<i8, 8>(half_scales, 0))),
+            ));
+            let scales8 = _mm256_broadcastsi128_si256(scales8);
+            let pairs_01 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3,
+                    6, 7, 2, 3, 6, 7,
+                ),
             );
-            let pairs_23 = _mm256_setr_epi32(
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(4), sc(6)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
-                scale_pair(sc(5), sc(7)),
+            let pairs_23 = _mm256_shuffle_epi8(
+                scales8,
+                _mm256_setr_epi8(
+                    8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11,
+                    14, 15, 10, 11, 14, 15, 10, 11, 14, 15,
+                ),
             );
             acc.add_pair_scaled(g0, g1, pairs_01);
             acc.add_pair_scaled(g2, g3, pairs_23);
@@ -1091,4 +1133,92 @@ fn quantize_q8_0_impl(values: &[f32], blocks: &mut [BlockQ8_0]) {
 pub(super) fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { quantize_q8_0_impl(values, blocks) }
+}
+
+/// `ggml_vec_dot_q2_K_q8_K_generic`: one exact integer total per block (each sub-block's sum times
+/// its 4-bit scale), then `sumf += dall * isum - dmin * summs`.
+#[target_feature(enable = "avx2,f16c")]
+fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
+    let low2 = _mm256_set1_epi8(3);
+    let nibble = _mm_set1_epi8(0x0f);
+    // Group g of a half covers sub-blocks 2g (low 128 bits) and 2g + 1 (high): pick their i16
+    // scales (bytes 4g, 4g + 1 and 4g + 2, 4g + 3 of the half's eight scales).
+    let picks = [0i8, 1, 2, 3].map(|g| {
+        let (a, b) = (4 * g, 4 * g + 2);
+        _mm256_setr_epi8(
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+        )
+    });
+    let mut sumf = 0.0f32;
+    for (wb, xb) in w.iter().zip(x) {
+        let packed = load16(&wb.scales);
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), nibble));
+        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+        let summs = hsum_i32(_mm256_madd_epi16(load32(bsums), mins));
+        let scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, nibble));
+        let halves_scales = [
+            _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales)),
+            _mm256_broadcastsi128_si256(_mm256_extracti128_si256::<1>(scales)),
+        ];
+        let mut acc = _mm256_setzero_si256();
+        let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
+        for ((qs, xq), half_scales) in halves.zip(halves_scales) {
+            let q = load32(part(qs, 0));
+            let groups = [
+                q,
+                _mm256_srli_epi16::<2>(q),
+                _mm256_srli_epi16::<4>(q),
+                _mm256_srli_epi16::<6>(q),
+            ];
+            for (g, (shifted, pick)) in groups.into_iter().zip(picks).enumerate() {
+                let qg = _mm256_and_si256(shifted, low2);
+                // maddubs of 2-bit quants: pairs below 2·3·128, exact; pairs stay in a sub-block.
+                let products = _mm256_maddubs_epi16(qg, load32(part(xq, 32 * g)));
+                let scale = _mm256_shuffle_epi8(half_scales, pick);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, scale));
+            }
+        }
+        let isum = hsum_i32(acc);
+        let dall = xb.scale() * f16_le(wb.d);
+        let dmin = xb.scale() * f16_le(wb.dmin);
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+/// Safe entry of [`vec_dot_q2_k_impl`].
+pub(super) fn vec_dot_q2_k(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
+    unsafe { vec_dot_q2_k_impl(w, x) }
 }

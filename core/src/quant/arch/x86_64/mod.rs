@@ -47,6 +47,14 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         dequantize: Some(avx2::dequantize_q5_1),
         ..Ops::NONE
     },
+    q2_k: Ops {
+        vec_dot: Some(avx2::vec_dot_q2_k),
+        ..Ops::NONE
+    },
+    q5_k: Ops {
+        vec_dot: Some(avx2::vec_dot_q5_k),
+        ..Ops::NONE
+    },
     q8_k: Ops {
         quantize: Some(avx2::quantize_q8_k),
         ..Ops::NONE
