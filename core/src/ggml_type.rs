@@ -284,7 +284,7 @@ impl GgmlType {
     /// the byte count overflows `u64`.
     pub const fn bytes_for(self, elements: u64) -> Option<u64> {
         let block = self.block_size() as u64;
-        if elements % block != 0 {
+        if !elements.is_multiple_of(block) {
             return None;
         }
         (elements / block).checked_mul(self.block_bytes() as u64)

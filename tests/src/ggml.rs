@@ -337,7 +337,7 @@ pub fn has_vec_dot(t: GgmlType) -> bool {
 fn bytes_of(t: GgmlType, elements: usize) -> usize {
     let block = t.block_size() as usize;
     assert!(
-        elements % block == 0,
+        elements.is_multiple_of(block),
         "{elements} values are not whole {t} blocks of {block}"
     );
     elements / block * t.block_bytes() as usize
@@ -347,7 +347,7 @@ fn bytes_of(t: GgmlType, elements: usize) -> usize {
 fn elements_of(t: GgmlType, bytes: usize) -> usize {
     let block_bytes = t.block_bytes() as usize;
     assert!(
-        bytes % block_bytes == 0,
+        bytes.is_multiple_of(block_bytes),
         "{bytes} bytes are not whole {t} blocks of {block_bytes} bytes"
     );
     bytes / block_bytes * t.block_size() as usize
@@ -461,7 +461,7 @@ pub fn ggml_quantize_imatrix(
     let quantize = imatrix_fn(t)?;
     assert_eq!(imatrix.len(), n_per_row, "one importance weight per column");
     assert!(
-        n_per_row > 0 && x.len() % n_per_row == 0,
+        n_per_row > 0 && x.len().is_multiple_of(n_per_row),
         "x is not whole rows of {n_per_row}"
     );
     let row_bytes = bytes_of(t, n_per_row);

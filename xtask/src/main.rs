@@ -3,7 +3,7 @@
 //!
 //! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
 //!   venv), then run
-//!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.85), the no_std build of
+//!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.89), the no_std build of
 //!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).

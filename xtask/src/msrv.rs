@@ -1,12 +1,12 @@
-//! The declared `rust-version` (1.85) builds the two published crates (the CLI included). The
+//! The declared `rust-version` (1.89) builds the two published crates (the CLI included). The
 //! doctests need no task of their own: `cargo test --workspace` of the `test` task runs them.
 
 use crate::run;
 
 /// The workspace's `rust-version`.
-const MSRV: &str = "1.85";
+const MSRV: &str = "1.89";
 
-/// Installs the toolchain if missing (minimal profile), then `cargo +1.85 build` of the library
+/// Installs the toolchain if missing (minimal profile), then `cargo +1.89 build` of the library
 /// crates and the CLI.
 pub fn msrv_build() -> Result<(), String> {
     let installed = std::process::Command::new("rustup")

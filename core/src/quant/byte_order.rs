@@ -56,7 +56,7 @@ pub fn big_endian_to_native_in_place(t: GgmlType, data: &mut [u8]) -> Result<()>
         op: Op::FromBigEndian,
     })?;
     let block_bytes = t.block_bytes() as usize;
-    if block_bytes == 0 || data.len() % block_bytes != 0 {
+    if block_bytes == 0 || !data.len().is_multiple_of(block_bytes) {
         return Err(Error::PartialBlock {
             ggml_type: t,
             len: data.len() as u64,

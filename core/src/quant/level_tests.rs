@@ -36,7 +36,7 @@ impl Rng {
                 let sum: f32 = (0..4)
                     .map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0)
                     .sum();
-                if self.next() % 97 == 0 {
+                if self.next().is_multiple_of(97) {
                     sum * scale * 40.0
                 } else {
                     sum * scale

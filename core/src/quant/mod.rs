@@ -76,7 +76,7 @@ pub const fn vec_dot_type(t: GgmlType) -> Option<GgmlType> {
 /// Number of elements that `bytes` bytes of type `t` hold, or an error if they are not whole blocks.
 pub fn elements_in(t: GgmlType, bytes: usize) -> Result<usize> {
     let block_bytes = t.block_bytes() as usize;
-    if bytes % block_bytes != 0 {
+    if !bytes.is_multiple_of(block_bytes) {
         return Err(Error::PartialBlock {
             ggml_type: t,
             len: bytes as u64,

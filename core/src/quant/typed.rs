@@ -60,7 +60,7 @@ pub fn quantize<B: Kernels>(src: &[f32], dst: &mut [u8]) -> Result<()> {
 pub fn quantize_at<B: Kernels>(level: Level, src: &[f32], dst: &mut [u8]) -> Result<()> {
     check_level(level)?;
     let kernel = B::quantize_kernel(level).ok_or(unsupported::<B>(Op::Quantize))?;
-    if src.len() % B::VALUES != 0 {
+    if !src.len().is_multiple_of(B::VALUES) {
         return Err(Error::PartialBlock {
             ggml_type: B::TYPE,
             len: src.len() as u64,
@@ -103,7 +103,7 @@ fn operands<'a, B: Kernels>(w: &'a [u8], x: &'a [u8]) -> Result<(&'a [B], &'a [B
 
 /// Scratch bytes [`matvec`] needs for `cols` activations: their size in `B`'s activation type.
 pub fn matvec_scratch_bytes<B: Kernels>(cols: usize) -> Result<usize> {
-    if cols % B::VALUES != 0 {
+    if !cols.is_multiple_of(B::VALUES) {
         return Err(Error::PartialBlock {
             ggml_type: B::TYPE,
             len: cols as u64,

@@ -52,7 +52,7 @@ fn magnitudes([first, second]: [u8; 2], qh: u8, l: usize) -> [u8; 8] {
 /// The 4-bit scale of group `ib32`.
 fn group_scale(scales: &[u8; QK_K / 64], ib32: usize) -> u8 {
     let byte = scales[(ib32 / 2) % (QK_K / 64)];
-    if ib32 % 2 == 0 {
+    if ib32.is_multiple_of(2) {
         byte & 0xf
     } else {
         byte >> 4
