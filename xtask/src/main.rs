@@ -6,23 +6,34 @@
 //!   fmt, clippy, rustdoc, the no_std build of `core` for `thumbv7em-none-eabihf`, and every test.
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
+//! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
+
+mod fuzz;
 
 const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
-        "ci" => fetch().and_then(|()| checks()).and_then(|()| tests()),
+        "ci" => fetch()
+            .and_then(|()| checks())
+            .and_then(|()| tests())
+            .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
+            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
+            Some(Ok(seconds)) => fuzz::fuzz(seconds),
+            Some(Err(e)) => Err(format!("SECONDS: {e}")),
+        },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|fuzz [SECONDS]>");
             return ExitCode::from(2);
         }
     };
