@@ -334,6 +334,8 @@ pub enum Op {
     Dequantize,
     /// Dot product against the vec-dot type.
     VecDot,
+    /// Big-endian tensor data to the kernels' layout ([`crate::quant::byte_order`]).
+    FromBigEndian,
 }
 
 impl Op {
@@ -343,6 +345,7 @@ impl Op {
             Self::Quantize => "quantize",
             Self::Dequantize => "dequantize",
             Self::VecDot => "vec_dot",
+            Self::FromBigEndian => "reading big-endian data",
         }
     }
 }
@@ -463,6 +466,9 @@ impl core::fmt::Display for Error {
                 write!(f, "{} is not available for {ggml_type}", op.as_str())?;
                 if op == Op::Quantize && ggml_type.is_quantized() {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
+                }
+                if op == Op::FromBigEndian {
+                    f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;
                 }
             }
             Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,

@@ -68,6 +68,17 @@ impl Builder {
                 if self.pending.is_some() || !self.open.is_empty() {
                     return Err(out_of_place(offset));
                 }
+                // A duplicate is reported at the key, whether or not its value then parses, as
+                // `validate::check_bytes` does: both validators give one answer for the same bytes.
+                let metadata = &self.index.metadata;
+                let seen = self
+                    .index
+                    .key_lookup
+                    .find(key, |j| metadata.get(j).map(|e| e.key.as_str()))
+                    .is_some();
+                if seen {
+                    self.index.duplicates.push(Error::DuplicateKey { offset });
+                }
                 self.pending = Some(PendingKey {
                     key: key.to_owned(),
                     key_offset: offset,
@@ -185,15 +196,11 @@ impl Builder {
         let Index {
             metadata,
             key_lookup,
-            duplicates,
             ..
         } = &mut self.index;
         let i = metadata.len();
-        if key_lookup.insert(&key, i, |j| metadata.get(j).map(|e| e.key.as_str()))
-            == Inserted::Duplicate
-        {
-            duplicates.push(Error::DuplicateKey { offset: key_offset });
-        }
+        // A duplicate was reported at its key; lookups keep finding the first occurrence.
+        key_lookup.insert(&key, i, |j| metadata.get(j).map(|e| e.key.as_str()));
         self.index.metadata.push(MetadataEntry {
             key,
             value,

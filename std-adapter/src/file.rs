@@ -1,12 +1,14 @@
 //! A GGUF file opened from disk: memory-mapped, its header indexed and checked, tensor data
 //! borrowed straight from the mapping.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
 
 use memmap2::Mmap;
-use miniquant::gguf::Limits;
+use miniquant::gguf::{ByteOrder, Limits};
+use miniquant::quant::byte_order;
 use miniquant::{Error, Result};
 
 use crate::index::{Index, TensorEntry};
@@ -143,7 +145,8 @@ impl GgufFile {
         self.bytes.as_slice()
     }
 
-    /// The data of the tensor called `name`, borrowed from the mapping.
+    /// The data of the tensor called `name`, borrowed from the mapping, as stored (see
+    /// [`data_of`](Self::data_of)).
     pub fn tensor_data(&self, name: &str) -> Result<&[u8], TensorDataError> {
         let tensor = self
             .index
@@ -152,7 +155,29 @@ impl GgufFile {
         self.data_of(tensor).map_err(TensorDataError::Gguf)
     }
 
-    /// The data of `tensor` (an entry of this file's index), borrowed from the mapping.
+    /// The data of `tensor` in the layout the kernels read ([`miniquant::quant`] takes ggml's
+    /// blocks as a little-endian file stores them): borrowed from the mapping for a little-endian
+    /// file, converted into a new buffer for a big-endian one
+    /// ([`miniquant::quant::byte_order`]).
+    ///
+    /// # Errors
+    /// As [`data_of`](Self::data_of); for a big-endian file, [`Error::Unsupported`] if the type
+    /// has no big-endian layout (only those `gguf-convert-endian` defines are known).
+    pub fn native_data_of(&self, tensor: &TensorEntry) -> Result<Cow<'_, [u8]>> {
+        let data = self.data_of(tensor)?;
+        match self.index.byte_order() {
+            Some(ByteOrder::Big) => {
+                let mut native = vec![0u8; data.len()];
+                byte_order::big_endian_to_native(tensor.ggml_type, data, &mut native)?;
+                Ok(Cow::Owned(native))
+            }
+            Some(ByteOrder::Little) | None => Ok(Cow::Borrowed(data)),
+        }
+    }
+
+    /// The data of `tensor` (an entry of this file's index), borrowed from the mapping: the bytes
+    /// as stored, in the file's byte order ([`Index::byte_order`]). The kernels need them in
+    /// little-endian layout: see [`native_data_of`](Self::native_data_of).
     pub fn data_of(&self, tensor: &TensorEntry) -> Result<&[u8]> {
         let range = self.index.data_range(tensor)?;
         let file_size = self.bytes.as_slice().len() as u64;

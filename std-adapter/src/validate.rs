@@ -178,7 +178,6 @@ pub fn check_bytes(bytes: &[u8]) -> Report {
         let offset = parser.event_offset();
         match event {
             Event::Key { key, .. } => {
-                report.keys += 1;
                 if !keys.insert(key) {
                     report.errors.push(Error::DuplicateKey { offset });
                 }
@@ -197,8 +196,12 @@ pub fn check_bytes(bytes: &[u8]) -> Report {
                 depth = depth.saturating_sub(1);
                 if depth == 0 {
                     report.warnings.extend(nested.take());
+                    report.keys += 1;
                 }
             }
+            // Like an index entry, a key counts once its value is complete.
+            Event::Scalar(_) if depth == 0 => report.keys += 1,
+            Event::String(piece) if depth == 0 && piece.is_last() => report.keys += 1,
             Event::Tensor(t) => {
                 report.tensors += 1;
                 if !names.insert(t.name) {
@@ -343,5 +346,98 @@ fn nested_arrays(index: &Index, report: &mut Report) {
                 value_offset: e.value_offset,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::GgufWriter;
+    use miniquant::gguf::Scalar;
+    use miniquant::GgmlType;
+
+    /// Duplicate keys (one whose value is an array that a truncation or mutation can break in the
+    /// middle), a nested array, duplicate and overlapping tensors.
+    fn sample() -> Vec<u8> {
+        let mut strings = crate::value::Strings::new();
+        for s in ["x", "yy", "zzz", "w"] {
+            strings.push(s);
+        }
+        let nested = Array::Array(vec![
+            Array::empty(ValueType::U8),
+            Array::from(strings.clone()),
+        ]);
+        let mut w = GgufWriter::new();
+        w.kv("a", Scalar::U32(1))
+            .kv("b", nested)
+            .kv("a", Array::from(strings))
+            .kv("c", "text")
+            .kv("a", "again");
+        w.tensor("t", GgmlType::F32, &[4], vec![0; 16])
+            .tensor("t", GgmlType::F32, &[4], vec![0; 16])
+            .tensor_at("u", GgmlType::F32.code(), &[8], 0, vec![0; 32]);
+        w.to_bytes()
+    }
+
+    fn assert_same(case: &str, bytes: &[u8]) {
+        let (index, parse_error) = Index::from_bytes_partial(bytes, Limits::DEFAULT);
+        let indexed = check(&index, parse_error);
+        let streamed = check_bytes(bytes);
+        assert_eq!(indexed, streamed, "{case}");
+    }
+
+    /// `check` (over an index) and `check_bytes` (streamed) give one answer for the same bytes:
+    /// every truncation and many one-byte changes of a file full of duplicates. A duplicate key
+    /// whose value fails to parse used to be reported only by `check_bytes`.
+    #[test]
+    fn both_validators_give_the_same_report() {
+        let bytes = sample();
+        let full = check_bytes(&bytes);
+        let duplicate_keys = full
+            .errors
+            .iter()
+            .filter(|e| matches!(e, Error::DuplicateKey { .. }))
+            .count();
+        assert_eq!(duplicate_keys, 2, "{full:?}");
+        assert!(full
+            .errors
+            .iter()
+            .any(|e| matches!(e, Error::DuplicateTensor { .. })));
+        assert_eq!(full.warnings.len(), 2, "{full:?}");
+        for len in 0..=bytes.len() {
+            assert_same(&format!("first {len} bytes"), &bytes[..len]);
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..4000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut changed = bytes.clone();
+            let at = (state % changed.len() as u64) as usize;
+            changed[at] = (state >> 32) as u8;
+            assert_same(
+                &format!("round {round}: byte {at} set to {}", changed[at]),
+                &changed,
+            );
+        }
+    }
+
+    /// The reported case: the second `a`'s value (an array of strings) is cut inside a string.
+    #[test]
+    fn duplicate_key_whose_value_fails_is_reported_by_both() {
+        let bytes = sample();
+        let streamed = check_bytes(&bytes);
+        let Some(&Error::DuplicateKey { offset }) = streamed.errors.first() else {
+            panic!("{streamed:?}")
+        };
+        // Cut a few bytes after the second `a`: inside its array of strings.
+        let cut = &bytes[..offset as usize + 40];
+        let (index, parse_error) = Index::from_bytes_partial(cut, Limits::DEFAULT);
+        let indexed = check(&index, parse_error);
+        assert!(
+            indexed.errors.contains(&Error::DuplicateKey { offset }),
+            "{indexed:?}"
+        );
+        assert_eq!(indexed, check_bytes(cut));
     }
 }

@@ -20,9 +20,9 @@ const Q4_0: u32 = 2;
 
 // ----- drivers -----------------------------------------------------------------------------
 
-/// The error the slice driver ends with; the `Read` driver (told the total length) must end with
-/// the same error after the same events, through a 4096-byte buffer (plus `buffers`) and reads of
-/// 4096 bytes (plus 1 and 7 bytes for files up to 64 KiB).
+/// The error the slice driver ends with; the `Read` and push drivers (told the total length) must
+/// end with the same error after the same events, through a 4096-byte buffer (plus `buffers`) and
+/// reads or chunks of 4096 bytes (plus 1 and 7 bytes for files up to 64 KiB).
 fn error_of(case: &str, bytes: &[u8], limits: Limits, buffers: &[usize]) -> Error {
     let slice = drive::slice(bytes, limits);
     let error = slice
@@ -49,6 +49,12 @@ fn error_of(case: &str, bytes: &[u8], limits: Limits, buffers: &[usize]) -> Erro
             assert_eq!(
                 read.events, slice.events,
                 "{case}: events before the error (buffer {buffer})"
+            );
+            let push = drive::push(bytes, sizes, buffer, Some(bytes.len() as u64), limits);
+            assert_eq!(
+                push.result(),
+                slice.result(),
+                "{case}: push driver (buffer {buffer}, chunks {sizes:?})"
             );
         }
     }
@@ -1474,4 +1480,258 @@ fn every_truncation_of_the_smollm2_header_fails() {
 #[test]
 fn every_truncation_of_the_gemma3_header_fails() {
     truncations("gemma-3-270m-q4_k_m.gguf");
+}
+
+// ----- issue 6: fuzzing finds ------------------------------------------------------------------
+
+/// The fuzzer's 65-byte reproducer: key `a` holds an array of two strings, `""` and one whose
+/// length prefix is 2^64 - 1. The slice driver's string-run pre-scan added that length to an offset
+/// before checking it, which panicked wherever overflow checks are on (this suite runs in debug in
+/// CI too).
+#[test]
+fn string_length_u64_max_after_a_short_string_in_an_array_is_rejected() {
+    let bytes = hex("474755460300000000000000000000000100000000000000010000000000000061090000000800000002000000000000000000000000000000ffffffffffffffff");
+    assert_eq!(bytes.len(), 65);
+    rejects(
+        "array of \"\" and a string of 2^64 - 1 bytes",
+        &bytes,
+        Error::LimitExceeded {
+            limit: Limit::StringBytes,
+            max: Limits::DEFAULT.max_string_bytes,
+            found: u64::MAX,
+            offset: 57,
+        },
+    );
+    // With no string limit, the length is checked against the input instead.
+    let unlimited = Limits {
+        max_string_bytes: u64::MAX,
+        ..Limits::DEFAULT
+    };
+    rejects_within(
+        "array of \"\" and a string of 2^64 - 1 bytes, no string limit",
+        &bytes,
+        unlimited,
+        Error::ExceedsInput {
+            field: Field::String,
+            found: u64::MAX,
+            needed: u64::MAX,
+            available: 0,
+            offset: 57,
+        },
+    );
+    // The same shape, crafted, in both byte orders and with v1's 4-byte lengths.
+    for (version, endian) in [(3, Endian::Little), (3, Endian::Big), (1, Endian::Little)] {
+        let mut w = Writer::for_version(version, endian);
+        w.header(version, 0, 1).key(b"a", code::ARRAY);
+        w.array_header(code::STRING, 3).string(b"").string(b"b");
+        let at = w.position();
+        let huge = if version == 1 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        };
+        w.len(huge);
+        let bytes = w.into_bytes();
+        let case = format!("v{version} {endian:?}: third string of {huge} bytes");
+        let error = error_of(&case, &bytes, unlimited, &[]);
+        assert!(
+            matches!(error, Error::ExceedsInput { field: Field::String, found, offset, .. }
+                if found == huge && offset == at),
+            "{case}: {error:?}"
+        );
+    }
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// An array of `count` short strings in which string `bad` holds a 0xFF byte; the file and that
+/// byte's offset.
+fn strings_with_one_bad(count: usize, bad: usize) -> (Vec<u8>, u64) {
+    let mut w = file(0, 1);
+    w.key(b"tokenizer.ggml.tokens", code::ARRAY)
+        .array_header(code::STRING, count as u64);
+    let mut bad_at = 0;
+    for i in 0..count {
+        if i == bad {
+            w.len(4);
+            bad_at = w.position() + 2;
+            w.raw(b"ok\xffk");
+        } else {
+            w.string(format!("tok{i}").as_bytes());
+        }
+    }
+    (w.into_bytes(), bad_at)
+}
+
+/// One invalid string among 262,144 (a Gemma-sized vocabulary) is found at its byte by every
+/// driver and by both whole-file validators. Each string after a failed run check used to rescan
+/// the rest of the array (108 s for the bad string at the end); the work is now linear (the unit
+/// test `one_bad_string_among_many_costs_linear_utf8_work` bounds it).
+#[test]
+fn one_bad_string_in_a_262144_string_array_is_found_at_its_byte() {
+    const COUNT: usize = 262_144;
+    for bad in [0, COUNT / 2, COUNT - 1] {
+        let (bytes, bad_at) = strings_with_one_bad(COUNT, bad);
+        let expected = Error::InvalidUtf8 {
+            field: Field::String,
+            offset: bad_at,
+        };
+        rejects(&format!("bad string {bad} of {COUNT}"), &bytes, expected);
+        assert_validators_report(&bytes, expected);
+    }
+}
+
+/// Both of the std adapter's validators report exactly `expected`.
+fn assert_validators_report(bytes: &[u8], expected: Error) {
+    let streamed = miniquant_std::validate::check_bytes(bytes);
+    assert_eq!(streamed.errors, [expected], "check_bytes");
+    let (index, parse_error) = miniquant_std::Index::from_bytes_partial(bytes, Limits::DEFAULT);
+    let indexed = miniquant_std::validate::check(&index, parse_error);
+    assert_eq!(indexed.errors, [expected], "check");
+}
+
+/// The real Gemma 3 header (262,144 tokens) with one byte of one token (the first, the last) made
+/// invalid UTF-8: rejected at that byte by every driver and both validators.
+#[test]
+fn gemma3_header_with_one_token_byte_flipped_is_rejected_at_that_byte() {
+    let (header, _) = drive::real_header(&model_path(miniquant_tests::cache::GEMMA3_Q4_K_M));
+    // Where each token's text starts, from the slice driver's events.
+    let mut parser = miniquant::gguf::SliceParser::new(&header, Limits::DEFAULT);
+    let mut in_tokens = false;
+    let mut token_texts = Vec::new();
+    while let Some(event) = parser.next_event().expect("the real header parses") {
+        match event {
+            miniquant::gguf::Event::Key { key, .. } => {
+                in_tokens = key == "tokenizer.ggml.tokens";
+            }
+            miniquant::gguf::Event::String(piece) if in_tokens && piece.len > 0 => {
+                token_texts.push(parser.event_offset() + 8);
+            }
+            _ => {}
+        }
+    }
+    assert!(token_texts.len() > 200_000, "{} tokens", token_texts.len());
+    // The first token and the last (the worst case before the fix: 131 s to reject).
+    for at in [token_texts[0], token_texts[token_texts.len() - 1]] {
+        let mut bytes = header.clone();
+        bytes[at as usize] = 0xFF;
+        let expected = Error::InvalidUtf8 {
+            field: Field::String,
+            offset: at,
+        };
+        rejects(
+            &format!("Gemma 3, token byte {at} flipped"),
+            &bytes,
+            expected,
+        );
+        assert_validators_report(&bytes, expected);
+    }
+}
+
+/// With every limit lifted and the input's length unknown (a stream), nothing bounds a length
+/// prefix but its type: lengths near 2^64 for a key, a string value and a tensor name were added to
+/// the prefix's width before any check (a panic with overflow checks on). Now the needed byte count
+/// saturates and the stream's end is a truncation error.
+#[test]
+fn lengths_near_2_64_in_a_stream_without_limits_are_truncations() {
+    let unlimited = Limits {
+        max_depth: u32::MAX,
+        max_string_bytes: u64::MAX,
+        max_key_bytes: u64::MAX,
+        max_array_len: u64::MAX,
+        max_metadata: u64::MAX,
+        max_tensors: u64::MAX,
+        max_dims: u32::MAX,
+    };
+    let key = {
+        let mut w = file(0, 1);
+        w.len(u64::MAX - 2).raw(b"abc");
+        (w.into_bytes(), Field::Key, 24)
+    };
+    let string = {
+        let mut w = file(0, 1);
+        w.key(b"s", code::STRING).len(u64::MAX - 7).raw(b"text");
+        (w.into_bytes(), Field::String, 37)
+    };
+    let in_array = {
+        let mut w = file(0, 1);
+        w.key(b"a", code::ARRAY)
+            .array_header(code::STRING, 2)
+            .string(b"")
+            .len(u64::MAX)
+            .raw(b"x");
+        (w.into_bytes(), Field::String, 57)
+    };
+    let tensor_name = {
+        let mut w = file(1, 0);
+        w.len(u64::MAX - 5).raw(b"name");
+        (w.into_bytes(), Field::DimensionCount, 24)
+    };
+    for (case, (bytes, field, offset)) in [
+        ("key", key),
+        ("string value", string),
+        ("string in an array", in_array),
+        ("tensor name", tensor_name),
+    ] {
+        let expected = Error::Truncated {
+            field,
+            offset,
+            needed: u64::MAX,
+            available: bytes.len() as u64 - offset,
+        };
+        for sizes in [vec![4096], vec![1], vec![7]] {
+            let read = drive::read_chunked(&bytes, sizes.clone(), 4096, None, unlimited);
+            assert_eq!(read.error, Some(expected), "{case}: read, reads {sizes:?}");
+            let push = drive::push(&bytes, &sizes, 4096, None, unlimited);
+            assert_eq!(push.error, Some(expected), "{case}: push, chunks {sizes:?}");
+        }
+        // Knowing the length, the slice driver says the length exceeds the input.
+        let slice = drive::slice(&bytes, unlimited);
+        assert!(
+            matches!(slice.error, Some(Error::ExceedsInput { .. })),
+            "{case}: slice: {:?}",
+            slice.error
+        );
+    }
+}
+
+/// A bool array whose third element is 18: every driver yields the two valid elements, then the
+/// error, whatever the read or chunk sizes. (A run that held the bad byte used to fail without
+/// its valid prefix, so the events before the error depended on where reads ended; found by the
+/// stream-equivalence property test.)
+#[test]
+fn bool_array_with_a_bad_third_element_yields_the_first_two() {
+    let mut w = file(0, 1);
+    w.key(b"flags", code::ARRAY).array_header(code::BOOL, 4);
+    let at = w.position() + 2;
+    w.raw(&[0, 1, 18, 0]);
+    let bytes = w.into_bytes();
+    rejects(
+        "bool array [0, 1, 18, 0]",
+        &bytes,
+        Error::InvalidBool {
+            value: 18,
+            offset: at,
+        },
+    );
+    let slice = drive::slice(&bytes, Limits::DEFAULT);
+    let bools = slice
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Ev::Scalar {
+                    value_type: ValueType::Bool,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(bools, 2, "{:?}", slice.events);
 }

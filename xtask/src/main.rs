@@ -7,6 +7,10 @@
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
+//! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
+//!   `ci`).
+
+mod overflow;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -22,18 +26,20 @@ fn main() -> ExitCode {
         "ci" => fetch()
             .and_then(|()| checks())
             .and_then(|()| tests())
+            .and_then(|()| overflow::tests())
             .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
         "bench" => bench(),
+        "overflow" => overflow::tests(),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
             Some(Ok(seconds)) => fuzz::fuzz(seconds),
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|fuzz [SECONDS]>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|fuzz [SECONDS]>");
             return ExitCode::from(2);
         }
     };

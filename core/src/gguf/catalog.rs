@@ -141,7 +141,7 @@ impl<'n, const K: usize, const T: usize> Catalog<'n, K, T> {
                         found.value_offset = offset;
                     }
                 }
-                self.depth += 1;
+                self.depth = self.depth.saturating_add(1);
             }
             Event::ArrayEnd => self.depth = self.depth.saturating_sub(1),
             Event::Tensor(ref info) => {

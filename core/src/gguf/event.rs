@@ -60,12 +60,16 @@ impl StrPiece<'_> {
 
     /// Whether this piece ends the string.
     pub fn is_last(&self) -> bool {
-        self.at + self.text.len() as u64 == self.len
+        self.at.checked_add(self.text.len() as u64) == Some(self.len)
     }
 }
 
 /// One tensor info of the tensor directory, checked: known type, whole blocks, sizes that fit in
 /// `u64`, offset a multiple of the alignment.
+///
+/// The tensor's `bytes` bytes of data are in the file's byte order ([`Header::byte_order`]). The
+/// [`quant`](crate::quant) kernels read little-endian blocks: convert a big-endian file's data with
+/// [`quant::byte_order`](crate::quant::byte_order) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct TensorInfo<'a> {
@@ -88,7 +92,8 @@ pub struct TensorInfo<'a> {
 impl TensorInfo<'_> {
     /// The dimensions as stored in the file, fastest-varying first (ggml's `ne[0..n_dims]`).
     pub fn ne(&self) -> &[u64] {
-        &self.ne[..self.n_dims as usize]
+        // `n_dims` is at most the capacity in parsed infos; a hand-made one may say more.
+        self.ne.get(..self.n_dims as usize).unwrap_or(&self.ne)
     }
 
     /// The shape in row-major order (slowest-varying first), as candle and numpy write it.
@@ -115,11 +120,12 @@ pub struct Shape {
 impl Shape {
     /// The dimensions.
     pub fn dims(&self) -> &[u64] {
-        &self.dims[..self.n_dims as usize]
+        self.dims.get(..self.n_dims as usize).unwrap_or(&self.dims)
     }
 }
 
-/// Where the data section starts; the last event.
+/// Where the data section starts; the last event. The tensor data there is in the file's byte
+/// order (see [`TensorInfo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DataSection {

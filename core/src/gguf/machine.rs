@@ -162,7 +162,7 @@ impl RawEvent {
     /// names no NUL byte.
     #[inline(always)]
     pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
-        let text_offset = self.offset + u64::from(self.text_skip);
+        let text_offset = self.offset.saturating_add(u64::from(self.text_skip));
         Ok(match self.kind {
             RawKind::Header(h) => Event::Header(h),
             RawKind::Key { key, value_type } => Event::Key {
@@ -173,7 +173,10 @@ impl RawEvent {
             RawKind::Scalars { raw, element_type } => Event::Scalars(ScalarRun::new(
                 element_type,
                 self.order,
-                input.get(raw.start..raw.start + raw.len).unwrap_or(&[]),
+                raw.start
+                    .checked_add(raw.len)
+                    .and_then(|end| input.get(raw.start..end))
+                    .unwrap_or(&[]),
             )),
             RawKind::Str { text, at, len } => Event::String(StrPiece {
                 text: utf8(input, text, Field::String, text_offset)?,
@@ -191,6 +194,35 @@ impl RawEvent {
     }
 }
 
+/// Counts the bytes that UTF-8 checks scan (on this thread, in the crate's unit tests), so that
+/// tests can bound the parser's work by the input's size without timing anything.
+#[cfg(test)]
+pub(crate) mod utf8_scans {
+    use core::cell::Cell;
+
+    std::thread_local! {
+        static SCANNED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn add(bytes: usize) {
+        SCANNED.with(|c| c.set(c.get().saturating_add(bytes as u64)));
+    }
+
+    /// The bytes scanned since the last call.
+    pub(crate) fn take() -> u64 {
+        SCANNED.with(|c| c.replace(0))
+    }
+}
+
+/// Records `bytes` scanned by a UTF-8 check (a no-op outside the unit tests).
+#[inline(always)]
+pub(crate) fn note_utf8_scan(bytes: usize) {
+    #[cfg(test)]
+    utf8_scans::add(bytes);
+    #[cfg(not(test))]
+    let _ = bytes;
+}
+
 #[inline(always)]
 fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
     let bytes = span
@@ -203,9 +235,10 @@ fn utf8(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str> {
             needed: span.len as u64,
             available: 0,
         })?;
+    note_utf8_scan(bytes.len());
     core::str::from_utf8(bytes).map_err(|e| Error::InvalidUtf8 {
         field,
-        offset: offset + e.valid_up_to() as u64,
+        offset: offset.saturating_add(e.valid_up_to() as u64),
     })
 }
 
@@ -215,7 +248,7 @@ fn name_text(input: &[u8], span: Span, field: Field, offset: u64) -> Result<&str
     match text.bytes().position(|b| b == 0) {
         Some(nul) => Err(Error::NulInName {
             field,
-            offset: offset + nul as u64,
+            offset: offset.saturating_add(nul as u64),
         }),
         None => Ok(text),
     }
@@ -413,7 +446,7 @@ impl Parser {
     #[inline(always)]
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
         let bytes: [u8; 4] = input
-            .get(at..at + 4)
+            .get(at..at.saturating_add(4))
             .and_then(|s| s.try_into().ok())
             .unwrap_or([0; 4]);
         match self.order {
@@ -425,7 +458,7 @@ impl Parser {
     #[inline(always)]
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
         let bytes: [u8; 8] = input
-            .get(at..at + 8)
+            .get(at..at.saturating_add(8))
             .and_then(|s| s.try_into().ok())
             .unwrap_or([0; 8]);
         match self.order {
@@ -461,7 +494,7 @@ impl Parser {
     #[inline(always)]
     fn emit(&mut self, kind: RawKind, consumed: usize, text_skip: usize) -> Result<RawStep> {
         let offset = self.pos;
-        self.pos += consumed as u64;
+        self.pos = self.pos.saturating_add(consumed as u64);
         Ok(RawStep::Event {
             event: RawEvent {
                 kind,
@@ -478,7 +511,7 @@ impl Parser {
         match t.scalar_size() {
             Some(n) => n as u64,
             None if t == ValueType::String => self.len_width() as u64,
-            None => 4 + self.len_width() as u64,
+            None => 4u64.saturating_add(self.len_width() as u64),
         }
     }
 
@@ -548,8 +581,14 @@ impl Parser {
             });
         };
         self.order = order;
-        let width = if version == 1 { 4 } else { 8 };
-        let size = 8 + 2 * width;
+        // Counts and lengths are 4 bytes in version 1, 8 after. The header is the magic, the
+        // version and two counts. The smallest pair: length, a 1-byte key, type, a 1-byte value.
+        // The smallest tensor info: length, an empty name, n_dims = 0, type, offset.
+        let (width, size, min_kv, min_tensor): (usize, usize, u64, u64) = if version == 1 {
+            (4, 8 + 2 * 4, 4 + 1 + 4 + 1, 4 + 4 + 4 + 8)
+        } else {
+            (8, 8 + 2 * 8, 8 + 1 + 4 + 1, 8 + 4 + 4 + 8)
+        };
         if let Some(step) = self.lack(input, size as u64, feed, Field::TensorCount)? {
             return Ok(step);
         }
@@ -562,17 +601,13 @@ impl Parser {
             (self.u64_at(input, 8), self.u64_at(input, 16))
         };
         Self::check_limit(Limit::TensorCount, self.limits.max_tensors, tensor_count, 8)?;
-        let kv_offset = 8 + width as u64;
+        let kv_offset = (width as u64).saturating_add(8);
         Self::check_limit(
             Limit::MetadataCount,
             self.limits.max_metadata,
             metadata_count,
             kv_offset,
         )?;
-        // Smallest pair: length, a 1-byte key, type, a 1-byte value. Smallest tensor info: length,
-        // an empty name, n_dims = 0, type, offset.
-        let min_kv = width as u64 + 1 + 4 + 1;
-        let min_tensor = width as u64 + 4 + 4 + 8;
         self.check_fits(Field::TensorCount, tensor_count, min_tensor, size as u64, 8)?;
         let kv_and_tensors = metadata_count
             .checked_mul(min_kv)
@@ -618,10 +653,9 @@ impl Parser {
             Pending::Value(t) => return self.value(input, feed, t),
             Pending::Nothing => {}
         }
-        if self.depth > 0 {
-            let top = self.stack[self.depth - 1];
+        if let Some(&top) = self.innermost() {
             if top.remaining == 0 {
-                self.depth -= 1;
+                self.depth = self.depth.saturating_sub(1);
                 return self.emit(RawKind::ArrayEnd, 0, 0);
             }
             if let Some(size) = top.element_type.scalar_size() {
@@ -656,17 +690,21 @@ impl Parser {
         }
         Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
         self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
-        let needed = width as u64 + len + 4;
+        // Saturating: with a key limit of u64::MAX and no known input length, `len` is anything.
+        let needed = len.saturating_add(width as u64).saturating_add(4);
         if let Some(step) = self.lack(input, needed, feed, Field::Key)? {
             return Ok(step);
         }
-        let len = len as usize; // fits: it is at most input.len()
-        let code = self.u32_at(input, width + len);
+        // Both fit in usize: `needed` bytes are in `input`.
+        let len = len as usize;
+        let type_at = width.saturating_add(len);
+        let code = self.u32_at(input, type_at);
+        let type_offset = self.pos.saturating_add(type_at as u64);
         let value_type = ValueType::from_code(code).ok_or(Error::InvalidValueType {
             code,
-            offset: self.pos + (width + len) as u64,
+            offset: type_offset,
         })?;
-        let is_alignment = input.get(width..width + len) == Some(ALIGNMENT_KEY);
+        let is_alignment = input.get(width..type_at) == Some(ALIGNMENT_KEY);
         if is_alignment {
             if self.alignment.is_some() || self.reading_alignment {
                 return Err(Error::BadAlignment {
@@ -677,12 +715,12 @@ impl Parser {
             if value_type != ValueType::U32 {
                 return Err(Error::BadAlignment {
                     problem: AlignmentProblem::NotU32(value_type),
-                    offset: self.pos + (width + len) as u64,
+                    offset: type_offset,
                 });
             }
             self.reading_alignment = true;
         }
-        self.keys_read += 1;
+        self.keys_read = self.keys_read.saturating_add(1);
         self.pending = Pending::Value(value_type);
         let span = Span { start: width, len };
         self.emit(
@@ -710,9 +748,22 @@ impl Parser {
     fn begin_value(&mut self) {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
-        } else if self.depth > 0 {
-            self.stack[self.depth - 1].remaining -= 1;
+        } else if let Some(frame) = self.innermost_mut() {
+            frame.remaining = frame.remaining.saturating_sub(1);
         }
+    }
+
+    /// The innermost array being read.
+    #[inline(always)]
+    fn innermost(&self) -> Option<&Frame> {
+        self.depth.checked_sub(1).and_then(|d| self.stack.get(d))
+    }
+
+    #[inline(always)]
+    fn innermost_mut(&mut self) -> Option<&mut Frame> {
+        self.depth
+            .checked_sub(1)
+            .and_then(|d| self.stack.get_mut(d))
     }
 
     #[inline(always)]
@@ -776,24 +827,26 @@ impl Parser {
         if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
             return Ok(step);
         }
-        let count = remaining.min((input.len() / size) as u64) as usize;
-        let len = count * size;
+        let mut count = remaining.min(input.len().checked_div(size).unwrap_or(0) as u64) as usize;
         if t == ValueType::Bool {
-            let run = input.get(..len).unwrap_or(&[]);
-            if let Some(at) = run.iter().position(|&b| b > 1) {
-                let value = run.get(at).copied().unwrap_or(0);
-                return Err(Error::InvalidBool {
-                    value,
-                    offset: self.pos + at as u64,
-                });
+            let run = input.get(..count).unwrap_or(&[]);
+            match run.iter().position(|&b| b > 1) {
+                Some(0) => {
+                    return Err(Error::InvalidBool {
+                        value: run.first().copied().unwrap_or(0),
+                        offset: self.pos,
+                    })
+                }
+                // The valid elements before the bad one come first, as they would if the input
+                // had been cut there: the events before the error do not depend on chunk sizes.
+                Some(at) => count = at,
+                None => {}
             }
         }
-        if let Some(frame) = self
-            .depth
-            .checked_sub(1)
-            .and_then(|d| self.stack.get_mut(d))
-        {
-            frame.remaining -= count as u64;
+        // At most `input.len()`.
+        let len = count.saturating_mul(size);
+        if let Some(frame) = self.innermost_mut() {
+            frame.remaining = frame.remaining.saturating_sub(count as u64);
         }
         let raw = Span { start: 0, len };
         self.emit(
@@ -820,7 +873,8 @@ impl Parser {
             self.pos,
         )?;
         self.check_fits(Field::String, len, 1, width as u64, self.pos)?;
-        let whole = width as u64 + len;
+        // Saturating: with a string limit of u64::MAX and no known input length, `len` is anything.
+        let whole = len.saturating_add(width as u64);
         if input.len() as u64 >= whole || feed != Feed::Full {
             if let Some(step) = self.lack(input, whole, feed, Field::String)? {
                 return Ok(step);
@@ -833,7 +887,8 @@ impl Parser {
             return self.emit(RawKind::Str { text, at: 0, len }, whole as usize, width);
         }
         // The buffer is full and cannot hold the string: deliver it in pieces.
-        let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), self.pos + width as u64)?;
+        let text_offset = self.pos.saturating_add(width as u64);
+        let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), text_offset)?;
         self.begin_value();
         self.pending = Pending::StrRest {
             at: piece as u64,
@@ -843,11 +898,15 @@ impl Parser {
             start: width,
             len: piece,
         };
-        self.emit(RawKind::Str { text, at: 0, len }, width + piece, width)
+        self.emit(
+            RawKind::Str { text, at: 0, len },
+            width.saturating_add(piece),
+            width,
+        )
     }
 
     fn string_rest(&mut self, input: &[u8], feed: Feed, at: u64, len: u64) -> Result<RawStep> {
-        let rest = len - at;
+        let rest = len.saturating_sub(at);
         let piece = if input.len() as u64 >= rest {
             rest as usize
         } else {
@@ -859,13 +918,11 @@ impl Parser {
                 },
             }
         };
-        self.pending = if at + piece as u64 == len {
+        let next = at.saturating_add(piece as u64);
+        self.pending = if next == len {
             Pending::Nothing
         } else {
-            Pending::StrRest {
-                at: at + piece as u64,
-                len,
-            }
+            Pending::StrRest { at: next, len }
         };
         self.emit(
             RawKind::Str {
@@ -883,7 +940,7 @@ impl Parser {
 
     fn array_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
-        let size = 4 + width;
+        let size = width.saturating_add(4);
         if let Some(step) = self.lack(input, size as u64, feed, Field::ArrayHeader)? {
             return Ok(step);
         }
@@ -893,7 +950,7 @@ impl Parser {
             offset: self.pos,
         })?;
         let len = self.len_at(input, 4);
-        let depth = self.depth as u64 + 1;
+        let depth = (self.depth as u64).saturating_add(1);
         Self::check_limit(
             Limit::Depth,
             u64::from(self.limits.depth()),
@@ -904,7 +961,7 @@ impl Parser {
             Limit::ArrayLen,
             self.limits.max_array_len,
             len,
-            self.pos + 4,
+            self.pos.saturating_add(4),
         )?;
         self.check_fits(
             Field::ArrayHeader,
@@ -920,7 +977,7 @@ impl Parser {
                 element_type,
                 remaining: len,
             };
-            self.depth += 1;
+            self.depth = self.depth.saturating_add(1);
         }
         self.emit(RawKind::ArrayStart { element_type, len }, size, 0)
     }
@@ -944,41 +1001,50 @@ impl Parser {
             self.pos,
         )?;
         self.check_fits(Field::TensorName, name_len, 1, width as u64, self.pos)?;
-        let dims_at = width as u64 + name_len;
-        if let Some(step) = self.lack(input, dims_at + 4, feed, Field::DimensionCount)? {
+        // Saturating: with a name limit of u64::MAX and no known input length, `name_len` is
+        // anything.
+        let dims_at = name_len.saturating_add(width as u64);
+        let dims_end = dims_at.saturating_add(4);
+        if let Some(step) = self.lack(input, dims_end, feed, Field::DimensionCount)? {
             return Ok(step);
         }
+        // From here every offset is within the bytes `lack` found in `input`, or a few dozen
+        // bytes past them: the sums below cannot overflow, and saturate if they did.
         let dims_at = dims_at as usize;
         let n_dims = self.u32_at(input, dims_at);
         Self::check_limit(
             Limit::Dims,
             u64::from(self.limits.dims()),
             u64::from(n_dims),
-            self.pos + dims_at as u64,
+            self.pos.saturating_add(dims_at as u64),
         )?;
         let dim_width = width; // u32 dimensions in version 1, u64 after
-        let type_at = dims_at + 4 + n_dims as usize * dim_width;
-        let size = type_at + 4 + 8;
+        let first_dim_at = dims_end as usize;
+        let type_at = (n_dims as usize)
+            .saturating_mul(dim_width)
+            .saturating_add(first_dim_at);
+        let size = type_at.saturating_add(4 + 8);
         if let Some(step) = self.lack(input, size as u64, feed, Field::Dimension)? {
             return Ok(step);
         }
         let mut ne = [0u64; MAX_DIMS_CAPACITY];
         let mut elements: u64 = 1;
-        for (i, d) in ne.iter_mut().take(n_dims as usize).enumerate() {
-            let at = dims_at + 4 + i * dim_width;
+        let mut at = first_dim_at;
+        for d in ne.iter_mut().take(n_dims as usize) {
             *d = self.len_at(input, at);
             if *d > i64::MAX as u64 {
                 return Err(Error::DimensionTooLarge {
                     value: *d,
-                    offset: self.pos + at as u64,
+                    offset: self.pos.saturating_add(at as u64),
                 });
             }
+            at = at.saturating_add(dim_width);
             elements = elements
                 .checked_mul(*d)
                 .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         }
         let code = self.u32_at(input, type_at);
-        let type_offset = self.pos + type_at as u64;
+        let type_offset = self.pos.saturating_add(type_at as u64);
         let ggml_type = GgmlType::from_code(code).map_err(|e| match e {
             TypeCodeError::Removed => Error::RemovedGgmlType {
                 code,
@@ -989,8 +1055,12 @@ impl Parser {
                 offset: type_offset,
             },
         })?;
-        let ne0 = if n_dims == 0 { 1 } else { ne[0] };
-        if ne0 % u64::from(ggml_type.block_size()) != 0 {
+        let ne0 = if n_dims == 0 {
+            1
+        } else {
+            ne.first().copied().unwrap_or(1)
+        };
+        if ne0.checked_rem(u64::from(ggml_type.block_size())) != Some(0) {
             return Err(Error::NotWholeBlocks {
                 ggml_type,
                 ne0,
@@ -1000,13 +1070,14 @@ impl Parser {
         let bytes = ggml_type
             .bytes_for(elements)
             .ok_or(Error::ShapeOverflow { offset: self.pos })?;
-        let offset = self.u64_at(input, type_at + 4);
+        let offset_at = type_at.saturating_add(4);
+        let offset = self.u64_at(input, offset_at);
         let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
-        if offset % u64::from(alignment) != 0 {
+        if offset.checked_rem(u64::from(alignment)) != Some(0) {
             return Err(Error::MisalignedTensor {
                 tensor_offset: offset,
                 alignment,
-                offset: self.pos + type_at as u64 + 4,
+                offset: self.pos.saturating_add(offset_at as u64),
             });
         }
         // The data section holds each tensor padded to the alignment (ggml's GGML_PAD, which
@@ -1017,7 +1088,7 @@ impl Parser {
         if padded_end.is_none() {
             return Err(Error::ShapeOverflow { offset: self.pos });
         }
-        self.tensors_read += 1;
+        self.tensors_read = self.tensors_read.saturating_add(1);
         let info = TensorInfo {
             name: "",
             n_dims,
@@ -1055,12 +1126,13 @@ impl Parser {
 /// Length of the longest prefix of `bytes` that is whole UTF-8 characters (at least one byte, as
 /// the driver's buffer is never shorter than a character); an invalid sequence is an error.
 fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
+    note_utf8_scan(bytes.len());
     match core::str::from_utf8(bytes) {
         Ok(_) => Ok(bytes.len()),
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),
         Err(e) => Err(Error::InvalidUtf8 {
             field: Field::String,
-            offset: offset + e.valid_up_to() as u64,
+            offset: offset.saturating_add(e.valid_up_to() as u64),
         }),
     }
 }

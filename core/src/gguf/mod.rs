@@ -10,6 +10,8 @@
 //! streaming driver's buffer arrives as several [`StrPiece`]s. [`Catalog`] records the keys and
 //! tensors a program asks for, without a heap.
 
+#![deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
 mod catalog;
 mod event;
 mod limits;

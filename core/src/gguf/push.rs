@@ -9,24 +9,30 @@ use crate::error::Result;
 
 /// Accepts input chunk by chunk; yields the events those chunks complete.
 ///
+/// The natural loop ends: once the header is complete (or parsing failed), [`feed`](Self::feed)
+/// takes every chunk whole, as nothing after the header is the parser's business. The bytes after
+/// the header that were already buffered are in [`buffered`](Self::buffered).
+///
 /// ```
-/// use miniquant::gguf::{PushParser, Event};
-/// # let file = miniquant::gguf::example_header();
+/// use miniquant::gguf::{Event, PushParser};
+/// let file: &[u8] = include_bytes!("../../../examples/tiny.gguf");
 /// let mut buf = [0u8; 256];
 /// let mut parser = PushParser::new(&mut buf, Default::default())?;
-/// let mut keys = 0;
+/// let (mut keys, mut tensors) = (0, 0);
 /// for mut chunk in file.chunks(7) {
 ///     while !chunk.is_empty() {
 ///         let taken = parser.feed(chunk);
 ///         chunk = &chunk[taken..];
 ///         while let Some(event) = parser.next_event()? {
 ///             keys += matches!(event, Event::Key { .. }) as usize;
+///             tensors += matches!(event, Event::Tensor(_)) as usize;
 ///         }
 ///     }
 /// }
 /// parser.finish();
 /// while let Some(_event) = parser.next_event()? {}
 /// assert!(parser.is_done());
+/// assert_eq!((keys, tensors), (21, 5));
 /// # Ok::<(), miniquant::Error>(())
 /// ```
 pub struct PushParser<'b> {
@@ -56,7 +62,14 @@ impl<'b> PushParser<'b> {
 
     /// Copies as much of `chunk` as the buffer has room for and returns how many bytes it took.
     /// When it takes fewer than offered, pull events with [`next_event`](Self::next_event) first.
+    ///
+    /// Once the header is complete ([`is_done`](Self::is_done)) or an error was returned, it takes
+    /// the whole chunk without copying it: the parser needs no more input, and a loop that feeds
+    /// until every chunk is taken must end.
     pub fn feed(&mut self, chunk: &[u8]) -> usize {
+        if self.failed || self.parser.is_done() {
+            return chunk.len();
+        }
         self.window.compact();
         let space = self.window.space();
         let n = space.len().min(chunk.len());
@@ -90,6 +103,13 @@ impl<'b> PushParser<'b> {
             self.failed = true;
         }
         event
+    }
+
+    /// After the header is complete: the bytes that followed it in the chunks fed so far (the start
+    /// of the padding and tensor data), which [`feed`](Self::feed) had already taken. Before that,
+    /// the buffered bytes not parsed yet.
+    pub fn buffered(&self) -> &[u8] {
+        self.window.unparsed()
     }
 
     /// Whether the header is complete ([`Event::End`] was yielded).

@@ -4,7 +4,7 @@
 use super::event::ByteOrder;
 use super::event::Event;
 use super::limits::Limits;
-use super::machine::{Feed, Parser, RawStep};
+use super::machine::{note_utf8_scan, Feed, Parser, RawStep};
 use crate::error::Result;
 
 /// Strings shorter than this have a length prefix made of ASCII bytes only (every byte below 0x80).
@@ -61,17 +61,19 @@ impl<'a> SliceParser<'a> {
                     Some(e) => Ok(e),
                     None => event.resolve(input),
                 };
+                // `consumed` bytes were in `input`: this stays within `self.input.len()`.
+                let next = self.rest.saturating_add(consumed);
                 if let Some(count) = event.string_array_len() {
                     self.strings_left = count;
-                    self.check_string_run(self.rest + consumed, count);
+                    self.check_string_run(next, count);
                 } else if span.is_some() && self.strings_left > 0 {
-                    self.strings_left -= 1;
+                    self.strings_left = self.strings_left.saturating_sub(1);
                     if text.is_none() && self.strings_left > 0 {
                         // A string the run did not cover (a long one): start a new run after it.
-                        self.check_string_run(self.rest + consumed, self.strings_left);
+                        self.check_string_run(next, self.strings_left);
                     }
                 }
-                self.rest += consumed;
+                self.rest = next;
                 self.last_offset = offset;
                 resolved.map(Some)
             }
@@ -87,7 +89,10 @@ impl<'a> SliceParser<'a> {
     /// The text at `start..start + len` of the unparsed input, if it lies in the checked run.
     #[inline]
     fn checked_text(&self, start: usize, len: usize) -> Option<&'a str> {
-        let from = (self.rest + start).checked_sub(self.checked_start)?;
+        let from = self
+            .rest
+            .checked_add(start)?
+            .checked_sub(self.checked_start)?;
         self.checked.get(from..from.checked_add(len)?)
     }
 
@@ -99,11 +104,20 @@ impl<'a> SliceParser<'a> {
         };
         let width = self.parser.len_width();
         let len = checked_string_run(rest, count, width, self.parser.byte_order());
-        // On invalid UTF-8 the strings are checked one by one, which finds the exact offset.
-        if let Ok(text) = simdutf8::basic::from_utf8(rest.get(..len).unwrap_or(&[])) {
-            self.checked = text;
-            self.checked_start = at;
-        }
+        let run = rest.get(..len).unwrap_or(&[]);
+        note_utf8_scan(run.len());
+        self.checked = match simdutf8::basic::from_utf8(run) {
+            Ok(text) => text,
+            // Invalid UTF-8 somewhere in the run: keep its valid prefix, so that the strings before
+            // the bad one are still taken from it and only the bad one is checked again (to find
+            // the exact offset). Keeping nothing would make every later string start a new run
+            // over the rest of the array: quadratic time on one bad string.
+            Err(_) => {
+                note_utf8_scan(run.len());
+                run.utf8_chunks().next().map_or("", |chunk| chunk.valid())
+            }
+        };
+        self.checked_start = at;
     }
 
     /// Absolute offset where the last event's bytes start.
@@ -142,31 +156,33 @@ impl<'a> Iterator for SliceParser<'a> {
 fn checked_string_run(bytes: &[u8], count: u64, width: usize, order: ByteOrder) -> usize {
     let mut at = 0usize;
     for _ in 0..count {
-        let Some(prefix) = bytes.get(at..at + width) else {
+        // The length prefix comes from the file: it is compared against `SHORT_STRING` before any
+        // arithmetic uses it (a length near 2^64 would overflow `at + width + len`).
+        let Some(text_at) = at.checked_add(width).filter(|&t| t <= bytes.len()) else {
             break;
         };
-        let len = prefix_len(prefix, order);
-        let end = at + width + len as usize;
-        if len >= SHORT_STRING || end > bytes.len() {
+        let len = prefix_len(bytes.get(at..text_at).unwrap_or(&[]), order);
+        if len >= SHORT_STRING {
             break;
         }
-        at = end;
+        match text_at.checked_add(len as usize) {
+            Some(end) if end <= bytes.len() => at = end,
+            _ => break,
+        }
     }
     at
 }
 
-/// A 4- or 8-byte length prefix.
+/// A 4- or 8-byte length prefix (`u64::MAX`, which ends a run, for any other width).
 #[inline]
 fn prefix_len(prefix: &[u8], order: ByteOrder) -> u64 {
-    let mut bytes = [0u8; 8];
-    for (i, &b) in prefix.iter().enumerate().take(8) {
-        let slot = match order {
-            ByteOrder::Little => i,
-            ByteOrder::Big => prefix.len() - 1 - i,
-        };
-        if let Some(s) = bytes.get_mut(slot) {
-            *s = b;
+    match (order, prefix) {
+        (ByteOrder::Little, &[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]).into(),
+        (ByteOrder::Big, &[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]).into(),
+        (ByteOrder::Little, &[a, b, c, d, e, f, g, h]) => {
+            u64::from_le_bytes([a, b, c, d, e, f, g, h])
         }
+        (ByteOrder::Big, &[a, b, c, d, e, f, g, h]) => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+        _ => u64::MAX,
     }
-    u64::from_le_bytes(bytes)
 }

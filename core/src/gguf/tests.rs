@@ -1,5 +1,7 @@
 //! Unit tests of the state machine and its drivers on small hand-built headers.
 
+#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)] // test code: a panic is a failure
+
 use super::*;
 use crate::error::{AlignmentProblem, Error, Field, Limit};
 use crate::ggml_type::GgmlType;
@@ -543,4 +545,122 @@ fn invalid_utf8_in_a_string_array_has_its_offset() {
         push_events(&b.out, &[3], 64).unwrap_err(),
         slice_events(&b.out).unwrap_err()
     );
+}
+
+/// An array of `count` strings in which string `bad` has invalid UTF-8 (every `long_every`-th
+/// string is 200 bytes, which ends a run of short strings); the file and the bad byte's offset.
+fn string_array_with_a_bad_string(count: usize, bad: usize, long_every: usize) -> (Vec<u8>, u64) {
+    let mut b = Bytes::new(3, 0, 1);
+    b.key("tokenizer.ggml.tokens", ValueType::Array)
+        .u32(ValueType::String.code());
+    b.len(count as u64);
+    let long = "L".repeat(200);
+    let mut bad_at = 0;
+    for i in 0..count {
+        if i == bad {
+            b.len(4);
+            bad_at = b.out.len() + 2;
+            b.out.extend_from_slice(b"ok\xffk");
+        } else if i % long_every == long_every - 1 {
+            b.str(long.as_bytes());
+        } else {
+            b.str(std::format!("t{i}").as_bytes());
+        }
+    }
+    (b.out, bad_at as u64)
+}
+
+/// One invalid string among 262144 (at the start, the middle, the end) is found with a bounded
+/// number of UTF-8 checks per input byte in every driver: the slice driver's failed run check is
+/// remembered instead of being retried for every later string (which was quadratic).
+#[test]
+fn one_bad_string_among_many_costs_linear_utf8_work() {
+    const COUNT: usize = 262_144;
+    for (bad, long_every) in [
+        (0, usize::MAX),
+        (COUNT / 2, usize::MAX),
+        (COUNT - 1, usize::MAX),
+        (COUNT - 1, 1000),
+        (COUNT / 2, 3),
+    ] {
+        let (data, bad_at) = string_array_with_a_bad_string(COUNT, bad, long_every);
+        let expected = Error::InvalidUtf8 {
+            field: Field::String,
+            offset: bad_at,
+        };
+        let budget = 4 * data.len() as u64;
+        machine::utf8_scans::take();
+        assert_eq!(slice_events(&data).unwrap_err(), expected);
+        let slice_scanned = machine::utf8_scans::take();
+        assert_eq!(read_events(&data, 4096, 4096).unwrap_err(), expected);
+        let read_scanned = machine::utf8_scans::take();
+        assert_eq!(push_events(&data, &[1000], 256).unwrap_err(), expected);
+        let push_scanned = machine::utf8_scans::take();
+        for (driver, scanned) in [
+            ("slice", slice_scanned),
+            ("read", read_scanned),
+            ("push", push_scanned),
+        ] {
+            assert!(
+                scanned <= budget,
+                "bad string {bad} (long every {long_every}), {driver} driver: {scanned} bytes \
+                 scanned for a {} byte input",
+                data.len()
+            );
+        }
+    }
+}
+
+/// The push driver's natural loop (feed until every chunk is taken, pull events after each feed)
+/// ends on a whole file, tensor data included, for every chunk size: after the header, `feed`
+/// takes whole chunks (it took none before, forever). Also after an error (a 64-byte buffer is too
+/// small for some of the file's keys).
+#[test]
+fn push_loop_over_a_whole_file_ends() {
+    let file: &[u8] = include_bytes!("../../../examples/tiny.gguf");
+    let expected = slice_events(file).unwrap();
+    for buf_len in [64, 256, 4096] {
+        for chunk_size in 1..=300 {
+            let mut buf = std::vec![0u8; buf_len];
+            let mut parser = PushParser::new(&mut buf, Limits::default()).unwrap();
+            let mut events = Vec::new();
+            let mut error = None;
+            let mut feeds = 0usize;
+            for mut chunk in file.chunks(chunk_size) {
+                while !chunk.is_empty() {
+                    feeds += 1;
+                    assert!(
+                        feeds <= 2 * file.len(),
+                        "buffer {buf_len}, chunks of {chunk_size}: stuck"
+                    );
+                    let taken = parser.feed(chunk);
+                    chunk = &chunk[taken..];
+                    loop {
+                        match parser.next_event() {
+                            Ok(Some(e)) => push_event(&mut events, &e),
+                            Ok(None) => break,
+                            Err(e) => {
+                                error = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(e) = error {
+                assert_eq!(buf_len, 64, "{e:?}");
+                assert!(matches!(e, Error::BufferTooSmall { .. }), "{e:?}");
+                continue;
+            }
+            parser.finish();
+            while let Some(e) = parser.next_event().unwrap() {
+                push_event(&mut events, &e);
+            }
+            assert!(parser.is_done());
+            assert_eq!(events, expected, "buffer {buf_len}, chunks of {chunk_size}");
+            let header_end = parser.parser().offset() as usize;
+            let after = parser.buffered();
+            assert_eq!(after, &file[header_end..header_end + after.len()]);
+        }
+    }
 }

@@ -206,7 +206,10 @@ impl<'a> ScalarRun<'a> {
 
     /// Number of elements in this run.
     pub fn len(&self) -> usize {
-        self.raw.len() / self.element_type.scalar_size().unwrap_or(1)
+        self.raw
+            .len()
+            .checked_div(self.element_type.scalar_size().unwrap_or(1))
+            .unwrap_or(0)
     }
 
     /// Whether the run has no elements.

@@ -59,15 +59,38 @@ impl<'b> Window<'b> {
     /// Records that `n` bytes were written into [`space`](Self::space).
     #[inline(always)]
     pub(crate) fn filled(&mut self, n: usize) {
-        self.end = (self.end + n).min(self.buf.len());
+        self.end = self.end.saturating_add(n).min(self.buf.len());
+    }
+
+    /// The unparsed bytes (after the last event's).
+    pub(crate) fn unparsed(&self) -> &[u8] {
+        let start = self.start.saturating_add(self.consumed);
+        self.buf.get(start..self.end).unwrap_or(&[])
     }
 
     /// Drops the bytes of the last event and moves the unparsed bytes to the front.
     pub(crate) fn compact(&mut self) {
-        self.start += core::mem::take(&mut self.consumed);
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end -= self.start;
+        self.drop_consumed();
+        if self.start == 0 {
+            // Already at the front: copying them onto themselves would cost a buffer's length per
+            // call (a push driver fed 1-byte chunks through a large buffer would be quadratic).
+            return;
+        }
+        // `start <= end <= buf.len()` always holds; `min` keeps `copy_within` from panicking
+        // even if it did not.
+        let start = self.start.min(self.end);
+        self.buf.copy_within(start..self.end, 0);
+        self.end = self.end.saturating_sub(start);
         self.start = 0;
+    }
+
+    /// Drops the bytes of the last event (they were in `start..end`).
+    #[inline(always)]
+    fn drop_consumed(&mut self) {
+        self.start = self
+            .start
+            .saturating_add(core::mem::take(&mut self.consumed))
+            .min(self.end);
     }
 
     /// Runs the parser over the buffered bytes. On `Want::Event` the raw event is stored in `slot`.
@@ -78,7 +101,7 @@ impl<'b> Window<'b> {
         at_end: bool,
         slot: &mut Option<super::machine::RawEvent>,
     ) -> Result<Want> {
-        self.start += core::mem::take(&mut self.consumed);
+        self.drop_consumed();
         let full = self.start == 0 && self.end == self.buf.len();
         let feed = if at_end {
             Feed::End

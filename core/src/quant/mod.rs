@@ -18,6 +18,7 @@
 pub mod activation;
 mod arrays;
 mod blockwise;
+pub mod byte_order;
 pub mod cast;
 mod float;
 pub mod iq;

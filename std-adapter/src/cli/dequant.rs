@@ -1,7 +1,8 @@
 //! `miniquant dequant FILE TENSOR [-o OUT]`: a tensor as raw little-endian f32, row-major.
 //!
 //! The tensor is dequantized in chunks of whole blocks straight from the memory map, so memory stays
-//! small whatever the tensor's size.
+//! small whatever the tensor's size (a big-endian file's tensor is first converted whole to the
+//! kernels' little-endian layout).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,10 @@ pub(super) fn run<O: Write, E: Write>(
 ) -> Result<(), CliError> {
     let file = open_gguf(path)?;
     let tensor = find_tensor(&file, path, name)?;
-    let data = file.data_of(tensor)?;
     let t = tensor.ggml_type;
+    let data = file
+        .native_data_of(tensor)
+        .map_err(|e| CliError::Message(format!("tensor {name:?} ({t}): {e}")))?;
     let destination = output.map_or_else(|| default_output(name), Path::to_path_buf);
     let mut sink = Output::create(&destination, out)?;
     let blocks_per_chunk = (CHUNK_ELEMENTS / t.block_size() as usize).max(1);

@@ -45,10 +45,12 @@ pub(super) fn run<O: Write, E: Write>(
             x.len()
         )));
     }
-    let w = file.data_of(tensor)?;
+    let w = file
+        .native_data_of(tensor)
+        .map_err(|e| CliError::Message(format!("tensor {name:?} ({}): {e}", tensor.ggml_type)))?;
     let mut scratch = vec![0u8; matvec_scratch_bytes(tensor.ggml_type, cols)?];
     let mut y = vec![0f32; rows];
-    matvec(tensor.ggml_type, w, rows, cols, &x, &mut scratch, &mut y)?;
+    matvec(tensor.ggml_type, &w, rows, cols, &x, &mut scratch, &mut y)?;
     let mut stats = Stats::default();
     stats.add(&y);
     let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);
