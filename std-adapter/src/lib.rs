@@ -48,8 +48,6 @@ pub mod stats;
 pub mod tensor;
 pub mod validate;
 pub mod value;
-// TEMPORARY: `GgufWriter` has no `Debug` yet; writer.rs is being reworked in another branch.
-#[allow(missing_debug_implementations)]
 pub mod writer;
 
 /// The README's Rust snippets, compiled and run as doctests.

@@ -36,6 +36,17 @@ pub struct GgufWriter {
     next_offset: u64,
 }
 
+/// Short on purpose: the pending tensors' data can be gigabytes.
+impl std::fmt::Debug for GgufWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufWriter")
+            .field("keys", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .field("next_offset", &self.next_offset)
+            .finish()
+    }
+}
+
 impl GgufWriter {
     /// An empty file.
     pub fn new() -> Self {

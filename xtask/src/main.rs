@@ -7,6 +7,7 @@
 //!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
+//! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
 //! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
 //!   `ci`).
 //! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
@@ -26,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod fuzz;
+
 const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
 fn main() -> ExitCode {
@@ -37,7 +40,8 @@ fn main() -> ExitCode {
             .and_then(|()| overflow::tests())
             .and_then(|()| scalar_only::run())
             .and_then(|()| aarch64::cross_tests())
-            .and_then(|()| firmware::firmware()),
+            .and_then(|()| firmware::firmware())
+            .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
@@ -46,10 +50,13 @@ fn main() -> ExitCode {
         "firmware" => firmware::firmware(),
         "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
+        "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
+            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
+            Some(Ok(seconds)) => fuzz::fuzz(seconds),
+            Some(Err(e)) => Err(format!("SECONDS: {e}")),
+        },
         _ => {
-            eprintln!(
-                "usage: cargo xtask <ci|fetch|check|test|bench|overflow|firmware|scalar-only|aarch64>"
-            );
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64|firmware|fuzz [SECONDS]>");
             return ExitCode::from(2);
         }
     };

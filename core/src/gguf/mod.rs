@@ -23,9 +23,6 @@ mod read;
 mod slice;
 mod value;
 mod window;
-// The writer encodes what its caller hands it (no untrusted input); its arithmetic is reviewed
-// under the same lints once the writer's API settles.
-#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 mod writer;
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod make_example;
 mod matvec;
 mod progress;
 mod quantize_raw;
+pub mod requantize;
 mod type_arg;
 mod validate;
 
@@ -94,6 +95,20 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         max_array: Option<usize>,
     },
+    /// Convert a GGUF file's weight tensors to TYPE like `llama-quantize --pure` (byte-identical
+    /// tensors), keeping metadata and order; written to a temporary file renamed into place.
+    Requantize {
+        /// The source GGUF file.
+        input: PathBuf,
+        /// The output GGUF file.
+        output: PathBuf,
+        /// Target type (`q4_k`, `Q8_0`, ...; any case).
+        #[arg(long = "type", value_name = "TYPE", value_parser = requantize::parse_target)]
+        target: requantize::Target,
+        /// Threads that quantize rows [default: all cores].
+        #[arg(long, value_name = "N")]
+        threads: Option<std::num::NonZeroUsize>,
+    },
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
         /// Where to write it.
@@ -138,6 +153,12 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             err,
         ),
         Command::MakeExample { output } => make_example::run(output, err),
+        Command::Requantize {
+            input,
+            output,
+            target,
+            threads,
+        } => requantize::run(input, output, *target, *threads, err),
     };
     let flushed = out
         .flush()

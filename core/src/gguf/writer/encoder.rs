@@ -53,7 +53,7 @@ impl<W: embedded_io::Write> Encoder<W> {
         self.sink
             .write_all(bytes)
             .map_err(|e| io_error(e, offset))?;
-        self.written += bytes.len() as u64;
+        self.written = self.written.saturating_add(bytes.len() as u64);
         Ok(())
     }
 
@@ -62,15 +62,19 @@ impl<W: embedded_io::Write> Encoder<W> {
         const ZEROS: [u8; 64] = [0; 64];
         while n > 0 {
             let k = n.min(ZEROS.len() as u64) as usize;
-            self.bytes(&ZEROS[..k])?;
-            n -= k as u64;
+            self.bytes(ZEROS.get(..k).unwrap_or(&ZEROS))?;
+            n = n.saturating_sub(k as u64);
         }
         Ok(())
     }
 
     /// Zero bytes up to the next multiple of `alignment` (a power of two).
     pub fn pad_to(&mut self, alignment: u32) -> Result<()> {
-        let n = self.written.next_multiple_of(u64::from(alignment.max(1))) - self.written;
+        let end = self
+            .written
+            .checked_next_multiple_of(u64::from(alignment.max(1)))
+            .unwrap_or(self.written);
+        let n = end.saturating_sub(self.written);
         self.zeros(n)
     }
 
@@ -109,7 +113,7 @@ impl<W: embedded_io::Write> Encoder<W> {
     pub fn scalar(&mut self, s: Scalar) -> Result<()> {
         let mut buf = [0u8; 8];
         let size = encode_scalar(s, self.order, &mut buf);
-        self.bytes(&buf[..size])
+        self.bytes(buf.get(..size).unwrap_or(&buf[..0]))
     }
 
     /// An array header: element type code and length.
@@ -123,9 +127,10 @@ impl<W: embedded_io::Write> Encoder<W> {
 fn encode_scalar(s: Scalar, order: ByteOrder, buf: &mut [u8; 8]) -> usize {
     let mut put = |le: &[u8]| {
         let n = le.len();
-        buf[..n].copy_from_slice(le);
+        let out = buf.get_mut(..n).unwrap_or(&mut []);
+        out.copy_from_slice(le);
         if order == ByteOrder::Big {
-            buf[..n].reverse();
+            out.reverse();
         }
         n
     };

@@ -229,7 +229,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
             ));
         }
         for (i, t) in tensors.iter().enumerate() {
-            if let Some(first) = tensors[..i].iter().position(|u| u.name == t.name) {
+            if let Some(first) = tensors.iter().take(i).position(|u| u.name == t.name) {
                 return Err(misuse(
                     Misuse::DuplicateTensor {
                         first: first as u64,
@@ -350,7 +350,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
         } else if let Some(frame) = self.top_mut() {
-            frame.remaining -= 1;
+            frame.remaining = frame.remaining.saturating_sub(1);
         }
     }
 
@@ -362,7 +362,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                     return Err(misuse(
                         Misuse::MetadataCount {
                             declared: w.metadata_count,
-                            found: w.keys_written + 1,
+                            found: w.keys_written.saturating_add(1),
                         },
                         w.enc.written,
                     ));
@@ -388,7 +388,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
             if let Some(slot) = w.key_hashes.get_mut(w.keys_written as usize) {
                 *slot = hash;
             }
-            w.keys_written += 1;
+            w.keys_written = w.keys_written.saturating_add(1);
             w.reading_alignment = is_alignment;
             w.pending = Pending::Value(value_type);
             Ok(())
@@ -456,7 +456,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                 return Err(misuse(
                     Misuse::ArrayLen {
                         declared,
-                        found: declared - remaining + count,
+                        found: declared.saturating_sub(remaining).saturating_add(count),
                     },
                     w.enc.written,
                 ));
@@ -466,7 +466,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                 if let Some(at) = raw.iter().position(|&b| b > 1) {
                     return Err(Error::InvalidBool {
                         value: raw.get(at).copied().unwrap_or(0),
-                        offset: w.enc.written + at as u64,
+                        offset: w.enc.written.saturating_add(at as u64),
                     });
                 }
             }
@@ -485,7 +485,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                 }
             }
             if let Some(frame) = w.top_mut() {
-                frame.remaining -= count;
+                frame.remaining = frame.remaining.saturating_sub(count);
             }
             Ok(())
         })
@@ -551,7 +551,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
         self.step(|w| {
             w.check_value(ValueType::Array)?;
             let at = w.enc.written;
-            let depth = w.depth as u64 + 1;
+            let depth = (w.depth as u64).saturating_add(1);
             let max_depth = u64::from(w.limits.max_depth.min(MAX_DEPTH_CAPACITY as u32));
             if depth > max_depth {
                 return Err(Error::LimitExceeded {
@@ -566,7 +566,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                     limit: Limit::ArrayLen,
                     max: w.limits.max_array_len,
                     found: len,
-                    offset: at + 4,
+                    offset: at.saturating_add(4),
                 });
             }
             w.enc.array_header(element_type, len)?;
@@ -577,7 +577,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                     declared: len,
                     remaining: len,
                 };
-                w.depth += 1;
+                w.depth = w.depth.saturating_add(1);
             }
             Ok(())
         })
@@ -587,13 +587,13 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
     pub fn array_end(&mut self) -> Result<()> {
         self.step(|w| match (w.pending, w.top()) {
             (Pending::Nothing, Some(frame)) if frame.remaining == 0 => {
-                w.depth -= 1;
+                w.depth = w.depth.saturating_sub(1);
                 Ok(())
             }
             (Pending::Nothing, Some(frame)) => Err(misuse(
                 Misuse::ArrayLen {
                     declared: frame.declared,
-                    found: frame.declared - frame.remaining,
+                    found: frame.declared.saturating_sub(frame.remaining),
                 },
                 w.enc.written,
             )),
@@ -655,7 +655,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
             });
         }
         let ne0 = spec.ne.first().copied().unwrap_or(1);
-        if ne0 % u64::from(spec.ggml_type.block_size()) != 0 {
+        if ne0.checked_rem(u64::from(spec.ggml_type.block_size())) != Some(0) {
             return Err(Error::NotWholeBlocks {
                 ggml_type: spec.ggml_type,
                 ne0,
@@ -676,7 +676,9 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
         self.enc.u32(spec.ggml_type.code())?;
         self.enc.u64(offset)?;
         self.next_offset = next;
-        self.phase = Phase::Directory { next: index + 1 };
+        self.phase = Phase::Directory {
+            next: index.saturating_add(1),
+        };
         Ok(())
     }
 
@@ -692,7 +694,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                 return Err(misuse(
                     Misuse::TensorCount {
                         declared: w.tensors.len() as u64,
-                        found: next as u64 + 1,
+                        found: (next as u64).saturating_add(1),
                     },
                     w.enc.written,
                 ));
@@ -719,7 +721,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
             };
             while next < w.tensors.len() {
                 w.write_info(next)?;
-                next += 1;
+                next = next.saturating_add(1);
             }
             w.enc.pad_to(w.alignment())?;
             let data_offset = w.enc.written;
@@ -745,7 +747,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                 self.phase = Phase::Data { tensor: from, left };
                 return Ok(());
             }
-            from += 1;
+            from = from.saturating_add(1);
         }
     }
 
@@ -770,11 +772,11 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
             w.enc.bytes(chunk)?;
             if n == left && n > 0 {
                 w.enc.pad_to(w.alignment())?;
-                w.skip_empty_tensors(tensor + 1)
+                w.skip_empty_tensors(tensor.saturating_add(1))
             } else {
                 w.phase = Phase::Data {
                     tensor,
-                    left: left - n,
+                    left: left.saturating_sub(n),
                 };
                 Ok(())
             }
@@ -798,7 +800,7 @@ impl<'t, W: embedded_io::Write> GgufWriter<'t, W> {
                     Misuse::DataSize {
                         tensor: tensor as u64,
                         expected,
-                        found: expected - left,
+                        found: expected.saturating_sub(left),
                     },
                     w.enc.written,
                 ))
@@ -866,7 +868,7 @@ fn check_name(name: &str, field: Field, limits: &Limits, at: u64, width: usize) 
     if let Some(nul) = name.bytes().position(|b| b == 0) {
         return Err(Error::NulInName {
             field,
-            offset: at + width as u64 + nul as u64,
+            offset: at.saturating_add(width as u64).saturating_add(nul as u64),
         });
     }
     Ok(())

@@ -1,6 +1,9 @@
 //! The writer's tests: random files written and parsed back to the same events (property test),
 //! and each misuse reported as an error before any bytes of it are written.
 
+// Tests index and add freely: a panic here is a failed test.
+#![allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+
 use super::*;
 use crate::gguf::{PushParser, SliceParser};
 use proptest::prelude::*;

@@ -281,9 +281,20 @@ fn symmetric_fit<const N: usize>(
     (levels, sumlx, suml2)
 }
 
+/// Inverse scales `make_qx_quants` tries: the plain one, then `is = -9..=-1, 1..=9` in ggml's order.
+const QX_TRIALS: usize = 19;
+
+/// Lanes of the trial sums: the trials padded to a multiple of the vector width (the padding lanes
+/// use inverse scale 0 and are never read).
+const QX_LANES: usize = 20;
+
 /// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL)`, the only form a `_ref` quantizer uses
 /// (Q6_K): levels `0..2*nmax` (stored with `+nmax`) and a scale chosen among 19 trial inverse scales
 /// by the x²-weighted least-squares fit.
+///
+/// A trial's sums do not depend on the verdicts before it, only the comparison does: so all 19
+/// trials' sums are formed together, one trial per lane, element by element (each lane adds its
+/// terms in element order, as ggml's loop does), and the verdicts then run in ggml's order.
 pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], levels: &mut [i8; N]) -> f32 {
     let (max, amax) = first_largest_magnitude(x);
     if amax < GROUP_MAX_EPS {
@@ -293,21 +304,43 @@ pub(crate) fn make_qx_quants<const N: usize>(nmax: i32, x: &[f32; N], levels: &m
     let w = products(x, x);
     let wx = products(&w, x);
     let nmax_f = nmax as f32;
-    let (first, sumlx, suml2) = symmetric_fit(-nmax_f / max, nmax, x, &w, &wx);
-    *levels = map(&first, |l| (l + nmax) as i8);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
-    for is in -9i32..=9 {
-        if is == 0 {
-            continue;
+    let mut iscales = [0.0f32; QX_LANES];
+    iscales[0] = -nmax_f / max;
+    for (slot, is) in iscales[1..QX_TRIALS]
+        .iter_mut()
+        .zip((-9i32..=9).filter(|&is| is != 0))
+    {
+        *slot = -(nmax_f + 0.1 * is as f32) / max;
+    }
+    let mut sumlx = [0.0f32; QX_LANES];
+    let mut suml2 = [0.0f32; QX_LANES];
+    for ((&xi, &wi), &wxi) in x.iter().zip(&w).zip(&wx) {
+        let mut lf = [0.0f32; QX_LANES];
+        for (l, &iscale) in lf.iter_mut().zip(&iscales) {
+            *l = clamp_symmetric(nearest_int(iscale * xi), nmax) as f32;
         }
-        let iscale = -(nmax_f + 0.1 * is as f32) / max;
-        let (trial, sumlx, suml2) = symmetric_fit(iscale, nmax, x, &w, &wx);
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            *levels = map(&trial, |l| (l + nmax) as i8);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+        for ((lx, l2), &l) in sumlx.iter_mut().zip(suml2.iter_mut()).zip(&lf) {
+            *lx += wxi * l;
+            *l2 += (wi * l) * l;
         }
+    }
+    let mut scale = if suml2[0] != 0.0 {
+        sumlx[0] / suml2[0]
+    } else {
+        0.0
+    };
+    let mut best = scale * sumlx[0];
+    let mut chosen = 0;
+    for k in 1..QX_TRIALS {
+        if suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best * suml2[k] {
+            scale = sumlx[k] / suml2[k];
+            best = scale * sumlx[k];
+            chosen = k;
+        }
+    }
+    let iscale = iscales[chosen];
+    for (l, &xi) in levels.iter_mut().zip(x) {
+        *l = (clamp_symmetric(nearest_int(iscale * xi), nmax) + nmax) as i8;
     }
     scale
 }

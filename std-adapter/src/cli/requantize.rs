@@ -1,0 +1,398 @@
+//! `miniquant requantize IN.gguf OUT.gguf --type TYPE [--threads N]`: converts the weight tensors
+//! to another type the way `llama-quantize --pure --allow-requantize` does, keeping everything else.
+//!
+//! - Which tensors: those llama.cpp quantizes (at least 2 dimensions, a name ending in `weight`,
+//!   not a norm, not one of its small or special tensors, see [`allows_quantization`]); the others
+//!   (1-D norms and biases, ...) are copied unchanged.
+//! - Which type: `TYPE` for all of them, except where the row length is not a multiple of its block
+//!   size: then ggml's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K/TQ* -> Q4_0,
+//!   IQ4_XS -> IQ4_NL), and F16 if even that does not fit ([`target_for`]).
+//! - How: the source values (F32 as stored; F16, BF16 and quantized types dequantized) are quantized
+//!   row by row with the core's quantizers, which are byte-identical to ggml's; rows are spread over
+//!   `--threads` threads (default: all cores). A tensor already of its target type is copied.
+//! - Metadata: copied in order; `general.quantization_version` (2) and `general.file_type` (the
+//!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
+//! - The file is written to `.<OUT>.partial` beside OUT and renamed to OUT only when complete: a
+//!   failure removes it, and a killed run never leaves a file named OUT.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
+use miniquant::{quant, GgmlType};
+
+use super::{open_gguf, quoted, CliError};
+use crate::value::Value;
+use crate::writer;
+
+/// A target of `--type`: the tensor type and the llama.cpp file type written to
+/// `general.file_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The tensor type.
+    pub ggml_type: GgmlType,
+    /// `llama_ftype` (for K-quants the `_M` mix, as llama-quantize names `Q4_K` and so on).
+    pub file_type: u32,
+}
+
+/// Every `--type` accepted, with its `llama_ftype`: the types ggml quantizes without an importance
+/// matrix.
+const TARGETS: [(GgmlType, u32); 17] = [
+    (GgmlType::F32, 0),
+    (GgmlType::F16, 1),
+    (GgmlType::BF16, 32),
+    (GgmlType::Q4_0, 2),
+    (GgmlType::Q4_1, 3),
+    (GgmlType::Q5_0, 8),
+    (GgmlType::Q5_1, 9),
+    (GgmlType::Q8_0, 7),
+    (GgmlType::Q2_K, 10),
+    (GgmlType::Q3_K, 12),
+    (GgmlType::Q4_K, 15),
+    (GgmlType::Q5_K, 17),
+    (GgmlType::Q6_K, 18),
+    (GgmlType::IQ4_NL, 25),
+    (GgmlType::IQ4_XS, 30),
+    (GgmlType::TQ1_0, 36),
+    (GgmlType::TQ2_0, 37),
+];
+
+/// `general.quantization_version`: ggml's `GGML_QNT_VERSION`.
+const QUANTIZATION_VERSION: u32 = 2;
+
+/// Parses `--type` (case-insensitive); the error lists the valid names.
+pub fn parse_target(name: &str) -> Result<Target, String> {
+    GgmlType::from_name(name)
+        .and_then(|t| TARGETS.iter().find(|(u, _)| *u == t))
+        .map(|&(ggml_type, file_type)| Target {
+            ggml_type,
+            file_type,
+        })
+        .ok_or_else(|| {
+            let names: Vec<&str> = TARGETS.iter().map(|(t, _)| t.name()).collect();
+            format!(
+                "unknown or unsupported type {name:?}; valid types (any case): {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// Whether llama.cpp's quantizer converts a tensor of this name and dimension count.
+pub fn allows_quantization(name: &str, n_dims: usize) -> bool {
+    // The tensors llama.cpp leaves alone: small, special, or read by position rather than as
+    // weights (from `tensor_allows_quantization` in llama-quant.cpp).
+    const KEEP: [&str; 31] = [
+        "_norm.weight",
+        "ffn_gate_inp.weight",
+        "ffn_gate_tid2eid.weight",
+        "altup",
+        "laurel",
+        "per_layer_model_proj",
+        "ssm_conv1d",
+        "shortconv.conv.weight",
+        "indexer.k_proj.weight",
+        "indexer.q_proj.weight",
+        "time_mix_first.weight",
+        "time_mix_w0.weight",
+        "time_mix_w1.weight",
+        "time_mix_w2.weight",
+        "time_mix_v0.weight",
+        "time_mix_v1.weight",
+        "time_mix_v2.weight",
+        "time_mix_a0.weight",
+        "time_mix_a1.weight",
+        "time_mix_a2.weight",
+        "time_mix_g1.weight",
+        "time_mix_g2.weight",
+        "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight",
+        ".position_embd",
+        ".rel_pos",
+        ".patch_embd",
+        ".patch_merger",
+        "a.rvq.codebook",
+    ];
+    const KEEP_MORE: [&str; 4] = ["sam.pos_embd", "sam.neck.", "sam.net_", "mm.a.code_embd"];
+    n_dims >= 2
+        && name.ends_with("weight")
+        && name != "position_embd.weight"
+        && name != "token_types.weight"
+        && !KEEP.iter().chain(&KEEP_MORE).any(|k| name.contains(k))
+}
+
+/// The type a quantizable tensor with rows of `ne0` values gets for target `t`: `t`, or ggml's
+/// fallback when `ne0` is not a multiple of `t`'s block size, or F16 when the fallback does not fit
+/// either; an error where ggml has no fallback.
+pub fn target_for(t: GgmlType, ne0: u64) -> Result<GgmlType, String> {
+    let fits = |u: GgmlType| ne0.is_multiple_of(u64::from(u.block_size()));
+    if fits(t) {
+        return Ok(t);
+    }
+    let fallback = match t {
+        GgmlType::IQ4_XS => GgmlType::IQ4_NL,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::TQ1_0 | GgmlType::TQ2_0 => GgmlType::Q4_0,
+        GgmlType::Q4_K => GgmlType::Q5_0,
+        GgmlType::Q5_K => GgmlType::Q5_1,
+        GgmlType::Q6_K => GgmlType::Q8_0,
+        _ => {
+            return Err(format!(
+                "rows of {ne0} values are not whole {t} blocks and ggml defines no fallback for {t}"
+            ))
+        }
+    };
+    Ok(if fits(fallback) {
+        fallback
+    } else {
+        GgmlType::F16
+    })
+}
+
+/// What was done, for the summary line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Tensors converted.
+    pub converted: usize,
+    /// Of those, tensors that got a fallback type.
+    pub fallbacks: usize,
+    /// Tensors copied unchanged.
+    pub copied: usize,
+    /// Input size in bytes.
+    pub bytes_in: u64,
+    /// Output size in bytes.
+    pub bytes_out: u64,
+}
+
+pub(super) fn run<E: Write>(
+    input: &Path,
+    output: &Path,
+    target: Target,
+    threads: Option<NonZeroUsize>,
+    err: &mut E,
+) -> Result<(), CliError> {
+    let threads = threads
+        .or_else(|| std::thread::available_parallelism().ok())
+        .map_or(1, NonZeroUsize::get);
+    let start = Instant::now();
+    // The bar draws on the process's stderr, so only when that is a terminal.
+    let progress = std::io::stderr().is_terminal();
+    let summary = requantize(input, output, target, threads, progress)?;
+    writeln!(
+        err,
+        "{} -> {}: {} tensors to {} ({} by fallback), {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} threads",
+        quoted(input),
+        quoted(output),
+        summary.converted,
+        target.ggml_type,
+        summary.fallbacks,
+        summary.copied,
+        summary.bytes_in as f64 / 1e6,
+        summary.bytes_out as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    )
+    .map_err(|e| CliError::io("cannot write stderr", e))
+}
+
+/// Converts `input` into `output` (see the module docs) with `threads` threads.
+pub fn requantize(
+    input: &Path,
+    output: &Path,
+    target: Target,
+    threads: usize,
+    progress: bool,
+) -> Result<Summary, CliError> {
+    let file = open_gguf(input)?;
+    let index = file.index();
+    let mut types = Vec::with_capacity(index.tensors().len());
+    let mut summary = Summary {
+        bytes_in: file.bytes().len() as u64,
+        ..Summary::default()
+    };
+    for t in index.tensors() {
+        let new_type = if allows_quantization(&t.name, t.ne().len()) {
+            let ne0 = t.ne().first().copied().unwrap_or(1);
+            target_for(target.ggml_type, ne0)
+                .map_err(|m| CliError::Message(format!("tensor {:?}: {m}", t.name)))?
+        } else {
+            t.ggml_type
+        };
+        if new_type == t.ggml_type {
+            summary.copied += 1;
+        } else {
+            summary.converted += 1;
+            summary.fallbacks += usize::from(new_type != target.ggml_type);
+        }
+        types.push(new_type);
+    }
+    let specs: Vec<TensorSpec<'_>> = index
+        .tensors()
+        .iter()
+        .zip(&types)
+        .map(|(t, &ggml_type)| TensorSpec {
+            name: &t.name,
+            ggml_type,
+            ne: t.ne(),
+        })
+        .collect();
+    let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
+    let bar = if progress {
+        let bar = ProgressBar::new(total_out);
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let partial = partial_path(output);
+    let result = write_output(&file, &partial, target, &specs, threads, &bar);
+    bar.finish_and_clear();
+    let result = result.and_then(|bytes_out| {
+        std::fs::rename(&partial, output).map_err(|e| {
+            CliError::io(
+                format!("cannot rename {} to {}", quoted(&partial), quoted(output)),
+                e,
+            )
+        })?;
+        Ok(bytes_out)
+    });
+    match result {
+        Ok(bytes_out) => {
+            summary.bytes_out = bytes_out;
+            Ok(summary)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(e)
+        }
+    }
+}
+
+/// `.<name>.partial` beside `output`.
+fn partial_path(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out.gguf".to_owned());
+    output.with_file_name(format!(".{name}.partial"))
+}
+
+/// Writes the whole output file; returns its size.
+fn write_output(
+    file: &crate::GgufFile,
+    path: &Path,
+    target: Target,
+    specs: &[TensorSpec<'_>],
+    threads: usize,
+    bar: &ProgressBar,
+) -> Result<u64, CliError> {
+    let index = file.index();
+    let out = File::create(path)
+        .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
+    const REPLACED: [&str; 2] = ["general.quantization_version", "general.file_type"];
+    let kept: Vec<_> = index
+        .metadata()
+        .iter()
+        .filter(|m| !REPLACED.contains(&m.key.as_str()))
+        .collect();
+    let mut w = writer::stream(
+        BufWriter::with_capacity(1 << 20, out),
+        WriteOptions::DEFAULT,
+        kept.len() as u64 + 2,
+        specs,
+    )?;
+    for m in kept {
+        w.key(&m.key, m.value.value_type())?;
+        writer::write_value(&mut w, &m.value)?;
+    }
+    let appended = [
+        (
+            REPLACED[0],
+            Value::Scalar(Scalar::U32(QUANTIZATION_VERSION)),
+        ),
+        (REPLACED[1], Value::Scalar(Scalar::U32(target.file_type))),
+    ];
+    for (key, value) in &appended {
+        w.key(key, ValueType::U32)?;
+        writer::write_value(&mut w, value)?;
+    }
+    w.finish_header()?;
+    let mut converted = Vec::new();
+    for (t, spec) in index.tensors().iter().zip(specs) {
+        let data = file.data_of(t)?;
+        if spec.ggml_type == t.ggml_type {
+            w.tensor_data(data)?;
+            bar.inc(data.len() as u64);
+        } else {
+            let ne0 = t.ne().first().copied().unwrap_or(1) as usize;
+            let bytes = spec.bytes().unwrap_or(0) as usize;
+            converted.resize(bytes, 0);
+            convert(
+                t.ggml_type,
+                data,
+                spec.ggml_type,
+                ne0,
+                &mut converted,
+                threads,
+                bar,
+            )?;
+            w.tensor_data(&converted)?;
+        }
+    }
+    let written = w.written();
+    let mut sink = w.finish()?.into_inner();
+    sink.flush()
+        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))?;
+    Ok(written)
+}
+
+/// Converts rows of `ne0` values from `src_type` to `dst_type`, the rows split into `threads`
+/// contiguous runs, each thread dequantizing one row at a time into its own buffer.
+fn convert(
+    src_type: GgmlType,
+    src: &[u8],
+    dst_type: GgmlType,
+    ne0: usize,
+    dst: &mut [u8],
+    threads: usize,
+    bar: &ProgressBar,
+) -> Result<(), CliError> {
+    let src_row = quant::bytes_for(src_type, ne0)?;
+    let dst_row = quant::bytes_for(dst_type, ne0)?;
+    if src_row == 0 || dst_row == 0 {
+        return Ok(());
+    }
+    let rows = src.len() / src_row;
+    let rows_per_thread = rows.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = src
+            .chunks(src_row * rows_per_thread)
+            .zip(dst.chunks_mut(dst_row * rows_per_thread))
+            .map(|(src, dst)| {
+                scope.spawn(move || -> miniquant::Result<()> {
+                    let mut values = vec![0f32; ne0];
+                    for (s, d) in src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row)) {
+                        quant::dequantize(src_type, s, &mut values)?;
+                        quant::quantize(dst_type, &values, d)?;
+                        bar.inc(dst_row as u64);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|worker| {
+            worker
+                .join()
+                .map_err(|_| CliError::Message("a quantizer thread panicked".into()))?
+                .map_err(CliError::from)
+        })
+    })
+}

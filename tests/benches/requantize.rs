@@ -1,0 +1,172 @@
+//! Throughput of `miniquant requantize`'s quantizers against candle-core 0.11's
+//! `QTensor::quantize`, on the same values: the 2-D weight tensors of the real SmolLM2 file
+//! (dequantized once), for Q4_0, Q8_0, Q4_K and Q6_K (for the K-quants, the tensors whose rows are
+//! whole 256-value blocks: candle cannot quantize the others). Figures are MB of quantized output
+//! per second, best of `MINIQUANT_BENCH_RUNS` (default 3) after a warm-up; candle runs
+//! single-threaded (`CANDLE_NUM_THREADS=1`). Ours runs on 1 thread and on all cores (rows split
+//! over `std::thread::scope` threads, as the command does). Then the whole command (read, convert,
+//! write) on 1 thread and all cores for Q8_0 and Q4_K.
+//!
+//! Run: `cargo bench -p miniquant-tests --bench requantize`.
+
+#[path = "../tests/candle_common/mod.rs"]
+mod candle_common;
+
+use candle_common::{candle_dtype, single_threaded_candle};
+use candle_core::quantized::QTensor;
+use candle_core::{Device, Tensor};
+use clap::Parser;
+use miniquant::{quant, GgmlType};
+use miniquant_std::cli::requantize::allows_quantization;
+use miniquant_std::cli::{self, Cli};
+use miniquant_std::GgufFile;
+use miniquant_tests::cache::{model_path, SMOLLM2_Q4_1};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+/// A source tensor: rows of `cols` values.
+struct Source {
+    cols: usize,
+    values: Vec<f32>,
+}
+
+fn quantize_rows(t: GgmlType, src: &Source, out: &mut [u8], threads: usize) {
+    let row_bytes = quant::bytes_for(t, src.cols).unwrap();
+    let rows = src.values.len() / src.cols;
+    let per_thread = rows.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (x, y) in src
+            .values
+            .chunks(per_thread * src.cols)
+            .zip(out.chunks_mut(per_thread * row_bytes))
+        {
+            s.spawn(move || {
+                for (xr, yr) in x.chunks_exact(src.cols).zip(y.chunks_exact_mut(row_bytes)) {
+                    quant::quantize(t, xr, yr).unwrap();
+                }
+            });
+        }
+    });
+}
+
+fn mb_per_s(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+fn main() {
+    single_threaded_candle();
+    let runs: usize = std::env::var("MINIQUANT_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let path = model_path(SMOLLM2_Q4_1);
+    let file = GgufFile::open(&path).unwrap();
+    let sources: Vec<Source> = file
+        .index()
+        .tensors()
+        .iter()
+        .filter(|t| allows_quantization(&t.name, t.n_dims as usize))
+        .map(|t| {
+            let mut values = vec![0f32; t.elements as usize];
+            quant::dequantize(t.ggml_type, file.data_of(t).unwrap(), &mut values).unwrap();
+            Source {
+                cols: t.ne()[0] as usize,
+                values,
+            }
+        })
+        .collect();
+    println!(
+        "requantize quantizers vs candle 0.11 QTensor::quantize, SmolLM2 2-D weights ({cores} cores)"
+    );
+    println!(
+        "{:<6} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "type", "MB out", "candle MB/s", "ours 1t", "ours all", "1t/candle", "all/candle"
+    );
+    for t in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        let chosen: Vec<&Source> = sources
+            .iter()
+            .filter(|s| s.cols % t.block_size() as usize == 0)
+            .collect();
+        let mut outputs: Vec<Vec<u8>> = chosen
+            .iter()
+            .map(|s| vec![0u8; quant::bytes_for(t, s.values.len()).unwrap()])
+            .collect();
+        let bytes: usize = outputs.iter().map(Vec::len).sum();
+        let tensors: Vec<Tensor> = chosen
+            .iter()
+            .map(|s| {
+                Tensor::from_slice(&s.values, (s.values.len() / s.cols, s.cols), &Device::Cpu)
+                    .unwrap()
+            })
+            .collect();
+        let dtype = candle_dtype(t).unwrap();
+        let candle = best_of(runs, || {
+            for x in &tensors {
+                black_box(QTensor::quantize(x, dtype).unwrap());
+            }
+        });
+        let mut ours = |threads: usize| {
+            best_of(runs, || {
+                for (s, out) in chosen.iter().zip(outputs.iter_mut()) {
+                    quantize_rows(t, s, out, threads);
+                }
+                black_box(&outputs);
+            })
+        };
+        let one = ours(1);
+        let all = ours(cores);
+        println!(
+            "{:<6} {:>9.1} {:>12.1} {:>12.1} {:>12.1} {:>9.2}x {:>9.2}x",
+            t.name(),
+            bytes as f64 / 1e6,
+            mb_per_s(bytes, candle),
+            mb_per_s(bytes, one),
+            mb_per_s(bytes, all),
+            candle.as_secs_f64() / one.as_secs_f64(),
+            candle.as_secs_f64() / all.as_secs_f64(),
+        );
+    }
+
+    println!("\nwhole command: miniquant requantize SmolLM2 (Q4_1) --type T, wall time");
+    let out = std::env::temp_dir().join(format!("miniquant-bench-{}.gguf", std::process::id()));
+    for ty in ["q8_0", "q4_k"] {
+        for threads in [1, cores] {
+            let threads_arg = threads.to_string();
+            let cli = Cli::try_parse_from([
+                "miniquant",
+                "requantize",
+                path.to_str().unwrap(),
+                out.to_str().unwrap(),
+                "--type",
+                ty,
+                "--threads",
+                &threads_arg,
+            ])
+            .unwrap();
+            let d = best_of(runs, || {
+                let (mut o, mut e) = (Vec::new(), Vec::new());
+                assert_eq!(cli::run(&cli, &mut o, &mut e), 0);
+            });
+            println!("{ty:<6} {threads} thread(s): {:.2} s", d.as_secs_f64());
+        }
+    }
+    let _ = std::fs::remove_file(&out);
+}

@@ -1,0 +1,85 @@
+//! `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target for SECONDS (default 45) each,
+//! starting from the committed corpus, and fails on the first finding (a crash, a failed check,
+//! a timeout or a memory blow-up; libFuzzer saves the input under `fuzz/artifacts/<target>/`).
+//!
+//! Installs what it needs when missing: the nightly toolchain (libFuzzer's sanitizer flags need
+//! it; only `fuzz/` uses it) and cargo-fuzz. New inputs the fuzzer finds go to a scratch corpus in
+//! `fuzz/target/`, so the committed corpus stays as it is.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// The fuzz targets, in the order they run.
+pub const TARGETS: [&str; 4] = ["header", "validate", "roundtrip", "kernels"];
+
+/// Seconds per target when none are given.
+pub const DEFAULT_SECONDS: u64 = 45;
+
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Installs nightly (minimal profile) and cargo-fuzz if they are missing.
+fn install() -> Result<(), String> {
+    if !succeeds("rustc", &["+nightly", "--version"]) {
+        crate::run(
+            "rustup",
+            &["toolchain", "install", "nightly", "--profile", "minimal"],
+        )?;
+    }
+    if !succeeds("cargo", &["fuzz", "--version"]) {
+        // A debug build of the tool installs in a third of the time and runs as well.
+        crate::run("cargo", &["install", "cargo-fuzz", "--locked", "--debug"])?;
+    }
+    Ok(())
+}
+
+/// Runs each target for `seconds`.
+pub fn fuzz(seconds: u64) -> Result<(), String> {
+    install()?;
+    let fuzz_dir = crate::root().join("fuzz");
+    let max_time = format!("-max_total_time={seconds}");
+    for target in TARGETS {
+        let scratch = fuzz_dir.join("target").join("corpus").join(target);
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        let committed = fuzz_dir.join("corpus").join(target);
+        let args = [
+            "+nightly",
+            "fuzz",
+            "run",
+            target,
+            path_str(&scratch)?,
+            path_str(&committed)?,
+            "--",
+            &max_time,
+            "-rss_limit_mb=2048",
+            "-timeout=20",
+            "-print_final_stats=1",
+        ];
+        eprintln!("+ (in fuzz/) cargo {}", args.join(" "));
+        let start = Instant::now();
+        let status = Command::new("cargo")
+            .args(args)
+            .current_dir(&fuzz_dir)
+            // The fuzz workspace keeps its own target directory (sanitizer builds).
+            .env("CARGO_TARGET_DIR", fuzz_dir.join("target"))
+            .status()
+            .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
+        eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+        if !status.success() {
+            return Err(format!(
+                "fuzz target `{target}` found a failing input (see fuzz/artifacts/{target}/): {status}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn path_str(p: &Path) -> Result<&str, String> {
+    p.to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", p.display()))
+}
