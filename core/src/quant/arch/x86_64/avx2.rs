@@ -798,8 +798,14 @@ fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
     let (first, second) = out.split_at_mut(8.min(out.len()));
     let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
     let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
-    store8(first, _mm256_add_ps(_mm256_mul_ps(low, d), m));
-    store8(second, _mm256_add_ps(_mm256_mul_ps(high, d), m));
+    // When `q·d` is NaN the result is that NaN (its payload), as the scalar code, candle and ggml
+    // give on x86 when `m` is NaN too; LLVM may commute the vector add, so pick it explicitly.
+    for (out, q) in [(first, low), (second, high)] {
+        let product = _mm256_mul_ps(q, d);
+        let sum = _mm256_add_ps(product, m);
+        let product_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(product, product);
+        store8(out, _mm256_blendv_ps(sum, product, product_nan));
+    }
 }
 
 /// Thirty-two quants in element order (one per byte) and a block's `q * d + m`.
