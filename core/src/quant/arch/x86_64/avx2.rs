@@ -798,20 +798,14 @@ fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
     let (first, second) = out.split_at_mut(8.min(out.len()));
     let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
     let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
-    store8(first, add_in_order(_mm256_mul_ps(low, d), m));
-    store8(second, add_in_order(_mm256_mul_ps(high, d), m));
-}
-
-/// `a + b` with the NaN that the scalar `a + b` gives on x86 when both are NaN: `a`'s, quieted.
-/// LLVM treats a vector add as commutative and may emit `b + a`, which would hand out `b`'s payload
-/// (seen for Q5_1); so a NaN `a` is put back explicitly, whatever order the add was emitted in.
-#[inline]
-#[target_feature(enable = "avx")]
-fn add_in_order(a: __m256, b: __m256) -> __m256 {
-    let sum = _mm256_add_ps(a, b);
-    let a_is_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a);
-    let quiet_a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x0040_0000)));
-    _mm256_blendv_ps(sum, quiet_a, a_is_nan)
+    // When `q·d` is NaN the result is that NaN (its payload), as the scalar code, candle and ggml
+    // give on x86 when `m` is NaN too; LLVM may commute the vector add, so pick it explicitly.
+    for (out, q) in [(first, low), (second, high)] {
+        let product = _mm256_mul_ps(q, d);
+        let sum = _mm256_add_ps(product, m);
+        let product_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(product, product);
+        store8(out, _mm256_blendv_ps(sum, product, product_nan));
+    }
 }
 
 /// Thirty-two quants in element order (one per byte) and a block's `q * d + m`.
