@@ -150,7 +150,7 @@ enum Pending {
     StrRest { at: u64, len: u64 },
 }
 
-/// The checked streaming writer (see the [module docs](self)).
+/// The checked streaming writer (the format and misuse rules: [`Misuse`](crate::gguf::Misuse)).
 ///
 /// ```
 /// use miniquant::gguf::{GgufWriter, Scalar, TensorSpec, WriteOptions};
