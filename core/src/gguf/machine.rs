@@ -30,14 +30,15 @@ pub enum Feed {
     End,
 }
 
-/// What one call to [`Parser::next`] produced.
+/// What one call to [`Parser::next`] (`E` = [`Event`]) or [`Parser::next_raw`] (`E` =
+/// [`RawEvent`], see [`RawStep`]) produced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Step<'a> {
+pub enum Step<E> {
     /// An event; the caller drops `consumed` bytes from the front of its input.
     Event {
         /// The event.
-        event: Event<'a>,
+        event: E,
         /// Bytes of input it consumed.
         consumed: usize,
     },
@@ -50,6 +51,9 @@ pub enum Step<'a> {
     /// The header is complete: [`Event::End`] was the last event.
     Done,
 }
+
+/// What [`Parser::next_raw`] produced: a [`Step`] whose event's strings are still byte ranges.
+pub type RawStep = Step<RawEvent>;
 
 /// A byte range of the input handed to [`Parser::next_raw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,26 +106,6 @@ pub struct RawEvent {
     text_skip: u8,
     /// Byte order of the file, for scalar runs.
     order: ByteOrder,
-}
-
-/// What [`Parser::next_raw`] produced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum RawStep {
-    /// An event of `consumed` bytes.
-    Event {
-        /// The event.
-        event: RawEvent,
-        /// Bytes of input it consumed.
-        consumed: usize,
-    },
-    /// See [`Step::NeedMore`].
-    NeedMore {
-        /// Bytes needed from the front of the input.
-        needed: usize,
-    },
-    /// See [`Step::Done`].
-    Done,
 }
 
 impl RawEvent {
@@ -388,7 +372,7 @@ impl Parser {
 
     /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
     #[inline]
-    pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
+    pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<Event<'a>>> {
         Ok(match self.next_raw(input, feed)? {
             RawStep::Event { event, consumed } => Step::Event {
                 event: event.resolve(input)?,
