@@ -35,12 +35,6 @@ pub enum Field {
     DimensionCount,
     /// A tensor dimension.
     Dimension,
-    /// A tensor's ggml type code.
-    TensorType,
-    /// A tensor's data offset.
-    TensorOffset,
-    /// A tensor's data.
-    TensorData,
 }
 
 impl Field {
@@ -59,9 +53,6 @@ impl Field {
             Self::TensorName => "tensor name",
             Self::DimensionCount => "dimension count",
             Self::Dimension => "dimension",
-            Self::TensorType => "tensor type",
-            Self::TensorOffset => "tensor offset",
-            Self::TensorData => "tensor data",
         }
     }
 }

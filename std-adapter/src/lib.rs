@@ -31,7 +31,6 @@
 /// kernels ([`miniquant::quant`]).
 pub use miniquant;
 
-mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod diagnose;

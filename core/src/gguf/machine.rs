@@ -30,14 +30,15 @@ pub enum Feed {
     End,
 }
 
-/// What one call to [`Parser::next`] produced.
+/// What one call to [`Parser::next`] (`E` = [`Event`]) or [`Parser::next_raw`] (`E` =
+/// [`RawEvent`], see [`RawStep`]) produced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Step<'a> {
+pub enum Step<E> {
     /// An event; the caller drops `consumed` bytes from the front of its input.
     Event {
         /// The event.
-        event: Event<'a>,
+        event: E,
         /// Bytes of input it consumed.
         consumed: usize,
     },
@@ -50,6 +51,9 @@ pub enum Step<'a> {
     /// The header is complete: [`Event::End`] was the last event.
     Done,
 }
+
+/// What [`Parser::next_raw`] produced: a [`Step`] whose event's strings are still byte ranges.
+pub type RawStep = Step<RawEvent>;
 
 /// A byte range of the input handed to [`Parser::next_raw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,26 +106,6 @@ pub struct RawEvent {
     text_skip: u8,
     /// Byte order of the file, for scalar runs.
     order: ByteOrder,
-}
-
-/// What [`Parser::next_raw`] produced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum RawStep {
-    /// An event of `consumed` bytes.
-    Event {
-        /// The event.
-        event: RawEvent,
-        /// Bytes of input it consumed.
-        consumed: usize,
-    },
-    /// See [`Step::NeedMore`].
-    NeedMore {
-        /// Bytes needed from the front of the input.
-        needed: usize,
-    },
-    /// See [`Step::Done`].
-    Done,
 }
 
 impl RawEvent {
@@ -388,7 +372,7 @@ impl Parser {
 
     /// Reads the next event from `input`, which must start at [`offset`](Self::offset).
     #[inline]
-    pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<'a>> {
+    pub fn next<'a>(&mut self, input: &'a [u8], feed: Feed) -> Result<Step<Event<'a>>> {
         Ok(match self.next_raw(input, feed)? {
             RawStep::Event { event, consumed } => Step::Event {
                 event: event.resolve(input)?,
@@ -552,18 +536,52 @@ impl Parser {
         Ok(())
     }
 
+    /// [`Self::lack`] for consecutive fixed-size `fields` read in one step: more input is asked for
+    /// all of them at once, but a truncation names the first field that is cut, with its own
+    /// offset and size (a 3-byte file is cut inside the 4-byte magic, not inside "8 bytes").
+    fn lack_fields(
+        &self,
+        input: &[u8],
+        fields: &[(Field, u64)],
+        feed: Feed,
+    ) -> Result<Option<RawStep>> {
+        let total = fields
+            .iter()
+            .fold(0u64, |sum, &(_, size)| sum.saturating_add(size));
+        let have = input.len() as u64;
+        if have >= total || feed != Feed::End {
+            let first = fields.first().map_or(Field::Magic, |&(field, _)| field);
+            return self.lack(input, total, feed, first);
+        }
+        let mut start = 0u64;
+        for &(field, size) in fields {
+            let end = start.saturating_add(size);
+            if have < end {
+                return Err(Error::Truncated {
+                    field,
+                    offset: self.pos.saturating_add(start),
+                    needed: size,
+                    available: have.saturating_sub(start),
+                });
+            }
+            start = end;
+        }
+        // Unreachable: `have < total` means some field is cut.
+        self.lack(input, total, feed, Field::Magic)
+    }
+
     // ----- header --------------------------------------------------------------------------
 
     fn header_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
-        if let Some(step) = self.lack(input, 8, feed, Field::Magic)? {
-            return Ok(step);
+        // A wrong magic is named as such even when the version after it is cut.
+        let magic: Option<[u8; 4]> = input.get(..4).and_then(|s| s.try_into().ok());
+        if let Some(found) = magic.filter(|m| m != b"GGUF") {
+            return Err(Error::BadMagic { found });
         }
-        let magic: [u8; 4] = input
-            .get(..4)
-            .and_then(|s| s.try_into().ok())
-            .unwrap_or([0; 4]);
-        if &magic != b"GGUF" {
-            return Err(Error::BadMagic { found: magic });
+        if let Some(step) =
+            self.lack_fields(input, &[(Field::Magic, 4), (Field::Version, 4)], feed)?
+        {
+            return Ok(step);
         }
         // Little-endian whatever `self.order` says: this step runs again after `NeedMore`.
         let version_bytes = input
@@ -589,7 +607,13 @@ impl Parser {
         } else {
             (8, 8 + 2 * 8, 8 + 1 + 4 + 1, 8 + 4 + 4 + 8)
         };
-        if let Some(step) = self.lack(input, size as u64, feed, Field::TensorCount)? {
+        let count_fields = [
+            (Field::Magic, 4),
+            (Field::Version, 4),
+            (Field::TensorCount, width as u64),
+            (Field::MetadataCount, width as u64),
+        ];
+        if let Some(step) = self.lack_fields(input, &count_fields, feed)? {
             return Ok(step);
         }
         let (tensor_count, metadata_count) = if version == 1 {
@@ -691,11 +715,14 @@ impl Parser {
         Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
         self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
         // Saturating: with a key limit of u64::MAX and no known input length, `len` is anything.
-        let needed = len.saturating_add(width as u64).saturating_add(4);
-        if let Some(step) = self.lack(input, needed, feed, Field::Key)? {
+        let key_and_type = [
+            (Field::Key, len.saturating_add(width as u64)),
+            (Field::ValueType, 4),
+        ];
+        if let Some(step) = self.lack_fields(input, &key_and_type, feed)? {
             return Ok(step);
         }
-        // Both fit in usize: `needed` bytes are in `input`.
+        // Both fit in usize: the key and its type code are in `input`.
         let len = len as usize;
         let type_at = width.saturating_add(len);
         let code = self.u32_at(input, type_at);
@@ -728,7 +755,7 @@ impl Parser {
                 key: span,
                 value_type,
             },
-            needed as usize,
+            type_at.saturating_add(4),
             width,
         )
     }

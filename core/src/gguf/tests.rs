@@ -430,6 +430,59 @@ fn hostile_lengths_fail_before_sizing_anything() {
 }
 
 #[test]
+fn a_cut_header_names_the_field_that_is_cut() {
+    let whole = Bytes::new(3, 0, 0).out;
+    // (field, where it starts, its size): magic 4, version 4, two 8-byte counts.
+    let fields = [
+        (Field::Magic, 0, 4),
+        (Field::Version, 4, 4),
+        (Field::TensorCount, 8, 8),
+        (Field::MetadataCount, 16, 8),
+    ];
+    for cut in 0..whole.len() {
+        let (field, start, size) = fields
+            .into_iter()
+            .find(|&(_, start, size)| cut < start + size)
+            .unwrap();
+        let expected = Error::Truncated {
+            field,
+            offset: start as u64,
+            needed: size as u64,
+            available: (cut - start) as u64,
+        };
+        assert_eq!(slice_events(&whole[..cut]), Err(expected), "cut at {cut}");
+        assert_eq!(
+            read_events(&whole[..cut], 1, 64),
+            Err(expected),
+            "cut at {cut}"
+        );
+    }
+    let three = std::format!("{}", slice_events(b"GGU").unwrap_err());
+    assert_eq!(
+        three,
+        "input ends inside the magic: it needs 4 bytes, 3 remain at byte 0"
+    );
+    // A key cut inside its value type code names the type code (the key is long enough for the
+    // slice driver's check of the smallest possible pair to pass).
+    let mut b = Bytes::new(3, 0, 1);
+    b.str(b"long_key").u32(ValueType::U8.code());
+    let cut = &b.out[..b.out.len() - 1];
+    let expected = Error::Truncated {
+        field: Field::ValueType,
+        offset: 24 + 8 + 8,
+        needed: 4,
+        available: 3,
+    };
+    assert_eq!(slice_events(cut), Err(expected));
+    assert_eq!(read_events(cut, 3, 64), Err(expected));
+    // A wrong magic is the error even when the version after it is missing.
+    assert_eq!(
+        slice_events(b"GGML\x03"),
+        Err(Error::BadMagic { found: *b"GGML" })
+    );
+}
+
+#[test]
 fn alignment_must_be_a_power_of_two_u32_once() {
     let with = |t: ValueType, v: u32| {
         let mut b = Bytes::new(3, 0, 1);

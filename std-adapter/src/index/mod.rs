@@ -10,12 +10,14 @@
 //! recorded, not rejected, and lookups by name return the first occurrence; the whole-file checks
 //! (duplicates, tensor bounds, overlaps, layout warnings) are in [`crate::validate`].
 
+mod build;
+
 use miniquant::gguf::{ByteOrder, Limits, ReadParser, SliceParser, MAX_DIMS_CAPACITY};
 use miniquant::{Error, GgmlType, Result};
 
-use crate::build::Builder;
 use crate::names::NameIndex;
 use crate::value::Value;
+use build::Builder;
 
 /// One metadata key/value pair.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 use miniquant::gguf::{Event, StrPiece, DEFAULT_ALIGNMENT};
 use miniquant::{Error, Result};
 
-use crate::index::{Index, MetadataEntry, TensorEntry};
+use super::{Index, MetadataEntry, TensorEntry};
 use crate::names::Inserted;
 use crate::value::{Array, Value};
 
