@@ -95,7 +95,12 @@ fn main() {
         "{:<6} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}",
         "type", "MB out", "candle MB/s", "ours 1t", "ours all", "1t/candle", "all/candle"
     );
-    for t in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    for t in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
         let chosen: Vec<&Source> = sources
             .iter()
             .filter(|s| s.cols % t.block_size() as usize == 0)
