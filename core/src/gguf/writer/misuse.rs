@@ -37,7 +37,8 @@ impl Expected {
     }
 }
 
-/// How a [`GgufWriter`](crate::gguf::GgufWriter) was misused, in [`Error::WriterMisuse`](crate::Error::WriterMisuse).
+/// How a [`GgufWriter`](super::GgufWriter) was misused, in
+/// [`Error::WriterMisuse`](crate::Error::WriterMisuse).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -87,7 +88,7 @@ pub enum Misuse {
         len: u64,
     },
     /// Tensor data of the wrong size: a chunk longer than what is left of the tensor, or a tensor
-    /// not complete at [`GgufWriter::finish`](crate::gguf::GgufWriter::finish).
+    /// not complete at [`GgufWriter::finish`](super::GgufWriter::finish).
     DataSize {
         /// Index of the tensor in the directory.
         tensor: u64,

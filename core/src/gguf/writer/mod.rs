@@ -150,7 +150,16 @@ enum Pending {
     StrRest { at: u64, len: u64 },
 }
 
-/// The checked streaming writer (the format and misuse rules: [`Misuse`](crate::gguf::Misuse)).
+/// The checked streaming GGUF writer into an [`embedded_io::Write`], without a heap.
+///
+/// Give it the tensor directory up front ([`TensorSpec`]s) and the number of keys; then write each
+/// key and its value ([`key`](Self::key), [`scalar`](Self::scalar), [`string`](Self::string),
+/// [`array_start`](Self::array_start) ... [`array_end`](Self::array_end), or parser events through
+/// [`event`](Self::event)); [`finish_header`](Self::finish_header) writes the tensor infos with
+/// their aligned offsets and the padding; then [`tensor_data`](Self::tensor_data) in directory
+/// order, and [`finish`](Self::finish). Any misuse is an error returned before the bad call writes
+/// anything, and the writer then refuses further calls. Tensor names are checked for duplicates
+/// exactly (quadratic in their number); keys by 64-bit hashes in a table of [`MAX_CHECKED_KEYS`].
 ///
 /// ```
 /// use miniquant::gguf::{GgufWriter, Scalar, TensorSpec, WriteOptions};
