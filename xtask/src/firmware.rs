@@ -204,42 +204,18 @@ fn generate_inputs() -> Result<Inputs, String> {
     let model_s = path(&model)?;
 
     let extract = scratch.join("model.gguf");
-    let mut args = vec![
-        "run",
-        "--release",
-        "-q",
-        "-p",
-        "miniquant-std",
-        "--bin",
-        "miniquant",
-        "--",
-        "extract",
-    ];
     let extract_s = path(&extract)?;
-    args.extend([
+    let mut args = vec![
+        "extract",
         model_s.as_str(),
         extract_s.as_str(),
         "--max-array",
         MAX_ARRAY,
         "--tensor",
-    ]);
+    ];
     args.extend(TENSORS);
-    run("cargo", &args)?;
-    run(
-        "cargo",
-        &[
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "miniquant-std",
-            "--bin",
-            "miniquant",
-            "--",
-            "validate",
-            &extract_s,
-        ],
-    )?;
+    miniquant(&args)?;
+    miniquant(&["validate", &extract_s])?;
     update(&dir.join("model.gguf"), &read(&extract)?)?;
     update(&dir.join("tensors.txt"), TENSORS.join("\n").as_bytes())?;
 
@@ -253,25 +229,7 @@ fn generate_inputs() -> Result<Inputs, String> {
         fs::write(&x_path, &x).map_err(|e| format!("{}: {e}", x_path.display()))?;
         // The host's answer, from the original file (the extract must carry the same bytes).
         let (x_s, y_s) = (path(&x_path)?, path(&y_path)?);
-        run(
-            "cargo",
-            &[
-                "run",
-                "--release",
-                "-q",
-                "-p",
-                "miniquant-std",
-                "--bin",
-                "miniquant",
-                "--",
-                "matvec",
-                &model_s,
-                name,
-                &x_s,
-                "-o",
-                &y_s,
-            ],
-        )?;
+        miniquant(&["matvec", &model_s, name, &x_s, "-o", &y_s])?;
         update(&dir.join(format!("x{i}.f32")), &x)?;
         update(&dir.join(format!("y{i}.f32")), &read(&y_path)?)?;
     }
@@ -346,6 +304,22 @@ fn activations(n: usize, seed: u32) -> Vec<f32> {
             (h >> 8) as f32 / (1u32 << 22) as f32 - 2.0
         })
         .collect()
+}
+
+/// The host's `miniquant` command (built from this checkout) with `args`.
+fn miniquant(args: &[&str]) -> Result<(), String> {
+    let mut all = vec![
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "miniquant-std",
+        "--bin",
+        "miniquant",
+        "--",
+    ];
+    all.extend_from_slice(args);
+    run("cargo", &all)
 }
 
 /// `cargo build --release` of one image in `firmware-example/` (its own workspace and target dir).
