@@ -24,6 +24,7 @@ use std::io::{self, Write};
 use miniquant::gguf::{ByteOrder, Scalar, ValueType};
 
 use crate::index::Index;
+use crate::json::{self, string};
 use crate::value::{Array, Element, Value};
 
 /// Writes `index` in gguf-dump's layout, `filename` as given; tensors only if `with_tensors`
@@ -177,23 +178,13 @@ fn flat_elements<W: Write>(w: &mut W, a: &Array, first: &mut bool) -> io::Result
     Ok(())
 }
 
-fn string<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
-    serde_json::to_writer(w, s).map_err(io::Error::from)
-}
-
+/// Integers, bools and strings as in our own JSON; floats as Python's `json` writes a float that
+/// numpy widened to f64 (NaN and infinities unquoted).
 fn scalar<W: Write>(w: &mut W, s: Scalar) -> io::Result<()> {
     match s {
-        Scalar::U8(v) => write!(w, "{v}"),
-        Scalar::I8(v) => write!(w, "{v}"),
-        Scalar::U16(v) => write!(w, "{v}"),
-        Scalar::I16(v) => write!(w, "{v}"),
-        Scalar::U32(v) => write!(w, "{v}"),
-        Scalar::I32(v) => write!(w, "{v}"),
-        Scalar::U64(v) => write!(w, "{v}"),
-        Scalar::I64(v) => write!(w, "{v}"),
-        Scalar::Bool(v) => write!(w, "{}", if v { "true" } else { "false" }),
         Scalar::F32(v) => float(w, f64::from(v)),
         Scalar::F64(v) => float(w, v),
+        other => json::scalar(w, other),
     }
 }
 

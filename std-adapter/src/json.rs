@@ -111,11 +111,11 @@ fn array_fields<W: Write>(w: &mut W, a: &Array) -> io::Result<()> {
     w.write_all(b"]")
 }
 
-fn string<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
+pub(crate) fn string<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
     serde_json::to_writer(w, s).map_err(io::Error::from)
 }
 
-fn scalar<W: Write>(w: &mut W, s: Scalar) -> io::Result<()> {
+pub(crate) fn scalar<W: Write>(w: &mut W, s: Scalar) -> io::Result<()> {
     match s {
         Scalar::U8(v) => write!(w, "{v}"),
         Scalar::I8(v) => write!(w, "{v}"),
