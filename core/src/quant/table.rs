@@ -40,6 +40,14 @@ pub type DequantizeFn<W> = fn(&[W], &mut [f32]);
 pub type QuantizeFn<W> = fn(&[f32], &mut [W]);
 /// A vec_dot kernel: weight blocks against activation blocks.
 pub type VecDotFn<W, X> = fn(&[W], &[X]) -> f32;
+/// A rows kernel: `out[r]` = vec_dot of weight row `r` (`row_blocks` blocks each, one after
+/// another in `w`) against `x`, for every `r < out.len()`, with vec_dot's bits. It lets a SIMD
+/// level work on several rows at once (their serial float sums interleaved) without changing
+/// any row's order of operations.
+pub type RowsFn<W, X> = fn(w: &[W], row_blocks: usize, x: &[X], out: &mut [f32]);
+/// A 2x2 kernel: two weight rows against two activation columns, returning
+/// `[w0·x0, w0·x1, w1·x0, w1·x1]`, each with vec_dot's bits (i8mm `smmla` computes such tiles).
+pub type VecDot2x2Fn<W, X> = fn(w0: &[W], w1: &[W], x0: &[X], x1: &[X]) -> [f32; 4];
 
 /// One block type's kernels at one level; `None` means "not at this level" (the next lower level
 /// of the chain is used). The signatures are those of the scalar twins:
@@ -56,6 +64,10 @@ pub struct Ops<W: 'static, X: 'static> {
     pub quantize: Option<QuantizeFn<W>>,
     /// Dot product against the activation blocks.
     pub vec_dot: Option<VecDotFn<W, X>>,
+    /// Several rows against one activation vector (matvec); `None`: vec_dot row by row.
+    pub rows: Option<RowsFn<W, X>>,
+    /// Two rows against two activation vectors (matmul); `None`: four vec_dots.
+    pub vec_dot_2x2: Option<VecDot2x2Fn<W, X>>,
 }
 
 impl<W, X> Ops<W, X> {
@@ -64,6 +76,8 @@ impl<W, X> Ops<W, X> {
         dequantize: None,
         quantize: None,
         vec_dot: None,
+        rows: None,
+        vec_dot_2x2: None,
     };
 }
 
@@ -81,6 +95,10 @@ pub trait Kernels: Block {
     fn quantize_kernel(level: Level) -> Option<QuantizeFn<Self>>;
     /// The vec_dot kernel at `level`, `None` if the type has no vec_dot.
     fn vec_dot_kernel(level: Level) -> Option<VecDotFn<Self, Self::Activation>>;
+    /// The multi-row kernel at `level`, `None` where rows run one vec_dot each.
+    fn rows_kernel(level: Level) -> Option<RowsFn<Self, Self::Activation>>;
+    /// The 2x2 kernel at `level`, `None` where a tile runs four vec_dots.
+    fn vec_dot_2x2_kernel(level: Level) -> Option<VecDot2x2Fn<Self, Self::Activation>>;
 }
 
 /// A computation generic over the block type, run by [`visit`] for a run-time [`GgmlType`].
@@ -187,6 +205,14 @@ macro_rules! kernel_table {
                     let scalar: Option<VecDotFn<Self, $A>> =
                         scalar_vec_dot!($($dot)+, $B, $A);
                     scalar.map(|s| pick!(level, $field.vec_dot).unwrap_or(s))
+                }
+
+                fn rows_kernel(level: Level) -> Option<RowsFn<Self, $A>> {
+                    pick!(level, $field.rows)
+                }
+
+                fn vec_dot_2x2_kernel(level: Level) -> Option<VecDot2x2Fn<Self, $A>> {
+                    pick!(level, $field.vec_dot_2x2)
                 }
             }
         )*

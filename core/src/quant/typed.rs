@@ -193,6 +193,10 @@ pub fn matvec_quantized_at<B: Kernels>(
         y.fill(0.0);
         return Ok(());
     }
+    if let Some(rows_kernel) = B::rows_kernel(level) {
+        rows_kernel(w, row_blocks, xq, y);
+        return Ok(());
+    }
     for (out, row) in y.iter_mut().zip(w.chunks_exact(row_blocks)) {
         *out = kernel(row, xq);
     }
@@ -257,9 +261,39 @@ pub fn matmul_at<B: Kernels>(
     let column_blocks = row_blocks * B::ACTIVATION_BLOCKS;
     // Tiles of rows small enough to stay in cache while every column passes over them.
     const TILE_ROWS: usize = 16;
+    let tile_2x2 = B::vec_dot_2x2_kernel(level);
     for (tile, w_tile) in w.chunks(TILE_ROWS.saturating_mul(row_blocks)).enumerate() {
         let first_row = tile.saturating_mul(TILE_ROWS);
-        for (xq_column, y_column) in xq.chunks_exact(column_blocks).zip(y.chunks_exact_mut(rows)) {
+        let mut columns = xq.chunks_exact(column_blocks).zip(y.chunks_exact_mut(rows));
+        if let Some(tile_2x2) = tile_2x2 {
+            // Pairs of columns through the 2x2 kernel; an odd last column goes row by row below.
+            while columns.len() >= 2 {
+                let (Some((x0, y0)), Some((x1, y1))) = (columns.next(), columns.next()) else {
+                    break;
+                };
+                let y0 = y0.get_mut(first_row..).unwrap_or_default();
+                let y1 = y1.get_mut(first_row..).unwrap_or_default();
+                let mut row_pairs = w_tile.chunks_exact(2 * row_blocks);
+                let mut out_pairs = y0.chunks_mut(2).zip(y1.chunks_mut(2));
+                for (pair, (out0, out1)) in (&mut row_pairs).zip(&mut out_pairs) {
+                    let (w0, w1) = pair.split_at(row_blocks);
+                    let [a, b, c, d] = tile_2x2(w0, w1, x0, x1);
+                    if let ([o00, o10], [o01, o11]) = (out0, out1) {
+                        (*o00, *o01, *o10, *o11) = (a, b, c, d);
+                    }
+                }
+                // An odd last row of the tile.
+                if let (Some(last), Some((out0, out1))) =
+                    (row_pairs.remainder().get(..row_blocks), out_pairs.next())
+                {
+                    if let (Some(o0), Some(o1)) = (out0.first_mut(), out1.first_mut()) {
+                        *o0 = kernel(last, x0);
+                        *o1 = kernel(last, x1);
+                    }
+                }
+            }
+        }
+        for (xq_column, y_column) in columns {
             let outs = y_column.iter_mut().skip(first_row);
             for (out, row) in outs.zip(w_tile.chunks_exact(row_blocks)) {
                 *out = kernel(row, xq_column);

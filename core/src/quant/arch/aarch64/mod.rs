@@ -68,6 +68,7 @@ mod sets {
             dequantize: Some(rows::dequantize_q8_0),
             quantize: Some(rows::quantize_q8_0),
             vec_dot: Some(q8_0::vec_dot),
+            ..Ops::NONE
         },
         q8_1: Ops {
             quantize: Some(rows::quantize_q8_1),

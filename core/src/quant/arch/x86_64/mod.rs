@@ -16,6 +16,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         vec_dot: Some(avx2::vec_dot_q8_0),
         quantize: Some(avx2::quantize_q8_0),
         dequantize: Some(avx2::dequantize_q8_0),
+        ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),

@@ -17,7 +17,7 @@ fn sub_block(block: &BlockQ5K, j: usize) -> (uint8x16_t, uint8x16_t) {
     let sixteen = vdupq_n_u8(0x10);
     let one = |i: usize| {
         let q = load_u8(piece(&block.qs, 2 * (j / 2) + i));
-        let nibble = if j % 2 == 0 {
+        let nibble = if j.is_multiple_of(2) {
             vandq_u8(q, vdupq_n_u8(0x0f))
         } else {
             vshrq_n_u8::<4>(q)
