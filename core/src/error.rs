@@ -318,6 +318,13 @@ pub enum Error {
         /// Bytes written before the call.
         offset: u64,
     },
+    /// The writer's output failed (the GGUF writer's counterpart of [`Error::Io`]).
+    WriteFailed {
+        /// The output's error kind.
+        kind: embedded_io::ErrorKind,
+        /// Offset in the output being written.
+        offset: u64,
+    },
 }
 
 /// A kernel operation, named in [`Error::Unsupported`].
@@ -374,7 +381,8 @@ impl Error {
             | Self::DuplicateTensor { offset }
             | Self::TensorOutOfBounds { offset, .. }
             | Self::TensorOverlap { offset }
-            | Self::WriterMisuse { offset, .. } => Some(offset),
+            | Self::WriterMisuse { offset, .. }
+            | Self::WriteFailed { offset, .. } => Some(offset),
             Self::PartialBlock { .. }
             | Self::LengthMismatch { .. }
             | Self::Unsupported { .. }
@@ -476,6 +484,7 @@ impl core::fmt::Display for Error {
                 crate::quant::level::detect()
             )?,
             Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,
+            Self::WriteFailed { kind, .. } => write!(f, "write failed: {kind:?}")?,
         }
         if let Some(offset) = self.offset() {
             write!(f, " at byte {offset}")?;

@@ -150,7 +150,7 @@ fn encode_scalar(s: Scalar, order: ByteOrder, buf: &mut [u8; 8]) -> usize {
 }
 
 fn io_error<E: embedded_io::Error>(e: E, offset: u64) -> Error {
-    Error::Io {
+    Error::WriteFailed {
         kind: e.kind(),
         offset,
     }

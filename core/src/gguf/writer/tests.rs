@@ -609,5 +609,6 @@ fn a_directory_event_must_match_the_directory() {
 fn a_failing_sink_is_an_io_error() {
     let mut buf = [0u8; 10];
     let e = GgufWriter::new(&mut buf[..], WriteOptions::DEFAULT, 0, &[]).unwrap_err();
-    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+    assert!(matches!(e, Error::WriteFailed { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("write failed"), "{e}");
 }
