@@ -1,12 +1,18 @@
-//! `kernels`: an arbitrary type and bytes through dequantize, vec_dot and matvec, and arbitrary
-//! f32 bit patterns (NaN, infinities, subnormals) through quantize: errors are fine, panics are
-//! findings. Lengths come from the input too, so mismatched and partial lengths are exercised.
+//! `kernels`: an arbitrary type and bytes through dequantize, quantize, vec_dot, matvec and
+//! matmul, at the scalar level and at every SIMD level this CPU has. Errors are fine; panics are
+//! findings, and so is any level whose answer differs from the scalar one (the same error, or the
+//! same bits in every output; any NaN matches any NaN, as Rust leaves NaN payloads unspecified).
+//! Lengths come from the input too, so mismatched and partial lengths are exercised.
 //!
-//! Input: byte 0 picks the type (`GgmlType::ALL`), byte 1 the operation and a length skew, the
-//! rest is the data.
+//! Input: byte 0 picks the type (`GgmlType::ALL`), byte 1 the operation (low six bits) and a
+//! length skew (top two bits: half the inputs get exact lengths, the rest are one off), the rest
+//! is the data, cut to whole blocks so the kernels themselves run, not only the length checks.
 
-use miniquant::quant::{self, matvec};
-use miniquant::GgmlType;
+use miniquant::quant::{self, level, matvec, Level};
+use miniquant::{Error, GgmlType};
+
+/// The largest output a case allocates, so a long input cannot ask for unbounded memory.
+const MAX_VALUES: usize = 1 << 20;
 
 /// The check.
 pub fn check(data: &[u8]) {
@@ -14,54 +20,152 @@ pub fn check(data: &[u8]) {
         return;
     };
     let t = GgmlType::ALL[usize::from(*t) % GgmlType::ALL.len()];
-    // Low bits pick the operation; high bits skew a length by -2..=1 to hit the length checks.
-    let skew = isize::from(op >> 6) - 2;
+    let skew = [0, 0, -1, 1][usize::from(op >> 6)];
     let skewed = |n: usize| n.saturating_add_signed(skew);
-    match op % 4 {
-        0 => {
-            let n = quant::elements_in(t, rest.len()).unwrap_or(rest.len());
-            let mut out = vec![0f32; skewed(n).min(1 << 20)];
-            let _ = quant::dequantize(t, rest, &mut out);
+    let case = Case { t, skewed: &skewed };
+    match (op & 0x3f) % 5 {
+        0 => same_at_every_level(|l| case.dequantize(l, rest)),
+        1 => same_at_every_level(|l| case.quantize(l, rest)),
+        2 => same_at_every_level(|l| case.vec_dot(l, rest)),
+        3 => same_at_every_level(|l| case.matvec(l, rest)),
+        _ => same_at_every_level(|l| case.matmul(l, rest)),
+    }
+}
+
+/// One operation's answer at one level: an error, or its outputs as bit patterns.
+type Answer = Result<Vec<u32>, Error>;
+
+/// Runs `op` at the scalar level and at every other available level; panics (a finding) when a
+/// level answers differently.
+fn same_at_every_level(op: impl Fn(Level) -> Answer) {
+    let scalar = op(Level::Scalar);
+    for l in level::available().filter(|&l| l != Level::Scalar) {
+        let answer = op(l);
+        match (&scalar, &answer) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.len(), b.len(), "level {} gives another length", l.name());
+                if let Some(i) = (0..a.len()).find(|&i| !same_bits(a[i], b[i])) {
+                    panic!(
+                        "level {} differs from scalar at output {i}: {:#010x} vs {:#010x}",
+                        l.name(),
+                        b[i],
+                        a[i]
+                    );
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "level {} gives another error", l.name()),
+            _ => panic!("level {}: {answer:?}, scalar: {scalar:?}", l.name()),
         }
-        1 => {
-            let floats: Vec<f32> = rest
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let bytes = quant::bytes_for(t, floats.len()).unwrap_or(floats.len());
-            let mut out = vec![0u8; skewed(bytes)];
-            let _ = quant::quantize(t, &floats, &mut out);
-        }
-        2 => {
-            // Weights first, activations (in the vec-dot type) after.
-            let split = quant::vec_dot_type(t)
-                .and_then(|vd| {
-                    let x_per_block = vd.bytes_for(u64::from(t.block_size()))? as usize;
-                    let per_block = t.block_bytes() as usize + x_per_block;
-                    Some(rest.len() / per_block * t.block_bytes() as usize)
-                })
-                .unwrap_or(rest.len() / 2);
-            let (w, x) = rest.split_at(skewed(split).min(rest.len()));
-            let _ = quant::vec_dot(t, w, x);
-        }
-        _ => {
-            let Some((&shape, rest)) = rest.split_first() else {
-                return;
-            };
-            let cols = usize::from(shape & 0x0f) * t.block_size() as usize;
-            let rows = usize::from(shape >> 4);
-            let x: Vec<f32> = (0..skewed(cols))
-                .map(|i| {
-                    let b = rest.get(i % rest.len().max(1)).copied().unwrap_or(0);
-                    f32::from_bits(u32::from(b).wrapping_mul(0x0101_0101))
-                })
-                .collect();
-            let Ok(scratch_len) = matvec::matvec_scratch_bytes(t, cols) else {
-                return;
-            };
-            let mut scratch = vec![0u8; scratch_len];
-            let mut y = vec![0f32; rows];
-            let _ = matvec::matvec(t, rest, rows, cols, &x, &mut scratch, &mut y);
-        }
+    }
+}
+
+/// Equal bits, or both NaN.
+fn same_bits(a: u32, b: u32) -> bool {
+    a == b || (f32::from_bits(a).is_nan() && f32::from_bits(b).is_nan())
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Little-endian f32s from the data (whole chunks only).
+fn floats(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// `n` activation values from the data, cycling it; byte patterns spread over the whole f32
+/// range (NaN, infinities, subnormals included).
+fn activations(data: &[u8], n: usize) -> Vec<f32> {
+    (0..n.min(MAX_VALUES))
+        .map(|i| {
+            let b = data.get(i % data.len().max(1)).copied().unwrap_or(0);
+            let spread = u32::from(b).wrapping_mul(0x0101_0101) ^ (i as u32).rotate_left(23);
+            f32::from_bits(spread)
+        })
+        .collect()
+}
+
+struct Case<'a> {
+    t: GgmlType,
+    skewed: &'a dyn Fn(usize) -> usize,
+}
+
+impl Case<'_> {
+    /// `data` cut to whole blocks of the type.
+    fn whole_blocks<'d>(&self, data: &'d [u8]) -> &'d [u8] {
+        let block = (self.t.block_bytes() as usize).max(1);
+        &data[..data.len() / block * block]
+    }
+
+    fn dequantize(&self, l: Level, data: &[u8]) -> Answer {
+        let data = self.whole_blocks(data);
+        let n = quant::elements_in(self.t, data.len()).unwrap_or(data.len());
+        let mut out = vec![0f32; (self.skewed)(n).min(MAX_VALUES)];
+        quant::dequantize_at(l, self.t, data, &mut out)?;
+        Ok(bits(&out))
+    }
+
+    fn quantize(&self, l: Level, data: &[u8]) -> Answer {
+        let mut values = floats(data);
+        values.truncate(
+            values.len() / (self.t.block_size() as usize).max(1) * self.t.block_size() as usize,
+        );
+        let bytes = quant::bytes_for(self.t, values.len()).unwrap_or(values.len());
+        let mut out = vec![0u8; (self.skewed)(bytes)];
+        quant::quantize_at(l, self.t, &values, &mut out)?;
+        Ok(out.into_iter().map(u32::from).collect())
+    }
+
+    fn vec_dot(&self, l: Level, data: &[u8]) -> Answer {
+        let t = self.t;
+        // Weights first, activations (in the vec-dot type) after.
+        let split = quant::vec_dot_type(t)
+            .and_then(|vd| {
+                let x_per_block = vd.bytes_for(u64::from(t.block_size()))? as usize;
+                let per_block = t.block_bytes() as usize + x_per_block;
+                Some(data.len() / per_block * t.block_bytes() as usize)
+            })
+            .unwrap_or(data.len() / 2);
+        let (w, x) = data.split_at((self.skewed)(split).min(data.len()));
+        Ok(vec![quant::vec_dot_at(l, t, w, x)?.to_bits()])
+    }
+
+    /// Byte 0: columns in blocks (low nibble) and rows (high nibble); weights after it, cut to
+    /// whole rows when there are enough (so the kernels run, not only the length checks).
+    fn shape<'d>(&self, data: &'d [u8]) -> Option<(usize, usize, &'d [u8])> {
+        let (&shape, weights) = data.split_first()?;
+        let cols = usize::from(shape & 0x0f) * self.t.block_size() as usize;
+        let rows = usize::from(shape >> 4);
+        let whole_rows = quant::bytes_for(self.t, cols)
+            .ok()
+            .and_then(|row_bytes| weights.get(..row_bytes.checked_mul(rows)?))
+            .unwrap_or(weights);
+        Some((cols, rows, whole_rows))
+    }
+
+    fn matvec(&self, l: Level, data: &[u8]) -> Answer {
+        let Some((cols, rows, w)) = self.shape(data) else {
+            return Ok(Vec::new());
+        };
+        let x = activations(w, (self.skewed)(cols));
+        let mut scratch = vec![0u8; matvec::matvec_scratch_bytes(self.t, cols)?];
+        let mut y = vec![0f32; rows];
+        matvec::matvec_at(l, self.t, w, rows, cols, &x, &mut scratch, &mut y)?;
+        Ok(bits(&y))
+    }
+
+    /// 1..=4 columns (top bits of the last byte), so pairs and odd columns both occur.
+    fn matmul(&self, l: Level, data: &[u8]) -> Answer {
+        let Some((cols, rows, w)) = self.shape(data) else {
+            return Ok(Vec::new());
+        };
+        let n = 1 + usize::from(w.last().copied().unwrap_or(0) >> 6);
+        let x = activations(w, (self.skewed)(cols.saturating_mul(n)));
+        let mut scratch = vec![0u8; matvec::matmul_scratch_bytes(self.t, cols, n)?];
+        let mut y = vec![0f32; rows.saturating_mul(n)];
+        matvec::matmul(l, self.t, w, rows, cols, n, &x, &mut scratch, &mut y)?;
+        Ok(bits(&y))
     }
 }

@@ -11,8 +11,11 @@ pub mod kernels;
 pub mod roundtrip;
 pub mod validate;
 
+/// A target's check: panics on a finding.
+pub type Check = fn(&[u8]);
+
 /// The fuzz targets, by name, with their checks.
-pub const TARGETS: [(&str, fn(&[u8])); 4] = [
+pub const TARGETS: [(&str, Check); 4] = [
     ("header", header::check),
     ("validate", validate::check),
     ("roundtrip", roundtrip::check),
