@@ -7,6 +7,7 @@
 
 mod avx2;
 mod avx512;
+mod quantize_k;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -26,6 +27,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(avx2::dequantize_q4_k),
+        quantize: Some(quantize_k::quantize_q4_k),
         ..Ops::NONE
     },
     q6_k: Ops {
