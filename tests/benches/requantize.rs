@@ -7,6 +7,12 @@
 //! over `std::thread::scope` threads, as the command does). Then the whole command (read, convert,
 //! write) on 1 thread and all cores for Q8_0 and Q4_K.
 //!
+//! llama.cpp's `llama-quantize` is not built here (the cached llama.cpp sources hold only ggml), so
+//! two stand-ins from ggml's C code as this crate compiles it: a `ggml ref` column (ggml's
+//! `quantize_row_*_ref`, which `llama-quantize` runs when given no importance matrix), and the
+//! whole file's conversion the way `llama-quantize --pure` computes it (ggml's dequantization of
+//! each source tensor, then its reference quantizer, one thread) without the file I/O.
+//!
 //! Run: `cargo bench -p miniquant-tests --bench requantize`.
 
 #[path = "../tests/candle_common/mod.rs"]
@@ -17,10 +23,11 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 use clap::Parser;
 use miniquant::{quant, GgmlType};
-use miniquant_std::cli::requantize::allows_quantization;
+use miniquant_std::cli::requantize::{allows_quantization, target_for};
 use miniquant_std::cli::{self, Cli};
 use miniquant_std::GgufFile;
 use miniquant_tests::cache::{model_path, SMOLLM2_Q4_1};
+use miniquant_tests::ggml;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -92,8 +99,16 @@ fn main() {
         "requantize quantizers vs candle 0.11 QTensor::quantize, SmolLM2 2-D weights ({cores} cores)"
     );
     println!(
-        "{:<6} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "type", "MB out", "candle MB/s", "ours 1t", "ours all", "1t/candle", "all/candle"
+        "{:<6} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "type",
+        "MB out",
+        "candle MB/s",
+        "ours 1t",
+        "ours all",
+        "1t/candle",
+        "all/candle",
+        "ggml ref",
+        "1t/ggml"
     );
     for t in [
         GgmlType::Q4_0,
@@ -133,8 +148,13 @@ fn main() {
         };
         let one = ours(1);
         let all = ours(cores);
+        let reference = best_of(runs, || {
+            for s in &chosen {
+                black_box(ggml::ggml_quantize_ref(t, &s.values));
+            }
+        });
         println!(
-            "{:<6} {:>9.1} {:>12.1} {:>12.1} {:>12.1} {:>9.2}x {:>9.2}x",
+            "{:<6} {:>9.1} {:>12.1} {:>12.1} {:>12.1} {:>9.2}x {:>9.2}x {:>10.1} {:>9.2}x",
             t.name(),
             bytes as f64 / 1e6,
             mb_per_s(bytes, candle),
@@ -142,7 +162,29 @@ fn main() {
             mb_per_s(bytes, all),
             candle.as_secs_f64() / one.as_secs_f64(),
             candle.as_secs_f64() / all.as_secs_f64(),
+            mb_per_s(bytes, reference),
+            reference.as_secs_f64() / one.as_secs_f64(),
         );
+    }
+
+    println!(
+        "\nggml's conversion of the whole file (dequantize + quantize_row_*_ref, 1 thread, no I/O)"
+    );
+    for target in [GgmlType::Q8_0, GgmlType::Q4_K] {
+        let d = best_of(runs, || {
+            for t in file.index().tensors() {
+                if !allows_quantization(&t.name, t.n_dims as usize) {
+                    continue;
+                }
+                let to = target_for(target, t.ne()[0]).unwrap();
+                if to == t.ggml_type {
+                    continue;
+                }
+                let values = ggml::ggml_dequantize(t.ggml_type, file.data_of(t).unwrap()).unwrap();
+                black_box(ggml::ggml_quantize_ref(to, &values));
+            }
+        });
+        println!("{:<6} {:.2} s", target.name(), d.as_secs_f64());
     }
 
     println!("\nwhole command: miniquant requantize SmolLM2 (Q4_1) --type T, wall time");

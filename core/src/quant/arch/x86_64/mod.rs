@@ -33,6 +33,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
+        quantize: Some(quantize_k::quantize_q6_k),
         ..Ops::NONE
     },
     q4_1: Ops {

@@ -1,5 +1,5 @@
-//! AVX2 K-quant quantizers: `make_qkx2_quants` on the 8 sub-blocks of a Q4_K super-block at once,
-//! one sub-block per lane.
+//! AVX2 K-quant quantizers: the per-sub-block searches of Q4_K (`make_qkx2_quants`, 8 sub-blocks of
+//! 32) and Q6_K (`make_qx_quants`, 16 sub-blocks of 16) run side by side, one sub-block per lane.
 //!
 //! The sub-blocks' searches are independent (each its own minimum, trials and verdicts), so each
 //! lane runs exactly its sub-block's scalar search: the same float operations on the same values
@@ -11,9 +11,9 @@
 use core::arch::x86_64::*;
 
 use crate::quant::activation::QK_K;
-use crate::quant::k_quants::common::Qkx2Search;
+use crate::quant::k_quants::common::{Qkx2Search, GROUP_MAX_EPS};
 use crate::quant::k_quants::q4_k::{block_from_fits, SubBlockFits, Q4K_SEARCH};
-use crate::quant::k_quants::BlockQ4K;
+use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ6K};
 
 /// Values in a sub-block.
 const SUB: usize = 32;
@@ -310,4 +310,295 @@ fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
 pub(super) fn quantize_q4_k(values: &[f32], blocks: &mut [BlockQ4K]) {
     // SAFETY: only handed out for an available AVX2 level (as the AVX2 kernels of `avx2.rs`).
     unsafe { quantize_q4_k_impl(values, blocks) }
+}
+
+/// Values in a Q6_K sub-block.
+const SUB6: usize = 16;
+
+/// Half a Q6_K super-block transposed: lane `j` of vector `i` is value `i` of sub-block `j` of
+/// the half.
+type Columns6 = [__m256; SUB6];
+
+/// The two halves of a Q6_K super-block by column.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn columns6(x: &[f32; QK_K]) -> [Columns6; 2] {
+    let mut lanes = [[[0.0f32; LANES]; SUB6]; 2];
+    for (k, sub) in x.chunks_exact(SUB6).enumerate() {
+        let (half, j) = (k / LANES, k % LANES);
+        if let Some(half) = lanes.get_mut(half) {
+            for (column, &v) in half.iter_mut().zip(sub) {
+                if let Some(slot) = column.get_mut(j) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+    // SAFETY: each `column` holds eight f32; `loadu` has no alignment requirement.
+    lanes.map(|half| half.map(|column| unsafe { _mm256_loadu_ps(column.as_ptr()) }))
+}
+
+/// `max(-nmax, min(nmax - 1, nearest_int(iscale · x)))`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn symmetric_level(iscale: __m256, x: __m256, nmax: i32) -> __m256i {
+    let l = nearest_int(_mm256_mul_ps(iscale, x));
+    _mm256_max_epi32(
+        _mm256_min_epi32(l, _mm256_set1_epi32(nmax - 1)),
+        _mm256_set1_epi32(-nmax),
+    )
+}
+
+/// `make_qx_quants(16, 32, x, L, 1, NULL)` for the 16 sub-blocks of a Q6_K super-block, 8 per
+/// vector (the scalar twin is `k_quants::common::make_qx_quants`): in each lane the first largest
+/// magnitude, then the 19 trial scales in ggml's order, each's two sums added in element order and
+/// its verdict taken as blends. Returns the scales and the levels (`+32`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fit_q6_k(x: &[f32; QK_K]) -> ([f32; QK_K / 16], [i8; QK_K]) {
+    const NMAX: i32 = 32;
+    let nmax_f = NMAX as f32;
+    let zero = _mm256_setzero_ps();
+    let sign = _mm256_set1_ps(-0.0);
+    let halves = columns6(x);
+    let mut max = [zero; 2];
+    let mut amax = [zero; 2];
+    for ((max, amax), half) in max.iter_mut().zip(&mut amax).zip(&halves) {
+        // `if (amax < |v|) { amax = |v|; max = v; }`: NaN never replaces.
+        for &v in half {
+            let a = _mm256_andnot_ps(sign, v);
+            let larger = _mm256_cmp_ps::<_CMP_LT_OQ>(*amax, a);
+            *amax = _mm256_blendv_ps(*amax, a, larger);
+            *max = _mm256_blendv_ps(*max, v, larger);
+        }
+    }
+    let w = halves.map(|h| h.map(|v| _mm256_mul_ps(v, v)));
+    let mut wx = [[zero; SUB6]; 2];
+    for ((wx, w), h) in wx.iter_mut().zip(&w).zip(&halves) {
+        for ((wx, &w), &x) in wx.iter_mut().zip(w).zip(h) {
+            *wx = _mm256_mul_ps(w, x);
+        }
+    }
+    // The sums of one trial inverse scale `-numerator / max` in both halves.
+    let sums = |numerator: f32| {
+        let iscale = max.map(|m| _mm256_div_ps(_mm256_set1_ps(numerator), m));
+        let mut sumlx = [zero; 2];
+        let mut suml2 = [zero; 2];
+        for i in 0..SUB6 {
+            for h in 0..2 {
+                let (Some(&iscale), Some(half), Some(w), Some(wx), Some(lx), Some(l2)) = (
+                    iscale.get(h),
+                    halves.get(h),
+                    w.get(h),
+                    wx.get(h),
+                    sumlx.get_mut(h),
+                    suml2.get_mut(h),
+                ) else {
+                    continue;
+                };
+                let (Some(&xi), Some(&wi), Some(&wxi)) = (half.get(i), w.get(i), wx.get(i)) else {
+                    continue;
+                };
+                let l = _mm256_cvtepi32_ps(symmetric_level(iscale, xi, NMAX));
+                *lx = _mm256_add_ps(*lx, _mm256_mul_ps(wxi, l));
+                *l2 = _mm256_add_ps(*l2, _mm256_mul_ps(_mm256_mul_ps(wi, l), l));
+            }
+        }
+        (iscale, sumlx, suml2)
+    };
+    let (mut chosen, sumlx, suml2) = sums(-nmax_f);
+    let mut scale = [zero; 2];
+    let mut best = [zero; 2];
+    for (((scale, best), &lx), &l2) in scale.iter_mut().zip(&mut best).zip(&sumlx).zip(&suml2) {
+        let nonzero = _mm256_cmp_ps::<_CMP_NEQ_UQ>(l2, zero);
+        *scale = _mm256_and_ps(_mm256_div_ps(lx, l2), nonzero);
+        *best = _mm256_mul_ps(*scale, lx);
+    }
+    for is in (-9i32..=9).filter(|&is| is != 0) {
+        let (iscale, sumlx, suml2) = sums(-(nmax_f + 0.1 * is as f32));
+        for h in 0..2 {
+            let (Some(scale), Some(best), Some(chosen), Some(&iscale), Some(&lx), Some(&l2)) = (
+                scale.get_mut(h),
+                best.get_mut(h),
+                chosen.get_mut(h),
+                iscale.get(h),
+                sumlx.get(h),
+                suml2.get(h),
+            ) else {
+                continue;
+            };
+            let better = _mm256_and_ps(
+                _mm256_cmp_ps::<_CMP_GT_OQ>(l2, zero),
+                _mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_mul_ps(lx, lx), _mm256_mul_ps(*best, l2)),
+            );
+            let new_scale = _mm256_div_ps(lx, l2);
+            *scale = _mm256_blendv_ps(*scale, new_scale, better);
+            *best = _mm256_blendv_ps(*best, _mm256_mul_ps(new_scale, lx), better);
+            *chosen = _mm256_blendv_ps(*chosen, iscale, better);
+        }
+    }
+    let mut scales = [0.0f32; QK_K / 16];
+    let mut levels = [0i8; QK_K];
+    for (h, ((half, &iscale), (&scale, &amax))) in halves
+        .iter()
+        .zip(&chosen)
+        .zip(scale.iter().zip(&amax))
+        .enumerate()
+    {
+        // All-zero sub-blocks: scale 0 and levels 0 (not +32).
+        let tiny = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LT_OQ>(
+            amax,
+            _mm256_set1_ps(GROUP_MAX_EPS),
+        ));
+        let scale = _mm256_andnot_ps(_mm256_castsi256_ps(tiny), scale);
+        if let Some(out) = scales
+            .get_mut(h * LANES..)
+            .and_then(|s| s.first_chunk_mut::<LANES>())
+        {
+            // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), scale) };
+        }
+        for (i, &xi) in half.iter().enumerate() {
+            let l = _mm256_add_epi32(symmetric_level(iscale, xi, NMAX), _mm256_set1_epi32(NMAX));
+            let l = _mm256_andnot_si256(tiny, l);
+            let mut lane = [0i32; LANES];
+            // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), l) };
+            for (j, &l) in lane.iter().enumerate() {
+                if let Some(slot) = levels.get_mut(SUB6 * (h * LANES + j) + i) {
+                    // The levels lie in 0..64.
+                    *slot = l as i8;
+                }
+            }
+        }
+    }
+    (scales, levels)
+}
+
+/// `quantize_row_q6_K_ref`.
+#[target_feature(enable = "avx2")]
+fn quantize_q6_k_impl(values: &[f32], blocks: &mut [BlockQ6K]) {
+    for (x, out) in values.chunks_exact(QK_K).zip(blocks) {
+        if let Ok(x) = <&[f32; QK_K]>::try_from(x) {
+            let (scales, levels) = fit_q6_k(x);
+            *out = q6_k::block_from_fits(x, &scales, levels);
+        }
+    }
+}
+
+/// Safe entry of [`quantize_q6_k_impl`].
+pub(super) fn quantize_q6_k(values: &[f32], blocks: &mut [BlockQ6K]) {
+    // SAFETY: only handed out for an available AVX2 level (as the AVX2 kernels of `avx2.rs`).
+    unsafe { quantize_q6_k_impl(values, blocks) }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::quant::k_quants::{q4_k, q6_k};
+    use bytemuck::Zeroable;
+    use std::vec::Vec;
+
+    /// xorshift64*: reproducible inputs without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        /// Uniform in [-1, 1).
+        fn unit(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        }
+
+        /// Roughly normal: the sum of four uniforms.
+        fn normal(&mut self) -> f32 {
+            (0..4).map(|_| self.unit()).sum::<f32>() * 0.5
+        }
+    }
+
+    /// One 32-value sub-block of kind `kind`: the shapes that steer the search differently
+    /// (minimum above zero, all equal, grids that tie, outliers, extremes, NaN and infinities).
+    fn sub_block(rng: &mut Rng, kind: u64) -> [f32; 32] {
+        let scale = 10f32.powi((rng.next() % 13) as i32 - 6);
+        let offset = rng.normal() * scale;
+        core::array::from_fn(|i| match kind {
+            0 => rng.normal() * scale,
+            1 => rng.normal() * scale + offset,
+            2 => rng.unit().abs() * scale + 1.0,
+            3 => -rng.unit().abs() * scale,
+            4 => offset,
+            5 => 0.0,
+            6 => ((rng.next() % 16) as f32 - 4.0) * 0.25,
+            7 if i % 9 == 0 => rng.normal() * scale * 100.0,
+            7 => rng.normal() * scale,
+            8 => rng.normal() * 1e-40,
+            9 => rng.normal() * 3e37,
+            10 if i == 5 => f32::NAN,
+            11 if i == 17 => f32::INFINITY,
+            12 if i == 3 => f32::NEG_INFINITY,
+            13 => (i % 16) as f32,
+            14 if i % 2 == 0 => -0.0,
+            _ => rng.normal(),
+        })
+    }
+
+    #[test]
+    fn avx2_q4_k_quantizer_gives_the_scalar_bytes() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x853c_49e6_748f_ea9b);
+        // Odd block counts exercise the single-super-block tail after the interleaved pairs.
+        for n_blocks in [1usize, 2, 3, 8, 33] {
+            for _ in 0..40 {
+                let uniform_kind = rng.next() % 2 == 0;
+                let first = rng.next() % 17;
+                let values: Vec<f32> = (0..n_blocks * 8)
+                    .flat_map(|_| {
+                        let kind = if uniform_kind { first } else { rng.next() % 17 };
+                        sub_block(&mut rng, kind)
+                    })
+                    .collect();
+                let mut got = std::vec![BlockQ4K::zeroed(); n_blocks];
+                quantize_q4_k(&values, &mut got);
+                for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
+                    let want = q4_k::quantize_block(x.try_into().unwrap());
+                    assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_q6_k_quantizer_gives_the_scalar_bytes() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for n_blocks in [1usize, 3, 8] {
+            for _ in 0..60 {
+                let uniform_kind = rng.next() % 2 == 0;
+                let first = rng.next() % 17;
+                // Two 16-value sub-blocks from each 32-value draw.
+                let values: Vec<f32> = (0..n_blocks * 8)
+                    .flat_map(|_| {
+                        let kind = if uniform_kind { first } else { rng.next() % 17 };
+                        sub_block(&mut rng, kind)
+                    })
+                    .collect();
+                let mut got = std::vec![BlockQ6K::zeroed(); n_blocks];
+                quantize_q6_k(&values, &mut got);
+                for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
+                    let want = q6_k::quantize_block(x.try_into().unwrap());
+                    assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
+                }
+            }
+        }
+    }
 }
