@@ -8,6 +8,7 @@
 mod avx2;
 mod avx512;
 mod quantize_k;
+mod quantize_legacy;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -44,6 +45,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q5_0: Ops {
         vec_dot: Some(avx2::vec_dot_q5_0),
         dequantize: Some(avx2::dequantize_q5_0),
+        quantize: Some(quantize_legacy::quantize_q5_0),
         ..Ops::NONE
     },
     q5_1: Ops {
