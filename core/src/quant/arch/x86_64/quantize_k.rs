@@ -557,7 +557,7 @@ mod tests {
         // Odd block counts exercise the single-super-block tail after the interleaved pairs.
         for n_blocks in [1usize, 2, 3, 8, 33] {
             for _ in 0..40 {
-                let uniform_kind = rng.next() % 2 == 0;
+                let uniform_kind = rng.next().is_multiple_of(2);
                 let first = rng.next() % 17;
                 let values: Vec<f32> = (0..n_blocks * 8)
                     .flat_map(|_| {
@@ -583,7 +583,7 @@ mod tests {
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         for n_blocks in [1usize, 3, 8] {
             for _ in 0..60 {
-                let uniform_kind = rng.next() % 2 == 0;
+                let uniform_kind = rng.next().is_multiple_of(2);
                 let first = rng.next() % 17;
                 // Two 16-value sub-blocks from each 32-value draw.
                 let values: Vec<f32> = (0..n_blocks * 8)
