@@ -8,6 +8,7 @@
 mod avx2;
 mod avx512;
 mod quantize_k;
+mod quantize_k512;
 mod quantize_legacy;
 
 use crate::quant::table::{ArchKernels, Ops};
@@ -82,6 +83,10 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
 pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx512::vec_dot_q8_0),
+        ..Ops::NONE
+    },
+    q4_k: Ops {
+        quantize: Some(quantize_k512::quantize_q4_k),
         ..Ops::NONE
     },
     q4_0: Ops {
