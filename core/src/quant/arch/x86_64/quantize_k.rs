@@ -11,8 +11,10 @@
 use core::arch::x86_64::*;
 
 use crate::quant::activation::QK_K;
+use crate::quant::cast::f16_le;
+use crate::quant::k_quants::common::scale_min_k4;
 use crate::quant::k_quants::common::{Qkx2Search, GROUP_MAX_EPS};
-use crate::quant::k_quants::q4_k::{block_from_fits, SubBlockFits, Q4K_SEARCH};
+use crate::quant::k_quants::q4_k::{pack_fits, SubBlockFits, Q4K_SEARCH};
 use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ6K};
 
 /// Values in a sub-block.
@@ -279,6 +281,57 @@ fn fit_super_blocks<const G: usize>(search: Qkx2Search, x: [&[f32; QK_K]; G]) ->
     lanes.map(|s| fits(&s))
 }
 
+/// The twin's `block_from_fits` with the re-quantization in SIMD: each sub-block's values against
+/// its rounded scale and min, `clamp(nearest_int((x + dm) / d), 0, 15)`, eight at a time (a vector
+/// division rounds as the scalar one), sub-blocks whose `d` is 0 keeping the search's levels.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
+    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let d_all = f16_le(d);
+    let dmin_all = f16_le(dmin);
+    let mut levels = fits.levels;
+    let fifteen = _mm256_set1_epi32(15);
+    for (j, (xs, ls)) in x
+        .chunks_exact(SUB)
+        .zip(levels.chunks_exact_mut(SUB))
+        .enumerate()
+    {
+        let (sc, m) = scale_min_k4(j, &scales);
+        let d = d_all * sc as f32;
+        if d == 0.0 {
+            continue;
+        }
+        let dm = _mm256_set1_ps(dmin_all * m as f32);
+        let d = _mm256_set1_ps(d);
+        for (v, l) in xs.chunks_exact(8).zip(ls.chunks_exact_mut(8)) {
+            // SAFETY: `v` holds eight f32; `loadu` has no alignment requirement.
+            let v = unsafe { _mm256_loadu_ps(v.as_ptr()) };
+            let q = nearest_int(_mm256_div_ps(_mm256_add_ps(v, dm), d));
+            let q = _mm256_max_epi32(_mm256_min_epi32(q, fifteen), _mm256_setzero_si256());
+            let mut lane = [0i32; 8];
+            // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), q) };
+            for (l, &q) in l.iter_mut().zip(&lane) {
+                *l = q as u8;
+            }
+        }
+    }
+    let mut block = BlockQ4K {
+        d,
+        dmin,
+        scales,
+        qs: [0; QK_K / 2],
+    };
+    for (bytes, ls) in block.qs.chunks_exact_mut(32).zip(levels.chunks_exact(64)) {
+        let (low, high) = ls.split_at(32);
+        for ((q, &lo), &hi) in bytes.iter_mut().zip(low).zip(high) {
+            *q = lo | (hi << 4);
+        }
+    }
+    block
+}
+
 /// `quantize_row_q4_K_ref`, two super-blocks at a time.
 #[target_feature(enable = "avx2")]
 fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
@@ -293,15 +346,15 @@ fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
             continue;
         };
         let [fa, fb] = fit_super_blocks(Q4K_SEARCH, [a, b]);
-        *first = block_from_fits(a, fa);
-        *second = block_from_fits(b, fb);
+        *first = q4_k_block_from_fits(a, fa);
+        *second = q4_k_block_from_fits(b, fb);
     }
     let done = blocks.len() / 2 * 2;
     let rest = values.get(done * QK_K..).unwrap_or(&[]);
     for (x, out) in rest.chunks_exact(QK_K).zip(blocks.iter_mut().skip(done)) {
         if let Ok(x) = <&[f32; QK_K]>::try_from(x) {
             let [fits] = fit_super_blocks(Q4K_SEARCH, [x]);
-            *out = block_from_fits(x, fits);
+            *out = q4_k_block_from_fits(x, fits);
         }
     }
 }

@@ -8,7 +8,7 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::QK_K;
 use crate::quant::k_quants::common::Qkx2Search;
-use crate::quant::k_quants::q4_k::{block_from_fits, SubBlockFits, Q4K_SEARCH};
+use crate::quant::k_quants::q4_k::{SubBlockFits, Q4K_SEARCH};
 use crate::quant::k_quants::BlockQ4K;
 
 /// Values in a sub-block.
@@ -310,7 +310,7 @@ fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
         }
         let [[fa, fb], [fc, fd]] = lanes.map(|s| fits(&s));
         for ((out, x), f) in out.iter_mut().zip(xs).zip([fa, fb, fc, fd]) {
-            *out = block_from_fits(x, f);
+            *out = super::quantize_k::q4_k_block_from_fits(x, f);
         }
     }
     let done = blocks.len() / BLOCKS * BLOCKS;
