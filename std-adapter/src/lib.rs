@@ -42,6 +42,7 @@ pub mod index;
 pub mod json;
 mod names;
 pub mod npy;
+pub mod output_file;
 pub mod parallel;
 pub mod stats;
 pub mod tensor;

@@ -9,13 +9,14 @@
 //!   each padded with zeros to the file's alignment, as ggml writes it. So with no selection at all
 //!   a file written by ggml, llama.cpp or gguf-py comes out byte-identical.
 //!
-//! The output goes through the project's [`GgufWriter`] into a temporary file next to `OUT`, renamed
-//! into place once complete: a failure never leaves a partial `OUT`.
+//! The output goes through the project's [`GgufWriter`] into an [`OutputFile`], named `OUT` only
+//! once complete: a failure never leaves a partial `OUT`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{open_gguf, quoted, CliError};
+use crate::output_file::OutputFile;
 use crate::value::{Array, Value};
 use crate::writer::GgufWriter;
 
@@ -89,29 +90,13 @@ pub(super) fn run<E: Write>(
     .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
-/// Writes `bytes` to a temporary file in `path`'s directory, then renames it to `path`.
+/// Writes `bytes` to `path` through an [`OutputFile`]: the name appears only once complete.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| CliError::Message(format!("{} does not name a file", quoted(path))))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(file_name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp: PathBuf = path.with_file_name(temp_name);
-    let written = std::fs::write(&temp, bytes)
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(&temp)), e))
-        .and_then(|()| {
-            std::fs::rename(&temp, path).map_err(|e| {
-                CliError::io(
-                    format!("cannot rename {} to {}", quoted(&temp), quoted(path)),
-                    e,
-                )
-            })
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    let mut out = OutputFile::create(path)
+        .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
+    out.write_all(bytes)
+        .and_then(|()| out.persist())
+        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))
 }
 
 /// The first `n` elements of `a` (n < a.len()).

@@ -12,13 +12,13 @@
 //!   `--threads` threads (default: all cores). A tensor already of its target type is copied.
 //! - Metadata: copied in order; `general.quantization_version` (2) and `general.file_type` (the
 //!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
-//! - The file is written to `.<OUT>.partial` beside OUT and renamed to OUT only when complete: a
-//!   failure removes it, and a killed run never leaves a file named OUT.
+//! - The file gets its name only when complete ([`crate::output_file`]): on Linux it is written
+//!   unnamed (`O_TMPFILE`) so a killed run leaves nothing; elsewhere under `.OUT.<pid>.partial`,
+//!   removed on failure.
 
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -26,6 +26,7 @@ use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
 use miniquant::{quant, GgmlType};
 
 use super::{open_gguf, quoted, CliError};
+use crate::output_file::OutputFile;
 use crate::value::Value;
 use crate::writer;
 
@@ -252,51 +253,27 @@ pub fn requantize(
         ProgressBar::hidden()
     };
 
-    let partial = partial_path(output);
-    let result = write_output(&file, &partial, target, &specs, threads, &bar);
+    let out = OutputFile::create(output)
+        .map_err(|e| CliError::io(format!("cannot create {}", quoted(output)), e))?;
+    let result = write_output(&file, out, target, &specs, threads, &bar);
     bar.finish_and_clear();
-    let result = result.and_then(|bytes_out| {
-        std::fs::rename(&partial, output).map_err(|e| {
-            CliError::io(
-                format!("cannot rename {} to {}", quoted(&partial), quoted(output)),
-                e,
-            )
-        })?;
-        Ok(bytes_out)
-    });
-    match result {
-        Ok(bytes_out) => {
-            summary.bytes_out = bytes_out;
-            Ok(summary)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(e)
-        }
-    }
+    let (out, bytes_out) = result?;
+    out.persist()
+        .map_err(|e| CliError::io(format!("cannot write {}", quoted(output)), e))?;
+    summary.bytes_out = bytes_out;
+    Ok(summary)
 }
 
-/// `.<name>.partial` beside `output`.
-fn partial_path(output: &Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out.gguf".to_owned());
-    output.with_file_name(format!(".{name}.partial"))
-}
-
-/// Writes the whole output file; returns its size.
+/// Writes the whole output file into `out`; returns it (flushed, not yet named) and its size.
 fn write_output(
     file: &crate::GgufFile,
-    path: &Path,
+    out: OutputFile,
     target: Target,
     specs: &[TensorSpec<'_>],
     threads: usize,
     bar: &ProgressBar,
-) -> Result<u64, CliError> {
+) -> Result<(OutputFile, u64), CliError> {
     let index = file.index();
-    let out = File::create(path)
-        .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
     const REPLACED: [&str; 2] = ["general.quantization_version", "general.file_type"];
     let kept: Vec<_> = index
         .metadata()
@@ -348,10 +325,11 @@ fn write_output(
         }
     }
     let written = w.written();
-    let mut sink = w.finish()?.into_inner();
-    sink.flush()
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))?;
-    Ok(written)
+    let sink = w.finish()?.into_inner();
+    let out = sink
+        .into_inner()
+        .map_err(|e| CliError::io("cannot write the output file", e.into_error()))?;
+    Ok((out, written))
 }
 
 /// Converts rows of `ne0` values from `src_type` to `dst_type`, the rows split into `threads`

@@ -55,22 +55,36 @@ pub fn dequantize_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
     }
 }
 
+/// The search Q4_K runs on each sub-block (`quantize_row_q4_K_ref`'s `make_qkx2_quants` options).
+pub(crate) const Q4K_SEARCH: Qkx2Search = Qkx2Search {
+    nmax: 15,
+    rmin: -1.0,
+    rdelta: 0.1,
+    nstep: 20,
+    use_mad: false,
+};
+
+/// What the search found for the 8 sub-blocks of a super-block: each one's scale and negated
+/// minimum (`make_qkx2_quants`' return value and `the_min`) and the levels of all 256 values.
+pub(crate) struct SubBlockFits {
+    pub scales: [f32; QK_K / 32],
+    pub mins: [f32; QK_K / 32],
+    pub levels: [u8; QK_K],
+}
+
 /// The per-sub-block search that Q4_K and Q5_K share: weights `sqrt(mean(x²)) + |x|`, then
-/// `make_qkx2_quants`, then the 6-bit scales and mins. Returns the packed scales, `d`, `dmin`
-/// and the search's levels.
-pub(crate) fn search_sub_blocks(
-    x: &[f32; QK_K],
-    search: Qkx2Search,
-) -> ([u8; 12], [u8; 2], [u8; 2], [u8; QK_K]) {
-    let mut levels = [0u8; QK_K];
-    let mut scales = [0.0f32; QK_K / 32];
-    let mut mins = [0.0f32; QK_K / 32];
-    let mut max_scale = 0.0f32;
-    let mut max_min = 0.0f32;
+/// `make_qkx2_quants` on each sub-block. (The SIMD levels run the same search on the 8 sub-blocks
+/// side by side, one per lane.)
+pub(crate) fn fit_sub_blocks(x: &[f32; QK_K], search: Qkx2Search) -> SubBlockFits {
+    let mut fits = SubBlockFits {
+        scales: [0.0; QK_K / 32],
+        mins: [0.0; QK_K / 32],
+        levels: [0; QK_K],
+    };
     for (((xs, ls), scale), min) in sub_blocks::<32, _>(x)
-        .zip(sub_blocks_mut::<32, _>(&mut levels))
-        .zip(&mut scales)
-        .zip(&mut mins)
+        .zip(sub_blocks_mut::<32, _>(&mut fits.levels))
+        .zip(&mut fits.scales)
+        .zip(&mut fits.mins)
     {
         let mut sum_x2 = 0.0f32;
         for &v in xs {
@@ -79,14 +93,23 @@ pub(crate) fn search_sub_blocks(
         let av_x = sqrt(sum_x2 / 32.0);
         let weights = map(xs, |v| av_x + v.abs());
         (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
-        if *scale > max_scale {
-            max_scale = *scale;
+    }
+    fits
+}
+
+/// The 6-bit scales and mins of the sub-blocks' fits, packed, with the super-block's `d` and
+/// `dmin`.
+pub(crate) fn pack_fits(scales: &[f32; 8], mins: &[f32; 8]) -> ([u8; 12], [u8; 2], [u8; 2]) {
+    let mut max_scale = 0.0f32;
+    let mut max_min = 0.0f32;
+    for (&scale, &min) in scales.iter().zip(mins) {
+        if scale > max_scale {
+            max_scale = scale;
         }
-        if *min > max_min {
-            max_min = *min;
+        if min > max_min {
+            max_min = min;
         }
     }
-
     let inv_scale = if max_scale > 0.0 {
         63.0 / max_scale
     } else {
@@ -98,20 +121,28 @@ pub(crate) fn search_sub_blocks(
     for (((ls, lm), &scale), &min) in scale_levels
         .iter_mut()
         .zip(&mut min_levels)
-        .zip(&scales)
-        .zip(&mins)
+        .zip(scales)
+        .zip(mins)
     {
         // C stores nearest_int in a uint8_t before clamping to 63.
         *ls = (nearest_int(inv_scale * scale) as u8).min(63);
         *lm = (nearest_int(inv_min * min) as u8).min(63);
     }
-    let packed = pack_scale_min_k4(&scale_levels, &min_levels);
     (
-        packed,
+        pack_scale_min_k4(&scale_levels, &min_levels),
         f16_le_bytes(max_scale / 63.0),
         f16_le_bytes(max_min / 63.0),
-        levels,
     )
+}
+
+/// [`fit_sub_blocks`] then [`pack_fits`]: the packed scales, `d`, `dmin` and the search's levels.
+pub(crate) fn search_sub_blocks(
+    x: &[f32; QK_K],
+    search: Qkx2Search,
+) -> ([u8; 12], [u8; 2], [u8; 2], [u8; QK_K]) {
+    let fits = fit_sub_blocks(x, search);
+    let (packed, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    (packed, d, dmin, fits.levels)
 }
 
 /// Re-quantizes each 32-value sub-block against its rounded scale and min (levels `0..=nmax`);
@@ -145,14 +176,14 @@ pub(crate) fn requantize(
 
 /// `quantize_row_q4_K_ref` for one block.
 pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ4K {
-    let search = Qkx2Search {
-        nmax: 15,
-        rmin: -1.0,
-        rdelta: 0.1,
-        nstep: 20,
-        use_mad: false,
-    };
-    let (scales, d, dmin, mut levels) = search_sub_blocks(x, search);
+    block_from_fits(x, fit_sub_blocks(x, Q4K_SEARCH))
+}
+
+/// The rest of `quantize_row_q4_K_ref` after the sub-block search: scales packed, values
+/// re-quantized against the rounded scales, nibbles packed.
+pub(crate) fn block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
+    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let mut levels = fits.levels;
     requantize(x, &scales, d, dmin, 15, &mut levels);
     let mut block = BlockQ4K {
         d,

@@ -82,17 +82,30 @@ pub fn dequantize_block(block: &BlockQ6K, out: &mut [f32; QK_K]) {
 pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
     let mut levels = [0i8; QK_K];
     let mut scales = [0.0f32; QK_K / 16];
-    let mut max_scale = 0.0f32;
-    let mut max_abs_scale = 0.0f32;
     for ((xs, ls), scale) in sub_blocks::<16, _>(x)
         .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
     {
         *scale = make_qx_quants(32, xs, ls);
+    }
+    block_from_fits(x, &scales, levels)
+}
+
+/// The rest of `quantize_row_q6_K_ref` after each sub-block's `make_qx_quants` (its scale and
+/// levels, stored `+32`): the 8-bit scales, the values re-quantized against them, the packing.
+/// (The SIMD levels run the 16 searches side by side and share this.)
+pub(crate) fn block_from_fits(
+    x: &[f32; QK_K],
+    scales: &[f32; QK_K / 16],
+    mut levels: [i8; QK_K],
+) -> BlockQ6K {
+    let mut max_scale = 0.0f32;
+    let mut max_abs_scale = 0.0f32;
+    for &scale in scales {
         let abs_scale = scale.abs();
         if abs_scale > max_abs_scale {
             max_abs_scale = abs_scale;
-            max_scale = *scale;
+            max_scale = scale;
         }
     }
 
@@ -104,7 +117,7 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ6K {
 
     let iscale = -128.0 / max_scale;
     block.d = f16_le_bytes(1.0 / iscale);
-    for (packed, &scale) in block.scales.iter_mut().zip(&scales) {
+    for (packed, &scale) in block.scales.iter_mut().zip(scales) {
         *packed = nearest_int(iscale * scale).min(127) as i8;
     }
 

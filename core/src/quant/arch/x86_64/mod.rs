@@ -7,6 +7,9 @@
 
 mod avx2;
 mod avx512;
+mod quantize_k;
+mod quantize_k512;
+mod quantize_legacy;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -26,11 +29,13 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(avx2::dequantize_q4_k),
+        quantize: Some(quantize_k::quantize_q4_k),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
+        quantize: Some(quantize_k::quantize_q6_k),
         ..Ops::NONE
     },
     q4_1: Ops {
@@ -41,6 +46,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q5_0: Ops {
         vec_dot: Some(avx2::vec_dot_q5_0),
         dequantize: Some(avx2::dequantize_q5_0),
+        quantize: Some(quantize_legacy::quantize_q5_0),
         ..Ops::NONE
     },
     q5_1: Ops {
@@ -77,6 +83,10 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
 pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx512::vec_dot_q8_0),
+        ..Ops::NONE
+    },
+    q4_k: Ops {
+        quantize: Some(quantize_k512::quantize_q4_k),
         ..Ops::NONE
     },
     q4_0: Ops {
