@@ -7,6 +7,7 @@
 
 mod avx2;
 mod avx512;
+mod rows;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -16,21 +17,25 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         vec_dot: Some(avx2::vec_dot_q8_0),
         quantize: Some(avx2::quantize_q8_0),
         dequantize: Some(avx2::dequantize_q8_0),
+        rows: Some(rows::rows_q8_0_avx2),
         ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
         dequantize: Some(avx2::dequantize_q4_0),
+        rows: Some(rows::rows_q4_0_avx2),
         ..Ops::NONE
     },
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(avx2::dequantize_q4_k),
+        rows: Some(rows::rows_q4_k_avx2),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
+        rows: Some(rows::rows_q6_k_avx2),
         ..Ops::NONE
     },
     q4_1: Ops {
@@ -77,10 +82,20 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
 pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx512::vec_dot_q8_0),
+        rows: Some(rows::rows_q8_0_vnni),
         ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx512::vec_dot_q4_0),
+        rows: Some(rows::rows_q4_0_vnni),
+        ..Ops::NONE
+    },
+    q4_k: Ops {
+        rows: Some(rows::rows_q4_k_vnni),
+        ..Ops::NONE
+    },
+    q6_k: Ops {
+        rows: Some(rows::rows_q6_k_vnni),
         ..Ops::NONE
     },
     ..ArchKernels::NONE

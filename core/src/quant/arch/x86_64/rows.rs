@@ -1,0 +1,484 @@
+//! Multi-row kernels (`Ops::rows`): several weight rows against one activation vector, for
+//! matvec. Each row keeps its scalar twin's order of float operations exactly; what changes is
+//! which rows run side by side:
+//! - legacy types (32-value blocks): eight rows in the eight lanes of one vector. For block `k`
+//!   the eight rows' integer sums are transposed into one vector (lane `r` = row `r`), the
+//!   per-block float term is formed lane by lane, and added to an accumulator whose lane `r` is
+//!   row `r`'s serial `sumf`. The serial chain of one add per block is then shared by eight rows
+//!   instead of limiting each one, and the activation block is loaded (and widened) once.
+//! - K-quants: a few rows per activation super-block, the activation's lane shuffles (and Q6_K's
+//!   `32·x` correction) computed once for all of them.
+//!
+//! Rows left over (fewer than a group) run the single-row vec_dot kernel.
+
+use core::arch::x86_64::*;
+
+use super::avx2::{
+    accumulate, add_lanes, f16x8, load16, load32, pair_lanes, part, q4_0_nibbles, scales_and_mins,
+    transpose_sums, LaneAcc,
+};
+use super::avx512::dpbusd;
+use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::cast::f16_le;
+use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
+use crate::quant::legacy::BlockQ4_0;
+
+/// Rows per group of the legacy kernels (one per f32 lane).
+const LANES: usize = 8;
+
+/// Eight rows' `row_blocks`-block slices out of a group of `8 * row_blocks` blocks.
+#[inline(always)]
+fn eight_rows<W>(group: &[W], row_blocks: usize) -> [&[W]; LANES] {
+    let mut rows = group.chunks_exact(row_blocks.max(1));
+    core::array::from_fn(|_| rows.next().unwrap_or(&[]))
+}
+
+/// The legacy rows driver. `prepare` turns an activation block into what `partial` needs (done
+/// once per block for all rows); `partial` gives one weight block's eight i32 partial sums
+/// against it; `correction` is subtracted from every row's block total (an activation-only
+/// integer term, e.g. VNNI's bias); `term` forms the eight rows' float terms from their integer
+/// sums (as f32, exact) and their block `k`; the terms are added to the lanes' `sumf` in block
+/// order. Rows past the last whole group run `single`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn legacy_rows<W, P: Copy>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    prepare: impl Fn(&BlockQ8_0) -> (P, i32),
+    partial: impl Fn(&W, P) -> __m256i,
+    term: impl Fn(__m256, [&W; LANES], &BlockQ8_0) -> __m256,
+    single: fn(&[W], &[BlockQ8_0]) -> f32,
+) {
+    let group_blocks = row_blocks.saturating_mul(LANES).max(1);
+    let mut groups = w.chunks_exact(group_blocks);
+    let mut outs = out.chunks_exact_mut(LANES);
+    for (group, out8) in (&mut groups).zip(&mut outs) {
+        let rows = eight_rows(group, row_blocks);
+        let mut sumf = _mm256_setzero_ps();
+        for (k, xb) in x.iter().enumerate().take(row_blocks) {
+            let (prepared, correction) = prepare(xb);
+            let blocks: [Option<&W>; LANES] = core::array::from_fn(|r| rows[r].get(k));
+            let [Some(b0), Some(b1), Some(b2), Some(b3), Some(b4), Some(b5), Some(b6), Some(b7)] =
+                blocks
+            else {
+                continue;
+            };
+            let bs = [b0, b1, b2, b3, b4, b5, b6, b7];
+            let partials = bs.map(|b| partial(b, prepared));
+            let sumi = _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                transpose_sums(&partials),
+                _mm256_set1_epi32(correction),
+            ));
+            sumf = _mm256_add_ps(sumf, term(sumi, bs, xb));
+        }
+        if let Some(out8) = out8.first_chunk_mut::<LANES>() {
+            // SAFETY: `out8` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(out8.as_mut_ptr(), sumf) };
+        }
+    }
+    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
+    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
+        *o = single(row, x);
+    }
+}
+
+/// The eight rows' f16 `d` of their block `k`, as f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn row_scales<W>(bs: [&W; LANES], d: impl Fn(&W) -> [u8; 2]) -> __m256 {
+    f16x8(&bs.map(d))
+}
+
+/// The sixteen Q8 bytes at `start`, widened to i16.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn widen16(qs: &[i8; 32], start: usize) -> __m256i {
+    _mm256_cvtepi8_epi16(load16(part(qs, start)))
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // The activation widened once; every row's products are exact i16 pairs through madd.
+        |xb| ((widen16(&xb.qs, 0), widen16(&xb.qs, 16)), 0),
+        |wb, (x_lo, x_hi)| {
+            _mm256_add_epi32(
+                _mm256_madd_epi16(widen16(&wb.qs, 0), x_lo),
+                _mm256_madd_epi16(widen16(&wb.qs, 16), x_hi),
+            )
+        },
+        // `sumi * (dx * dy)`, the scalar order.
+        |sumi, bs, xb| {
+            let dx = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
+        },
+        super::avx2::vec_dot_q8_0,
+    )
+}
+
+/// Q8_0 rows, AVX2.
+pub(super) fn rows_q8_0_avx2(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
+    // `Level::is_available`, which requires avx2 and f16c).
+    unsafe { rows_q8_0_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // Σ (q - 8)·y = Σ q·y - 8·Σ y: the second part is the activation's, once per block.
+        // maddubs pairs of q < 16 and y stay below 2^15 (exact).
+        |xb| {
+            let y = load32(&xb.qs);
+            let ones = _mm256_set1_epi16(1);
+            let eight_y = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y), ones);
+            (y, super::avx2::hsum_i32(eight_y))
+        },
+        |wb, y| {
+            let qy = _mm256_maddubs_epi16(q4_0_nibbles(&wb.qs), y);
+            _mm256_madd_epi16(qy, _mm256_set1_epi16(1))
+        },
+        // `(sumi * dx) * dy`, the scalar order.
+        |sumi, bs, xb| {
+            let dy = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
+        },
+        super::avx2::vec_dot_q4_0,
+    )
+}
+
+/// Q4_0 rows, AVX2.
+pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q4_0_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // Σ w·x = Σ (w + 128)·x − 128·Σ x, the second part once per activation block.
+        |xb| {
+            let y = load32(&xb.qs);
+            let zero = _mm256_setzero_si256();
+            let bias_y = dpbusd(zero, _mm256_set1_epi8(-128), y);
+            (y, super::avx2::hsum_i32(bias_y))
+        },
+        |wb, y| {
+            let biased = _mm256_xor_si256(load32(&wb.qs), _mm256_set1_epi8(-128));
+            dpbusd(_mm256_setzero_si256(), biased, y)
+        },
+        |sumi, bs, xb| {
+            let dx = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
+        },
+        super::avx512::vec_dot_q8_0,
+    )
+}
+
+/// Q8_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q8_0_vnni(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (avx2,
+    // f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
+    unsafe { rows_q8_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| {
+            let y = load32(&xb.qs);
+            let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), y);
+            (y, super::avx2::hsum_i32(eight_y))
+        },
+        |wb, y| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y),
+        |sumi, bs, xb| {
+            let dy = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
+        },
+        super::avx512::vec_dot_q4_0,
+    )
+}
+
+/// Q4_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+/// Rows per group of the K-quant kernels.
+const K_ROWS: usize = 4;
+
+/// The K-quant rows driver: `K_ROWS` rows at a time, each with its own scalar-order state
+/// (`state` per row, `step` adds one block, `finish` gives the result); the activation block is
+/// prepared once (`prepare`) for all of them. Rows past the last whole group run `single`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn k_rows<W, P, S: Copy>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    init: S,
+    prepare: impl Fn(&BlockQ8K) -> P,
+    step: impl Fn(S, &W, &BlockQ8K, &P) -> S,
+    finish: impl Fn(S) -> f32,
+    single: fn(&[W], &[BlockQ8K]) -> f32,
+) {
+    let group_blocks = row_blocks.saturating_mul(K_ROWS).max(1);
+    let mut groups = w.chunks_exact(group_blocks);
+    let mut outs = out.chunks_exact_mut(K_ROWS);
+    for (group, out4) in (&mut groups).zip(&mut outs) {
+        let mut it = group.chunks_exact(row_blocks.max(1));
+        let rows: [&[W]; K_ROWS] = core::array::from_fn(|_| it.next().unwrap_or(&[]));
+        let mut states = [init; K_ROWS];
+        for (k, xb) in x.iter().enumerate().take(row_blocks) {
+            let prepared = prepare(xb);
+            for (state, row) in states.iter_mut().zip(rows) {
+                if let Some(wb) = row.get(k) {
+                    *state = step(*state, wb, xb, &prepared);
+                }
+            }
+        }
+        for (o, state) in out4.iter_mut().zip(states) {
+            *o = finish(state);
+        }
+    }
+    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
+    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
+        *o = single(row, x);
+    }
+}
+
+/// The eight 32-byte quarters of a Q8_K block's quants with `pair_lanes` applied.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn paired_q8k(xb: &BlockQ8K) -> [__m256i; 8] {
+    core::array::from_fn(|i| pair_lanes(load32(part(&xb.qs, 32 * i))))
+}
+
+/// One Q4_K block's eight lane sums (`aux32`) against a prepared activation, and Σ bsums·mins.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q4_k_block(wb: &BlockQ4K, xb: &BlockQ8K, xp: &[__m256i; 8]) -> (__m256i, i32) {
+    let nibble = _mm256_set1_epi8(0x0f);
+    let (scales, mins) = scales_and_mins(&wb.scales);
+    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+    let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
+    let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
+    let sumi = super::avx2::hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
+    let mut acc = LaneAcc::new();
+    for (p, (qs, sc)) in wb
+        .qs
+        .chunks_exact(32)
+        .zip(scales.chunks_exact(2))
+        .enumerate()
+    {
+        // One shuffle for both nibbles: the nibble split is bytewise, so it commutes with it.
+        let q = pair_lanes(load32(part(qs, 0)));
+        let low = _mm256_and_si256(q, nibble);
+        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
+        let (x0, x1) = (xp.get(2 * p), xp.get(2 * p + 1));
+        let (Some(&x0), Some(&x1), &[sc0, sc1]) = (x0, x1, sc) else {
+            continue;
+        };
+        let s0 = _mm256_maddubs_epi16(low, x0);
+        let s1 = _mm256_maddubs_epi16(high, x1);
+        acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
+    }
+    (acc.lanes(), sumi)
+}
+
+/// The Q4_K per-row state: `(sums, sumf)` of the scalar twin.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn q4_k_step(
+    state: (__m256, f32),
+    wb: &BlockQ4K,
+    xb: &BlockQ8K,
+    xp: &[__m256i; 8],
+) -> (__m256, f32) {
+    let (sums, mut sumf) = state;
+    let (lanes, sumi) = q4_k_block(wb, xb, xp);
+    let d = f16_le(wb.d) * xb.scale();
+    let sums = accumulate(sums, d, lanes);
+    let dmin = f16_le(wb.dmin) * xb.scale();
+    sumf -= dmin * sumi as f32;
+    (sums, sumf)
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        (_mm256_setzero_ps(), 0.0f32),
+        |xb| paired_q8k(xb),
+        |s, wb, xb, xp| q4_k_step(s, wb, xb, xp),
+        |(sums, sumf)| add_lanes(sumf, sums),
+        super::avx2::vec_dot_q4_k,
+    )
+}
+
+/// Q4_K rows, AVX2.
+pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q4_k_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_k_vnni_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // The AVX2 code with 32 vector registers available.
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        (_mm256_setzero_ps(), 0.0f32),
+        |xb| paired_q8k(xb),
+        |s, wb, xb, xp| q4_k_step(s, wb, xb, xp),
+        |(sums, sumf)| add_lanes(sumf, sums),
+        super::avx2::vec_dot_q4_k,
+    )
+}
+
+/// Q4_K rows at the AVX-512 VNNI level.
+pub(super) fn rows_q4_k_vnni(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_k_vnni_impl(w, row_blocks, x, out) }
+}
+
+/// A Q8_K block prepared for Q6_K: per half, the four 32-byte groups with `pair_lanes` applied
+/// and their `32·x` pair sums (the bias of the unsigned quants).
+struct Q6Prepared {
+    x: [[__m256i; 4]; 2],
+    bias: [[__m256i; 4]; 2],
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn prepare_q6(xb: &BlockQ8K) -> Q6Prepared {
+    let bias = _mm256_set1_epi8(32);
+    let x: [[__m256i; 4]; 2] = core::array::from_fn(|h| {
+        core::array::from_fn(|g| pair_lanes(load32(part(&xb.qs, 128 * h + 32 * g))))
+    });
+    let bias = x.map(|half| half.map(|v| _mm256_maddubs_epi16(bias, v)));
+    Q6Prepared { x, bias }
+}
+
+/// One Q6_K block's eight lane sums against a prepared activation.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q6_k_block(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
+    let low2 = _mm256_set1_epi8(0x03);
+    let nibble = _mm256_set1_epi8(0x0f);
+    let mut acc = LaneAcc::new();
+    let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
+    let halves = halves
+        .zip(xp.x.iter().zip(&xp.bias))
+        .zip(wb.scales.chunks_exact(8));
+    for (((ql, qh), (xh, bh)), half_scales) in halves {
+        // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles per half.
+        let a = pair_lanes(load32(part(ql, 0)));
+        let b = pair_lanes(load32(part(ql, 32)));
+        let h = pair_lanes(load32(part(qh, 0)));
+        let high_bits = [
+            _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(h), low2)),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(h), low2)),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(h), low2)),
+        ];
+        let groups = [
+            _mm256_or_si256(_mm256_and_si256(a, nibble), high_bits[0]),
+            _mm256_or_si256(_mm256_and_si256(b, nibble), high_bits[1]),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble),
+                high_bits[2],
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble),
+                high_bits[3],
+            ),
+        ];
+        // Σ (u - 32)·x per lane = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact.
+        let mut sums = [_mm256_setzero_si256(); 4];
+        for (((s, g), x), bx) in sums.iter_mut().zip(groups).zip(xh).zip(bh) {
+            *s = _mm256_sub_epi16(_mm256_maddubs_epi16(g, *x), *bx);
+        }
+        let [g0, g1, g2, g3] = sums;
+        let (pairs_01, pairs_23) = super::avx2::q6_k_scale_pairs(part::<i8, 8>(half_scales, 0));
+        acc.add_pair_scaled(g0, g1, pairs_01);
+        acc.add_pair_scaled(g2, g3, pairs_23);
+    }
+    acc.lanes()
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn q6_k_step(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Prepared) -> __m256 {
+    let d = f16_le(wb.d) * xb.scale();
+    accumulate(sums, d, q6_k_block(wb, xp))
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        _mm256_setzero_ps(),
+        |xb| prepare_q6(xb),
+        |s, wb, xb, xp| q6_k_step(s, wb, xb, xp),
+        |sums| add_lanes(0.0, sums),
+        super::avx2::vec_dot_q6_k,
+    )
+}
+
+/// Q6_K rows, AVX2.
+pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q6_k_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // The AVX2 code with 32 vector registers available.
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        _mm256_setzero_ps(),
+        |xb| prepare_q6(xb),
+        |s, wb, xb, xp| q6_k_step(s, wb, xb, xp),
+        |sums| add_lanes(0.0, sums),
+        super::avx2::vec_dot_q6_k,
+    )
+}
+
+/// Q6_K rows at the AVX-512 VNNI level.
+pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
+}
