@@ -333,14 +333,16 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
         let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
         let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
         let sumi = hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
-        let high_bits = qh.map(|h| load32(h));
+        // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
+        let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
         let mut acc = LaneAcc::new();
         let pairs = qs_all.chunks_exact(32).zip(xb.qs.chunks_exact(64));
         for (p, ((qs, xq), sc)) in pairs.zip(scales.chunks_exact(2)).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
             // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
-            let q = load32(part(qs, 0));
+            // One shuffle for both nibbles (the nibble split is bytewise, so it commutes).
+            let q = pair_lanes(load32(part(qs, 0)));
             let mut low = _mm256_and_si256(q, nibble);
             let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
             if let Some(h) = high_bits {
@@ -354,8 +356,8 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
             }
             let x0 = pair_lanes(load32(part(xq, 0)));
             let x1 = pair_lanes(load32(part(xq, 32)));
-            let s0 = _mm256_maddubs_epi16(pair_lanes(low), x0);
-            let s1 = _mm256_maddubs_epi16(pair_lanes(high), x1);
+            let s0 = _mm256_maddubs_epi16(low, x0);
+            let s1 = _mm256_maddubs_epi16(high, x1);
             if let [sc0, sc1] = *sc {
                 acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
             }
@@ -422,9 +424,11 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             .zip(xb.qs.chunks_exact(128))
             .zip(wb.scales.chunks_exact(8));
         for (((ql, qh), xq), half_scales) in halves {
-            let a = load32(part(ql, 0));
-            let b = load32(part(ql, 32));
-            let h = load32(part(qh, 0));
+            // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles, not
+            // one per group of 32 values.
+            let a = pair_lanes(load32(part(ql, 0)));
+            let b = pair_lanes(load32(part(ql, 32)));
+            let h = pair_lanes(load32(part(qh, 0)));
             // (h >> shift) & 3, moved to bits 4..5 (16-bit shifts are fine: the mask comes after).
             let high_bits = [
                 _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
@@ -445,7 +449,7 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             let mut lane_sums = [_mm256_setzero_si256(); 4];
             for ((sum, group), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
                 let x = pair_lanes(load32(part(xq, 32 * g)));
-                let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
+                let ux = _mm256_maddubs_epi16(group, x);
                 *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
             // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
