@@ -91,6 +91,7 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         ..Ops::NONE
     },
     q4_k: Ops {
+        vec_dot: Some(rows::vec_dot_q4_k_512),
         rows: Some(rows::rows_q4_k_vnni),
         ..Ops::NONE
     },

@@ -346,19 +346,51 @@ pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], 
     unsafe { rows_q4_k_avx2_impl(w, row_blocks, x, out) }
 }
 
+/// The Q4_K per-row state step of the scalar twin, with 512-bit integer sums.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn q4_k_step_512(
+    state: (__m256, f32),
+    wb: &BlockQ4K,
+    xb: &BlockQ8K,
+    xq: &[__m512i; 4],
+) -> (__m256, f32) {
+    let (sums, mut sumf) = state;
+    let (lanes, sumi) = q4_k_block_512(wb, xb, xq);
+    let d = f16_le(wb.d) * xb.scale();
+    let sums = accumulate(sums, d, lanes);
+    let dmin = f16_le(wb.dmin) * xb.scale();
+    sumf -= dmin * sumi as f32;
+    (sums, sumf)
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_q4_k_512_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    let mut state = (_mm256_setzero_ps(), 0.0f32);
+    for (wb, xb) in w.iter().zip(x) {
+        state = q4_k_step_512(state, wb, xb, &quads_q8k(xb));
+    }
+    add_lanes(state.1, state.0)
+}
+
+/// `ggml_vec_dot_q4_K_q8_K_generic` with 512-bit integer sums (AVX-512 VNNI level).
+pub(super) fn vec_dot_q4_k_512(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { vec_dot_q4_k_512_impl(w, x) }
+}
+
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q4_k_vnni_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // The AVX2 code with 32 vector registers available.
     k_rows(
         w,
         row_blocks,
         x,
         out,
         (_mm256_setzero_ps(), 0.0f32),
-        |xb| paired_q8k(xb),
-        |s, wb, xb, xp| q4_k_step(s, wb, xb, xp),
+        |xb| quads_q8k(xb),
+        |s, wb, xb, xq| q4_k_step_512(s, wb, xb, xq),
         |(sums, sumf)| add_lanes(sumf, sums),
-        super::avx2::vec_dot_q4_k,
+        vec_dot_q4_k_512,
     )
 }
 
@@ -481,4 +513,72 @@ fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &
 pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_vnni`.
     unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
+}
+
+/// Rearranges each 32-byte half of `v` so that every 128-bit chunk's dword `j` holds elements
+/// `e, e + 8, e + 16, e + 24` of the half (`e = j` in chunk 0, `j + 4` in chunk 1): the four
+/// elements of one float lane of the K-quant sums (element index mod 8), adjacent. Then
+/// `maddubs` + `madd` give one i32 per lane with no lane mixing. Applied alike to weights and
+/// activations, it leaves each product's pair of operands together.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn lane_quads(v: __m512i) -> __m512i {
+    let dwords = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    let spread = _mm512_permutexvar_epi32(dwords, v);
+    let bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+    ));
+    _mm512_shuffle_epi8(spread, bytes)
+}
+
+/// A Q8_K block's quants in four 64-byte pieces (sub-blocks `2p`, `2p + 1`) through `lane_quads`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn quads_q8k(xb: &BlockQ8K) -> [__m512i; 4] {
+    core::array::from_fn(|p| {
+        let bytes: &[i8; 64] = part(&xb.qs, 64 * p);
+        // SAFETY: `bytes` holds 64 bytes; `loadu` has no alignment requirement.
+        lane_quads(unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) })
+    })
+}
+
+/// Four i16 words of 1 in an i64.
+const ONE_WORDS: i64 = 0x0001_0001_0001_0001;
+
+/// One Q4_K block's eight lane sums (`aux32`) with 512-bit vectors, and Σ bsums·mins: per 64
+/// values one `maddubs` and one `madd` against the sub-block scales, each i32 lane only ever
+/// receiving products of its own float lane.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+fn q4_k_block_512(wb: &BlockQ4K, xb: &BlockQ8K, xq: &[__m512i; 4]) -> (__m256i, i32) {
+    let (scales, mins) = scales_and_mins(&wb.scales);
+    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+    let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
+    let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
+    let sumi = super::avx2::hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
+    // The eight scales as i16 words, in every 128-bit chunk.
+    let scale_words = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi64x(
+        0,
+        i64::from_le_bytes(scales),
+    )));
+    let nibble = _mm512_set1_epi8(0x0f);
+    // Low nibbles in the low half (sub-block 2p), high nibbles in the high half (2p + 1).
+    let shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    let mut acc = _mm512_setzero_si512();
+    for (p, (qs, x)) in wb.qs.chunks_exact(32).zip(xq).enumerate() {
+        let q = _mm512_broadcast_i64x4(load32(part(qs, 0)));
+        let q = lane_quads(_mm512_and_si512(_mm512_srlv_epi64(q, shifts), nibble));
+        // maddubs pairs of quants below 16 and Q8_K bytes stay below 2^15 (exact).
+        let products = _mm512_maddubs_epi16(q, *x);
+        // Words of the low half pick scale 2p, of the high half 2p + 1.
+        let high_half = _mm512_setr_epi64(0, 0, 0, 0, ONE_WORDS, ONE_WORDS, ONE_WORDS, ONE_WORDS);
+        let pick = _mm512_add_epi16(_mm512_set1_epi16(2 * p as i16), high_half);
+        let scale = _mm512_permutexvar_epi16(pick, scale_words);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(products, scale));
+    }
+    let lanes = _mm256_add_epi32(
+        _mm512_castsi512_si256(acc),
+        _mm512_extracti64x4_epi64::<1>(acc),
+    );
+    (lanes, sumi)
 }
