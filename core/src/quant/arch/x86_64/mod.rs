@@ -96,6 +96,7 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         ..Ops::NONE
     },
     q6_k: Ops {
+        vec_dot: Some(rows::vec_dot_q6_k_512),
         rows: Some(rows::rows_q6_k_vnni),
         ..Ops::NONE
     },

@@ -495,17 +495,16 @@ pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], 
 
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // The AVX2 code with 32 vector registers available.
     k_rows(
         w,
         row_blocks,
         x,
         out,
         _mm256_setzero_ps(),
-        |xb| prepare_q6(xb),
-        |s, wb, xb, xp| q6_k_step(s, wb, xb, xp),
+        |xb| prepare_q6_512(xb),
+        |s, wb, xb, xp| q6_k_step_512(s, wb, xb, xp),
         |sums| add_lanes(0.0, sums),
-        super::avx2::vec_dot_q6_k,
+        vec_dot_q6_k_512,
     )
 }
 
@@ -581,4 +580,109 @@ fn q4_k_block_512(wb: &BlockQ4K, xb: &BlockQ8K, xq: &[__m512i; 4]) -> (__m256i, 
         _mm512_extracti64x4_epi64::<1>(acc),
     );
     (lanes, sumi)
+}
+
+/// 64 bytes as a 512-bit vector.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load64<T: Copy>(bytes: &[T; 64]) -> __m512i {
+    const { assert!(core::mem::size_of::<T>() == 1) };
+    // SAFETY: the array holds 64 one-byte elements; `loadu` has no alignment requirement.
+    unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
+}
+
+/// A Q8_K block prepared for the 512-bit Q6_K sums: per half of the block, its two 64-byte
+/// pieces (groups 0-1 and 2-3) through `lane_quads`, and their `32·x` pair sums.
+struct Q6Quads {
+    x: [[__m512i; 2]; 2],
+    bias: [[__m512i; 2]; 2],
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn prepare_q6_512(xb: &BlockQ8K) -> Q6Quads {
+    let x: [[__m512i; 2]; 2] = core::array::from_fn(|h| {
+        core::array::from_fn(|g| lane_quads(load64(part(&xb.qs, 128 * h + 64 * g))))
+    });
+    let bias = _mm512_set1_epi8(32);
+    let bias = x.map(|half| half.map(|v| _mm512_maddubs_epi16(bias, v)));
+    Q6Quads { x, bias }
+}
+
+/// One Q6_K block's eight lane sums with 512-bit vectors: two groups of 32 values per vector.
+/// After `lane_quads`, a dword's two words hold elements `e, e + 8` and `e + 16, e + 24` of a
+/// group, i.e. its two 16-value sub-blocks: the scale words alternate between them.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+fn q6_k_block_512(wb: &BlockQ6K, xp: &Q6Quads) -> __m256i {
+    let nibble = _mm512_set1_epi8(0x0f);
+    let low2 = _mm512_set1_epi8(0x03);
+    // Scale word picks: (0, 1) alternating in the low half, (2, 3) in the high half; +4 for
+    // groups 2-3.
+    let alternate = _mm512_set1_epi32(0x0001_0000);
+    let high_half = _mm512_setr_epi64(0, 0, 0, 0, TWO_WORDS, TWO_WORDS, TWO_WORDS, TWO_WORDS);
+    let pick01 = _mm512_add_epi16(alternate, high_half);
+    let pick23 = _mm512_add_epi16(pick01, _mm512_set1_epi16(4));
+    let shifts01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+    let shifts23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    let mut acc = _mm512_setzero_si512();
+    let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
+    let halves = halves
+        .zip(xp.x.iter().zip(&xp.bias))
+        .zip(wb.scales.chunks_exact(8));
+    for (((ql, qh), (xh, bh)), half_scales) in halves {
+        let ab = load64(part(ql, 0));
+        let h = _mm512_broadcast_i64x4(load32(part(qh, 0)));
+        let high01 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts01), low2);
+        let high23 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts23), low2);
+        // Unsigned q + 32 (0..63): groups 0 | 1 and 2 | 3.
+        let u01 = _mm512_or_si512(_mm512_and_si512(ab, nibble), _mm512_slli_epi64::<4>(high01));
+        let u23 = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi64::<4>(ab), nibble),
+            _mm512_slli_epi64::<4>(high23),
+        );
+        let scales: &[i8; 8] = part(half_scales, 0);
+        let scale_words = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_set_epi64x(
+            0,
+            i64::from_le_bytes(bytemuck::cast(*scales)),
+        )));
+        let [x01, x23] = *xh;
+        let [b01, b23] = *bh;
+        // Σ (u - 32)·x = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact in i16.
+        let s01 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u01), x01), b01);
+        let s23 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u23), x23), b23);
+        let sc01 = _mm512_permutexvar_epi16(pick01, scale_words);
+        let sc23 = _mm512_permutexvar_epi16(pick23, scale_words);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s01, sc01));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s23, sc23));
+    }
+    _mm256_add_epi32(
+        _mm512_castsi512_si256(acc),
+        _mm512_extracti64x4_epi64::<1>(acc),
+    )
+}
+
+/// Two i16 words of 2 in each i32 half of an i64: `(2, 2, 2, 2)` as words.
+const TWO_WORDS: i64 = 0x0002_0002_0002_0002;
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn q6_k_step_512(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Quads) -> __m256 {
+    let d = f16_le(wb.d) * xb.scale();
+    accumulate(sums, d, q6_k_block_512(wb, xp))
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_q6_k_512_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+    let mut sums = _mm256_setzero_ps();
+    for (wb, xb) in w.iter().zip(x) {
+        sums = q6_k_step_512(sums, wb, xb, &prepare_q6_512(xb));
+    }
+    add_lanes(0.0, sums)
+}
+
+/// `ggml_vec_dot_q6_K_q8_K_generic` with 512-bit integer sums (AVX-512 VNNI level).
+pub(super) fn vec_dot_q6_k_512(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { vec_dot_q6_k_512_impl(w, x) }
 }
