@@ -29,13 +29,11 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(avx2::dequantize_q4_k),
-        rows: Some(rows::rows_q4_k_avx2),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
-        rows: Some(rows::rows_q6_k_avx2),
         ..Ops::NONE
     },
     q4_1: Ops {
@@ -90,13 +88,7 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         rows: Some(rows::rows_q4_0_vnni),
         ..Ops::NONE
     },
-    q4_k: Ops {
-        vec_dot: Some(rows::vec_dot_q4_k_512),
-        rows: Some(rows::rows_q4_k_vnni),
-        ..Ops::NONE
-    },
     q6_k: Ops {
-        vec_dot: Some(rows::vec_dot_q6_k_512),
         rows: Some(rows::rows_q6_k_vnni),
         ..Ops::NONE
     },

@@ -6,21 +6,22 @@
 //!   per-block float term is formed lane by lane, and added to an accumulator whose lane `r` is
 //!   row `r`'s serial `sumf`. The serial chain of one add per block is then shared by eight rows
 //!   instead of limiting each one, and the activation block is loaded (and widened) once.
-//! - K-quants: a few rows per activation super-block, the activation's lane shuffles (and Q6_K's
-//!   `32·x` correction) computed once for all of them.
+//! - Q6_K (AVX-512): four rows per activation super-block, with 512-bit integer sums; the
+//!   activation's lane layout and its `32·x` correction computed once for all of them. (Measured
+//!   on this machine and dropped: the same scheme for Q4_K, AVX2 multi-row K-quant kernels, and
+//!   512-bit single-row K-quant kernels were all slower than the AVX2 single-row kernels.)
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, f16x8, load16, load32, pair_lanes, part, q4_0_nibbles, scales_and_mins,
-    transpose_sums, LaneAcc,
+    accumulate, add_lanes, f16x8, load16, load32, part, q4_0_nibbles, transpose_sums,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0};
 use crate::quant::cast::f16_le;
-use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
+use crate::quant::k_quants::BlockQ6K;
 use crate::quant::legacy::BlockQ4_0;
 
 /// Rows per group of the legacy kernels (one per f32 lane).
@@ -268,252 +269,6 @@ fn k_rows<W, P, S: Copy>(
     }
 }
 
-/// The eight 32-byte quarters of a Q8_K block's quants with `pair_lanes` applied.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn paired_q8k(xb: &BlockQ8K) -> [__m256i; 8] {
-    core::array::from_fn(|i| pair_lanes(load32(part(&xb.qs, 32 * i))))
-}
-
-/// One Q4_K block's eight lane sums (`aux32`) against a prepared activation, and Σ bsums·mins.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn q4_k_block(wb: &BlockQ4K, xb: &BlockQ8K, xp: &[__m256i; 8]) -> (__m256i, i32) {
-    let nibble = _mm256_set1_epi8(0x0f);
-    let (scales, mins) = scales_and_mins(&wb.scales);
-    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
-    let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
-    let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
-    let sumi = super::avx2::hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
-    let mut acc = LaneAcc::new();
-    for (p, (qs, sc)) in wb
-        .qs
-        .chunks_exact(32)
-        .zip(scales.chunks_exact(2))
-        .enumerate()
-    {
-        // One shuffle for both nibbles: the nibble split is bytewise, so it commutes with it.
-        let q = pair_lanes(load32(part(qs, 0)));
-        let low = _mm256_and_si256(q, nibble);
-        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
-        let (x0, x1) = (xp.get(2 * p), xp.get(2 * p + 1));
-        let (Some(&x0), Some(&x1), &[sc0, sc1]) = (x0, x1, sc) else {
-            continue;
-        };
-        let s0 = _mm256_maddubs_epi16(low, x0);
-        let s1 = _mm256_maddubs_epi16(high, x1);
-        acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
-    }
-    (acc.lanes(), sumi)
-}
-
-/// The Q4_K per-row state: `(sums, sumf)` of the scalar twin.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn q4_k_step(
-    state: (__m256, f32),
-    wb: &BlockQ4K,
-    xb: &BlockQ8K,
-    xp: &[__m256i; 8],
-) -> (__m256, f32) {
-    let (sums, mut sumf) = state;
-    let (lanes, sumi) = q4_k_block(wb, xb, xp);
-    let d = f16_le(wb.d) * xb.scale();
-    let sums = accumulate(sums, d, lanes);
-    let dmin = f16_le(wb.dmin) * xb.scale();
-    sumf -= dmin * sumi as f32;
-    (sums, sumf)
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        (_mm256_setzero_ps(), 0.0f32),
-        |xb| paired_q8k(xb),
-        |s, wb, xb, xp| q4_k_step(s, wb, xb, xp),
-        |(sums, sumf)| add_lanes(sumf, sums),
-        super::avx2::vec_dot_q4_k,
-    )
-}
-
-/// Q4_K rows, AVX2.
-pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q4_k_avx2_impl(w, row_blocks, x, out) }
-}
-
-/// The Q4_K per-row state step of the scalar twin, with 512-bit integer sums.
-#[inline]
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn q4_k_step_512(
-    state: (__m256, f32),
-    wb: &BlockQ4K,
-    xb: &BlockQ8K,
-    xq: &[__m512i; 4],
-) -> (__m256, f32) {
-    let (sums, mut sumf) = state;
-    let (lanes, sumi) = q4_k_block_512(wb, xb, xq);
-    let d = f16_le(wb.d) * xb.scale();
-    let sums = accumulate(sums, d, lanes);
-    let dmin = f16_le(wb.dmin) * xb.scale();
-    sumf -= dmin * sumi as f32;
-    (sums, sumf)
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q4_k_512_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    let mut state = (_mm256_setzero_ps(), 0.0f32);
-    for (wb, xb) in w.iter().zip(x) {
-        state = q4_k_step_512(state, wb, xb, &quads_q8k(xb));
-    }
-    add_lanes(state.1, state.0)
-}
-
-/// `ggml_vec_dot_q4_K_q8_K_generic` with 512-bit integer sums (AVX-512 VNNI level).
-pub(super) fn vec_dot_q4_k_512(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { vec_dot_q4_k_512_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_k_vnni_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        (_mm256_setzero_ps(), 0.0f32),
-        |xb| quads_q8k(xb),
-        |s, wb, xb, xq| q4_k_step_512(s, wb, xb, xq),
-        |(sums, sumf)| add_lanes(sumf, sums),
-        vec_dot_q4_k_512,
-    )
-}
-
-/// Q4_K rows at the AVX-512 VNNI level.
-pub(super) fn rows_q4_k_vnni(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q4_k_vnni_impl(w, row_blocks, x, out) }
-}
-
-/// A Q8_K block prepared for Q6_K: per half, the four 32-byte groups with `pair_lanes` applied
-/// and their `32·x` pair sums (the bias of the unsigned quants).
-struct Q6Prepared {
-    x: [[__m256i; 4]; 2],
-    bias: [[__m256i; 4]; 2],
-}
-
-#[inline]
-#[target_feature(enable = "avx2")]
-fn prepare_q6(xb: &BlockQ8K) -> Q6Prepared {
-    let bias = _mm256_set1_epi8(32);
-    let x: [[__m256i; 4]; 2] = core::array::from_fn(|h| {
-        core::array::from_fn(|g| pair_lanes(load32(part(&xb.qs, 128 * h + 32 * g))))
-    });
-    let bias = x.map(|half| half.map(|v| _mm256_maddubs_epi16(bias, v)));
-    Q6Prepared { x, bias }
-}
-
-/// One Q6_K block's eight lane sums against a prepared activation.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn q6_k_block(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
-    let low2 = _mm256_set1_epi8(0x03);
-    let nibble = _mm256_set1_epi8(0x0f);
-    let mut acc = LaneAcc::new();
-    let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
-    let halves = halves
-        .zip(xp.x.iter().zip(&xp.bias))
-        .zip(wb.scales.chunks_exact(8));
-    for (((ql, qh), (xh, bh)), half_scales) in halves {
-        // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles per half.
-        let a = pair_lanes(load32(part(ql, 0)));
-        let b = pair_lanes(load32(part(ql, 32)));
-        let h = pair_lanes(load32(part(qh, 0)));
-        let high_bits = [
-            _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
-            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(h), low2)),
-            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(h), low2)),
-            _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(h), low2)),
-        ];
-        let groups = [
-            _mm256_or_si256(_mm256_and_si256(a, nibble), high_bits[0]),
-            _mm256_or_si256(_mm256_and_si256(b, nibble), high_bits[1]),
-            _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble),
-                high_bits[2],
-            ),
-            _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble),
-                high_bits[3],
-            ),
-        ];
-        // Σ (u - 32)·x per lane = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact.
-        let mut sums = [_mm256_setzero_si256(); 4];
-        for (((s, g), x), bx) in sums.iter_mut().zip(groups).zip(xh).zip(bh) {
-            *s = _mm256_sub_epi16(_mm256_maddubs_epi16(g, *x), *bx);
-        }
-        let [g0, g1, g2, g3] = sums;
-        let (pairs_01, pairs_23) = super::avx2::q6_k_scale_pairs(part::<i8, 8>(half_scales, 0));
-        acc.add_pair_scaled(g0, g1, pairs_01);
-        acc.add_pair_scaled(g2, g3, pairs_23);
-    }
-    acc.lanes()
-}
-
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn q6_k_step(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Prepared) -> __m256 {
-    let d = f16_le(wb.d) * xb.scale();
-    accumulate(sums, d, q6_k_block(wb, xp))
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        _mm256_setzero_ps(),
-        |xb| prepare_q6(xb),
-        |s, wb, xb, xp| q6_k_step(s, wb, xb, xp),
-        |sums| add_lanes(0.0, sums),
-        super::avx2::vec_dot_q6_k,
-    )
-}
-
-/// Q6_K rows, AVX2.
-pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q6_k_avx2_impl(w, row_blocks, x, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        _mm256_setzero_ps(),
-        |xb| prepare_q6_512(xb),
-        |s, wb, xb, xp| q6_k_step_512(s, wb, xb, xp),
-        |sums| add_lanes(0.0, sums),
-        vec_dot_q6_k_512,
-    )
-}
-
-/// Q6_K rows at the AVX-512 VNNI level.
-pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
-}
-
 /// Rearranges each 32-byte half of `v` so that every 128-bit chunk's dword `j` holds elements
 /// `e, e + 8, e + 16, e + 24` of the half (`e = j` in chunk 0, `j + 4` in chunk 1): the four
 /// elements of one float lane of the K-quant sums (element index mod 8), adjacent. Then
@@ -528,58 +283,6 @@ fn lane_quads(v: __m512i) -> __m512i {
         0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
     ));
     _mm512_shuffle_epi8(spread, bytes)
-}
-
-/// A Q8_K block's quants in four 64-byte pieces (sub-blocks `2p`, `2p + 1`) through `lane_quads`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn quads_q8k(xb: &BlockQ8K) -> [__m512i; 4] {
-    core::array::from_fn(|p| {
-        let bytes: &[i8; 64] = part(&xb.qs, 64 * p);
-        // SAFETY: `bytes` holds 64 bytes; `loadu` has no alignment requirement.
-        lane_quads(unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) })
-    })
-}
-
-/// Four i16 words of 1 in an i64.
-const ONE_WORDS: i64 = 0x0001_0001_0001_0001;
-
-/// One Q4_K block's eight lane sums (`aux32`) with 512-bit vectors, and Σ bsums·mins: per 64
-/// values one `maddubs` and one `madd` against the sub-block scales, each i32 lane only ever
-/// receiving products of its own float lane.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
-fn q4_k_block_512(wb: &BlockQ4K, xb: &BlockQ8K, xq: &[__m512i; 4]) -> (__m256i, i32) {
-    let (scales, mins) = scales_and_mins(&wb.scales);
-    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
-    let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
-    let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
-    let sumi = super::avx2::hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
-    // The eight scales as i16 words, in every 128-bit chunk.
-    let scale_words = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi64x(
-        0,
-        i64::from_le_bytes(scales),
-    )));
-    let nibble = _mm512_set1_epi8(0x0f);
-    // Low nibbles in the low half (sub-block 2p), high nibbles in the high half (2p + 1).
-    let shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    let mut acc = _mm512_setzero_si512();
-    for (p, (qs, x)) in wb.qs.chunks_exact(32).zip(xq).enumerate() {
-        let q = _mm512_broadcast_i64x4(load32(part(qs, 0)));
-        let q = lane_quads(_mm512_and_si512(_mm512_srlv_epi64(q, shifts), nibble));
-        // maddubs pairs of quants below 16 and Q8_K bytes stay below 2^15 (exact).
-        let products = _mm512_maddubs_epi16(q, *x);
-        // Words of the low half pick scale 2p, of the high half 2p + 1.
-        let high_half = _mm512_setr_epi64(0, 0, 0, 0, ONE_WORDS, ONE_WORDS, ONE_WORDS, ONE_WORDS);
-        let pick = _mm512_add_epi16(_mm512_set1_epi16(2 * p as i16), high_half);
-        let scale = _mm512_permutexvar_epi16(pick, scale_words);
-        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(products, scale));
-    }
-    let lanes = _mm256_add_epi32(
-        _mm512_castsi512_si256(acc),
-        _mm512_extracti64x4_epi64::<1>(acc),
-    );
-    (lanes, sumi)
 }
 
 /// 64 bytes as a 512-bit vector.
@@ -673,16 +376,24 @@ fn q6_k_step_512(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Quads) -> __
 }
 
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q6_k_512_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    let mut sums = _mm256_setzero_ps();
-    for (wb, xb) in w.iter().zip(x) {
-        sums = q6_k_step_512(sums, wb, xb, &prepare_q6_512(xb));
-    }
-    add_lanes(0.0, sums)
+fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        _mm256_setzero_ps(),
+        |xb| prepare_q6_512(xb),
+        |s, wb, xb, xp| q6_k_step_512(s, wb, xb, xp),
+        |sums| add_lanes(0.0, sums),
+        // Measured: a single row is faster through the AVX2 kernel than with 512-bit sums,
+        // which pay off only with the activation preparation shared by several rows.
+        super::avx2::vec_dot_q6_k,
+    )
 }
 
-/// `ggml_vec_dot_q6_K_q8_K_generic` with 512-bit integer sums (AVX-512 VNNI level).
-pub(super) fn vec_dot_q6_k_512(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+/// Q6_K rows at the AVX-512 VNNI level.
+pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { vec_dot_q6_k_512_impl(w, x) }
+    unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
 }
