@@ -51,13 +51,18 @@ pub fn matvec(
         return Err(mismatch(rows, y.len()));
     }
     let rows_per_thread = rows.div_ceil(threads);
-    let ranges = w
+    let mut ranges = w
         .chunks(rows_per_thread * row_bytes)
         .zip(y.chunks_mut(rows_per_thread));
+    // The calling thread takes the first range itself: one spawn fewer per call.
+    let first = ranges.next();
     std::thread::scope(|scope| {
         let workers: Vec<_> = ranges
             .map(|(w, y)| scope.spawn(move || matvec_quantized(level, t, w, y.len(), cols, xq, y)))
             .collect();
+        let own = first.map_or(Ok(()), |(w, y)| {
+            matvec_quantized(level, t, w, y.len(), cols, xq, y)
+        });
         workers
             .into_iter()
             .map(|worker| {
@@ -65,6 +70,7 @@ pub fn matvec(
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
+            .chain([own])
             .collect::<Result<Vec<()>, Error>>()
             .map(|_| ())
     })

@@ -29,6 +29,12 @@ use std::time::{Duration, Instant};
 
 const COLS: usize = 4096;
 const ROWS: usize = 2048;
+/// Rows of the cache-resident vec_dot section (128 x 4096: 0.3-0.6 MB of weights, in L2).
+const CACHED_ROWS: usize = 128;
+/// Rows of the cache-resident dequantize figure (64 x 4096 f32 = 1 MiB out).
+const CACHED_DEQUANT_ROWS: usize = 64;
+/// Passes over those rows per timing.
+const REPEAT: usize = 20;
 
 const QUANTIZED_TYPES: [GgmlType; 12] = [
     GgmlType::Q4_0,
@@ -135,6 +141,31 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
         });
     }
 
+    // dequantize into a cache-resident buffer: the first CACHED_DEQUANT_ROWS rows (1 MiB of f32
+    // out), `REPEAT` passes per timing. The 2048-row figures above write 32 MiB, so they
+    // measure the memory's write bandwidth as much as the kernels.
+    let cached_elements = CACHED_DEQUANT_ROWS * COLS;
+    let cached_q = &ours_q[..quant::bytes_for(t, cached_elements).unwrap()];
+    let cached_blocks = &blocks[..cached_elements / T::BLCK_SIZE];
+    let cached_out = &mut out[..cached_elements];
+    let candle = best_of(runs, || {
+        for _ in 0..REPEAT {
+            T::to_float(black_box(cached_blocks), cached_out);
+        }
+    });
+    let ours = best_of(runs, || {
+        for _ in 0..REPEAT {
+            quant::dequantize(t, black_box(cached_q), cached_out).unwrap();
+        }
+    });
+    rows.push(Row {
+        op: "dequantize L2".into(),
+        unit: "Melem/s",
+        work: (cached_elements * REPEAT) as f64,
+        ours,
+        candle,
+    });
+
     let Some(vd) = quant::vec_dot_type(t) else {
         return rows;
     };
@@ -173,6 +204,64 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
             unit: "GB/s",
             work: weight_bytes as f64 / 1e3,
             ours,
+            candle,
+        });
+    }
+
+    // vec_dot over cache-resident rows: the first CACHED_ROWS rows (L2-resident), `REPEAT`
+    // passes per timing, against one quantized activation. Ours one vec_dot per row (the
+    // single-pair kernel: its serial float sum is one dependent add per block) and through
+    // matvec_quantized (the `rows` kernel where the level has one: several rows' serial sums
+    // side by side, same bits); candle's vec_dot per row, which is what its matmul does for one
+    // column.
+    let cached = &ours_q[..CACHED_ROWS * row_bytes];
+    let cached_blocks = &blocks[..CACHED_ROWS * row_blocks];
+    let mut y_cached = vec![0f32; CACHED_ROWS];
+    let work = (cached.len() * REPEAT) as f64 / 1e3;
+    let candle = best_of(runs, || {
+        for _ in 0..REPEAT {
+            for row in cached_blocks.chunks_exact(row_blocks) {
+                black_box(T::vec_dot(COLS, black_box(row), &x_blocks));
+            }
+        }
+    });
+    let named_levels = [("auto".to_string(), level::detect())]
+        .into_iter()
+        .chain(level::available().map(|l| (l.to_string(), l)));
+    for (name, level) in named_levels {
+        let single = best_of(runs, || {
+            for _ in 0..REPEAT {
+                for row in cached.chunks_exact(row_bytes) {
+                    black_box(quant::vec_dot_at(level, t, black_box(row), &xq).unwrap());
+                }
+            }
+        });
+        rows.push(Row {
+            op: format!("1-row {CACHED_ROWS}x {name}"),
+            unit: "GB/s",
+            work,
+            ours: single,
+            candle,
+        });
+        let multi = best_of(runs, || {
+            for _ in 0..REPEAT {
+                quant::matvec::matvec_quantized(
+                    level,
+                    t,
+                    black_box(cached),
+                    CACHED_ROWS,
+                    COLS,
+                    &xq,
+                    &mut y_cached,
+                )
+                .unwrap();
+            }
+        });
+        rows.push(Row {
+            op: format!("rows {CACHED_ROWS}x {name}"),
+            unit: "GB/s",
+            work,
+            ours: multi,
             candle,
         });
     }
@@ -248,12 +337,12 @@ fn main() {
         println!();
         println!("{t}");
         println!(
-            "  {:<22} {:<8} {:>9} {:>9} {:>7}",
+            "  {:<24} {:<8} {:>9} {:>9} {:>7}",
             "op", "unit", "ours", "candle", "ratio"
         );
         for row in &rows {
             println!(
-                "  {:<22} {:<8} {:>9.2} {:>9.2} {:>7.2}",
+                "  {:<24} {:<8} {:>9.2} {:>9.2} {:>7.2}",
                 row.op,
                 row.unit,
                 row.rate(row.ours),
@@ -269,8 +358,8 @@ fn main() {
         "summary, ratio candle time / our time (n/a: ggml has no vec_dot for activation types)"
     );
     println!(
-        "  {:<6} {:>9} {:>11} {:>8} {:>7}",
-        "type", "quantize", "dequantize", "vec_dot", "matvec"
+        "  {:<6} {:>9} {:>11} {:>8} {:>8} {:>11} {:>11} {:>7}",
+        "type", "quantize", "dequantize", "deq L2", "vec_dot", "1-row L2", "rows L2", "matvec"
     );
     for (t, rows) in &summary {
         let ratio = |op: &str| {
@@ -279,11 +368,14 @@ fn main() {
                 .map_or("n/a".to_string(), |r| format!("{:.2}", r.ratio()))
         };
         println!(
-            "  {:<6} {:>9} {:>11} {:>8} {:>7}",
+            "  {:<6} {:>9} {:>11} {:>8} {:>8} {:>11} {:>11} {:>7}",
             t.name(),
             ratio("quantize"),
             ratio("dequantize"),
+            ratio("dequantize L2"),
             ratio("vec_dot"),
+            ratio(&format!("1-row {CACHED_ROWS}x auto")),
+            ratio(&format!("rows {CACHED_ROWS}x auto")),
             ratio("matvec")
         );
     }
@@ -411,7 +503,68 @@ fn real_tensors(runs: usize, picked: &[String]) {
             gbps(candle),
             100.0 * gbps(candle) / bandwidth[0]
         );
+        beyond_cache(t, weights, rows, cols, &x, runs, &bandwidth);
     }
+}
+
+/// Bytes of the "larger than the last-level cache" matvec: the size of the bandwidth buffer.
+const BEYOND_CACHE_BYTES: usize = 512 << 20;
+
+/// One-row matvec on a tensor larger than the last-level cache: the real tensor's rows repeated
+/// up to [`BEYOND_CACHE_BYTES`] (the size the read bandwidth is measured on), ours at the
+/// detected level with 1 and 2 threads and candle with 1.
+fn beyond_cache(
+    t: GgmlType,
+    weights: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    runs: usize,
+    bandwidth: &[f64; 2],
+) {
+    let copies = BEYOND_CACHE_BYTES.div_ceil(weights.len());
+    let big: Vec<u8> = weights.repeat(copies);
+    let big_rows = rows * copies;
+    let gbps = |d: Duration| big.len() as f64 / d.as_secs_f64() / 1e9;
+    let candle = with_candle_block!(t, candle_matvec(t, &big, big_rows, cols, x, runs));
+    let mut y = vec![0f32; big_rows];
+    let name = format!("(x{copies}, {} MiB)", big.len() >> 20);
+    for threads in [1, 2] {
+        let ours = best_of(runs, || {
+            parallel::matvec(
+                level::detect(),
+                t,
+                &big,
+                big_rows,
+                cols,
+                black_box(x),
+                threads,
+                &mut y,
+            )
+            .unwrap();
+        });
+        println!(
+            "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
+            t.name(),
+            name,
+            format!("{big_rows}x{cols}"),
+            "auto",
+            threads,
+            gbps(ours),
+            100.0 * gbps(ours) / bandwidth[threads - 1],
+            candle.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+    println!(
+        "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}%",
+        t.name(),
+        name,
+        format!("{big_rows}x{cols}"),
+        "candle",
+        1,
+        gbps(candle),
+        100.0 * gbps(candle) / bandwidth[0]
+    );
 }
 
 /// candle's QMatMul forward on the same bytes (copied into candle-aligned blocks), one thread.

@@ -196,6 +196,90 @@ fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
     rows
 }
 
+/// Runs the multi-row kernel of `B` (where a level has one) against the scalar vec_dot of each
+/// row: several row counts (so whole groups and leftovers), matrices whose rows mix random,
+/// quantized and special blocks (so each lane of a group sees a different kind), every activation
+/// kind of [`activation_rows`].
+struct CheckRows {
+    seed: u64,
+}
+
+/// Row counts of the rows-kernel checks: below, at and past the group sizes (4 and 8 rows).
+const ROW_COUNTS: [usize; 9] = [1, 2, 3, 4, 5, 7, 8, 9, 17];
+
+impl Visitor for CheckRows {
+    type Out = (usize, Vec<String>);
+    fn visit<B: Kernels>(self) -> (usize, Vec<String>) {
+        let mut failures = Vec::new();
+        let mut checked = 0;
+        let mut rng = Rng(self.seed);
+        let Some(scalar) = B::vec_dot_kernel(Level::Scalar) else {
+            return (0, failures);
+        };
+        for level in available() {
+            let Some(rows_kernel) = B::rows_kernel(level) else {
+                continue;
+            };
+            for n_blocks in [1, 2, 3, 7, 8, 9, 16] {
+                let kinds = weight_rows::<B>(&mut rng, n_blocks);
+                let xs = activation_rows::<B>(&mut rng, n_blocks);
+                for rows in ROW_COUNTS {
+                    // Row r takes kind (r + rows) % kinds, so different counts shift the mix.
+                    let matrix: Vec<u8> = (0..rows)
+                        .flat_map(|r| kinds[(r + rows) % kinds.len()].iter().copied())
+                        .collect();
+                    let w = blocks::<B>(&matrix).unwrap();
+                    for (xi, x) in xs.iter().enumerate() {
+                        let x = blocks::<B::Activation>(x).unwrap();
+                        let mut got = vec![f32::NAN; rows];
+                        rows_kernel(w, n_blocks, x, &mut got);
+                        checked += 1;
+                        for (r, (row, &g)) in w.chunks_exact(n_blocks).zip(&got).enumerate() {
+                            let want = scalar(row, x);
+                            if !same(want, g) {
+                                failures.push(format!(
+                                    "{} rows at {level}, {rows} rows of {n_blocks} blocks, \
+                                     activation {xi}, row {r}: {want:e} vs {g:e}",
+                                    B::TYPE
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (checked, failures)
+    }
+}
+
+#[test]
+fn every_rows_kernel_gives_each_rows_scalar_bits() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (i, t) in GgmlType::ALL.iter().enumerate() {
+        if let Some((n, mut f)) = visit(
+            *t,
+            CheckRows {
+                seed: 0x5eed_0000 + i as u64,
+            },
+        ) {
+            checked += n;
+            failures.append(&mut f);
+        }
+    }
+    // On x86_64 with AVX2, Q8_0 and Q4_0 have rows kernels (Q6_K too with AVX-512 VNNI).
+    #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+    if Level::Avx2.is_available() {
+        assert!(checked > 0, "no rows kernel was checked");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches in {checked} calls, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
+}
+
 #[test]
 fn every_level_gives_the_scalar_bits_for_every_type() {
     let mut failures = Vec::new();

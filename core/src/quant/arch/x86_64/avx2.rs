@@ -212,7 +212,7 @@ pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
 /// Eight-lane integer accumulator of a K-quant super-block (ggml's `aux32[8]`): two sub-block sums
 /// (i16 per lane, in `[lanes | lanes]` layout) are interleaved and multiplied by their scales with
 /// `madd`, so every i32 lane only ever receives products of its own lane.
-struct LaneAcc {
+pub(super) struct LaneAcc {
     /// Lanes 0..3 in each half.
     low: __m256i,
     /// Lanes 4..7 in each half.
@@ -222,7 +222,7 @@ struct LaneAcc {
 impl LaneAcc {
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn new() -> LaneAcc {
+    pub(super) fn new() -> LaneAcc {
         LaneAcc {
             low: _mm256_setzero_si256(),
             high: _mm256_setzero_si256(),
@@ -232,7 +232,7 @@ impl LaneAcc {
     /// Adds `scale_a · a + scale_b · b` lane by lane (`a`, `b` in `[lanes | lanes]` layout).
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn add_pair(&mut self, a: __m256i, b: __m256i, scale_a: i16, scale_b: i16) {
+    pub(super) fn add_pair(&mut self, a: __m256i, b: __m256i, scale_a: i16, scale_b: i16) {
         let scales = _mm256_set1_epi32(scale_pair(scale_a, scale_b));
         self.add_pair_scaled(a, b, scales);
     }
@@ -241,7 +241,7 @@ impl LaneAcc {
     /// `(scale_a, scale_b)` for its half (so the halves may have different scales).
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn add_pair_scaled(&mut self, a: __m256i, b: __m256i, scales: __m256i) {
+    pub(super) fn add_pair_scaled(&mut self, a: __m256i, b: __m256i, scales: __m256i) {
         let low = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), scales);
         let high = _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), scales);
         self.low = _mm256_add_epi32(self.low, low);
@@ -251,7 +251,7 @@ impl LaneAcc {
     /// The eight lanes in order.
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn lanes(&self) -> __m256i {
+    pub(super) fn lanes(&self) -> __m256i {
         let first = _mm256_permute2x128_si256::<0x20>(self.low, self.high);
         let second = _mm256_permute2x128_si256::<0x31>(self.low, self.high);
         _mm256_add_epi32(first, second)
@@ -268,7 +268,7 @@ fn scale_pair(scale_a: i16, scale_b: i16) -> i32 {
 /// of the same lane (element index mod 8).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn pair_lanes(v: __m256i) -> __m256i {
+pub(super) fn pair_lanes(v: __m256i) -> __m256i {
     let order = _mm256_setr_epi8(
         0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
         13, 6, 14, 7, 15,
@@ -279,7 +279,7 @@ fn pair_lanes(v: __m256i) -> __m256i {
 /// `sums[l] += d * lanes[l]` (multiply, then add: the scalar `accumulate_lanes`).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn accumulate(sums: __m256, d: f32, lanes: __m256i) -> __m256 {
+pub(super) fn accumulate(sums: __m256, d: f32, lanes: __m256i) -> __m256 {
     _mm256_add_ps(
         sums,
         _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)),
@@ -289,7 +289,7 @@ fn accumulate(sums: __m256, d: f32, lanes: __m256i) -> __m256 {
 /// The scalar `add_lanes`: the eight totals added to `sumf` in lane order.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
+pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
     let mut lanes = [0.0f32; 8];
     // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
@@ -333,14 +333,16 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
         let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
         let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
         let sumi = hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
-        let high_bits = qh.map(|h| load32(h));
+        // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
+        let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
         let mut acc = LaneAcc::new();
         let pairs = qs_all.chunks_exact(32).zip(xb.qs.chunks_exact(64));
         for (p, ((qs, xq), sc)) in pairs.zip(scales.chunks_exact(2)).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
             // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
-            let q = load32(part(qs, 0));
+            // One shuffle for both nibbles (the nibble split is bytewise, so it commutes).
+            let q = pair_lanes(load32(part(qs, 0)));
             let mut low = _mm256_and_si256(q, nibble);
             let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
             if let Some(h) = high_bits {
@@ -354,8 +356,8 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
             }
             let x0 = pair_lanes(load32(part(xq, 0)));
             let x1 = pair_lanes(load32(part(xq, 32)));
-            let s0 = _mm256_maddubs_epi16(pair_lanes(low), x0);
-            let s1 = _mm256_maddubs_epi16(pair_lanes(high), x1);
+            let s0 = _mm256_maddubs_epi16(low, x0);
+            let s1 = _mm256_maddubs_epi16(high, x1);
             if let [sc0, sc1] = *sc {
                 acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
             }
@@ -383,7 +385,7 @@ pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
 /// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block (the scalar
 /// `scale_min_k4` for `j = 0..8`), unpacked with whole-word masks as ggml's SIMD kernels do.
 #[inline(always)]
-fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+pub(super) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     const LOW6: u32 = 0x3f3f_3f3f;
     const LOW4: u32 = 0x0f0f_0f0f;
     const LOW2: u32 = 0x0303_0303;
@@ -422,9 +424,11 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             .zip(xb.qs.chunks_exact(128))
             .zip(wb.scales.chunks_exact(8));
         for (((ql, qh), xq), half_scales) in halves {
-            let a = load32(part(ql, 0));
-            let b = load32(part(ql, 32));
-            let h = load32(part(qh, 0));
+            // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles, not
+            // one per group of 32 values.
+            let a = pair_lanes(load32(part(ql, 0)));
+            let b = pair_lanes(load32(part(ql, 32)));
+            let h = pair_lanes(load32(part(qh, 0)));
             // (h >> shift) & 3, moved to bits 4..5 (16-bit shifts are fine: the mask comes after).
             let high_bits = [
                 _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
@@ -445,32 +449,14 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             let mut lane_sums = [_mm256_setzero_si256(); 4];
             for ((sum, group), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
                 let x = pair_lanes(load32(part(xq, 32 * g)));
-                let ux = _mm256_maddubs_epi16(pair_lanes(group), x);
+                let ux = _mm256_maddubs_epi16(group, x);
                 *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
             }
             // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
             // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
             // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
             let [g0, g1, g2, g3] = lane_sums;
-            let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
-                0,
-                i64::from_le_bytes(bytemuck::cast(*part::<i8, 8>(half_scales, 0))),
-            ));
-            let scales8 = _mm256_broadcastsi128_si256(scales8);
-            let pairs_01 = _mm256_shuffle_epi8(
-                scales8,
-                _mm256_setr_epi8(
-                    0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3,
-                    6, 7, 2, 3, 6, 7,
-                ),
-            );
-            let pairs_23 = _mm256_shuffle_epi8(
-                scales8,
-                _mm256_setr_epi8(
-                    8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11,
-                    14, 15, 10, 11, 14, 15, 10, 11, 14, 15,
-                ),
-            );
+            let (pairs_01, pairs_23) = q6_k_scale_pairs(part::<i8, 8>(half_scales, 0));
             acc.add_pair_scaled(g0, g1, pairs_01);
             acc.add_pair_scaled(g2, g3, pairs_23);
         }
@@ -478,6 +464,34 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
         sums = accumulate(sums, d, acc.lanes());
     }
     add_lanes(0.0, sums)
+}
+
+/// A Q6_K half's eight scales as the `madd` pairs of [`LaneAcc::add_pair_scaled`]: group 0 with
+/// group 1 as `(sc0, sc2)` (low half) and `(sc1, sc3)` (high half), groups 2 and 3 as `(sc4, sc6)`
+/// and `(sc5, sc7)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q6_k_scale_pairs(scales: &[i8; 8]) -> (__m256i, __m256i) {
+    let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
+        0,
+        i64::from_le_bytes(bytemuck::cast(*scales)),
+    ));
+    let scales8 = _mm256_broadcastsi128_si256(scales8);
+    let pairs_01 = _mm256_shuffle_epi8(
+        scales8,
+        _mm256_setr_epi8(
+            0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3, 6, 7, 2,
+            3, 6, 7,
+        ),
+    );
+    let pairs_23 = _mm256_shuffle_epi8(
+        scales8,
+        _mm256_setr_epi8(
+            8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11, 14, 15,
+            10, 11, 14, 15, 10, 11, 14, 15,
+        ),
+    );
+    (pairs_01, pairs_23)
 }
 
 /// Safe entry of [`vec_dot_q6_k_impl`].

@@ -15,7 +15,7 @@ use crate::quant::legacy::BlockQ4_0;
 /// `asm!` because the intrinsic is stable only from Rust 1.89, above the crate's MSRV.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+pub(super) fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
     let mut acc = acc;
     // SAFETY: the instruction only reads and writes these three registers; the CPU has AVX-512
     // VNNI and VL (this function's target features, checked before any kernel here is handed out).

@@ -10,6 +10,7 @@ mod avx512;
 mod quantize_k;
 mod quantize_k512;
 mod quantize_legacy;
+mod rows;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -19,11 +20,13 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         vec_dot: Some(avx2::vec_dot_q8_0),
         quantize: Some(avx2::quantize_q8_0),
         dequantize: Some(avx2::dequantize_q8_0),
+        rows: Some(rows::rows_q8_0_avx2),
         ..Ops::NONE
     },
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
         dequantize: Some(avx2::dequantize_q4_0),
+        rows: Some(rows::rows_q4_0_avx2),
         ..Ops::NONE
     },
     q4_k: Ops {
@@ -83,6 +86,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
 pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx512::vec_dot_q8_0),
+        rows: Some(rows::rows_q8_0_vnni),
         ..Ops::NONE
     },
     q4_k: Ops {
@@ -91,6 +95,11 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     },
     q4_0: Ops {
         vec_dot: Some(avx512::vec_dot_q4_0),
+        rows: Some(rows::rows_q4_0_vnni),
+        ..Ops::NONE
+    },
+    q6_k: Ops {
+        rows: Some(rows::rows_q6_k_vnni),
         ..Ops::NONE
     },
     ..ArchKernels::NONE

@@ -1,0 +1,399 @@
+//! Multi-row kernels (`Ops::rows`): several weight rows against one activation vector, for
+//! matvec. Each row keeps its scalar twin's order of float operations exactly; what changes is
+//! which rows run side by side:
+//! - legacy types (32-value blocks): eight rows in the eight lanes of one vector. For block `k`
+//!   the eight rows' integer sums are transposed into one vector (lane `r` = row `r`), the
+//!   per-block float term is formed lane by lane, and added to an accumulator whose lane `r` is
+//!   row `r`'s serial `sumf`. The serial chain of one add per block is then shared by eight rows
+//!   instead of limiting each one, and the activation block is loaded (and widened) once.
+//! - Q6_K (AVX-512): four rows per activation super-block, with 512-bit integer sums; the
+//!   activation's lane layout and its `32·x` correction computed once for all of them. (Measured
+//!   on this machine and dropped: the same scheme for Q4_K, AVX2 multi-row K-quant kernels, and
+//!   512-bit single-row K-quant kernels were all slower than the AVX2 single-row kernels.)
+//!
+//! Rows left over (fewer than a group) run the single-row vec_dot kernel.
+
+use core::arch::x86_64::*;
+
+use super::avx2::{
+    accumulate, add_lanes, f16x8, load16, load32, part, q4_0_nibbles, transpose_sums,
+};
+use super::avx512::dpbusd;
+use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::cast::f16_le;
+use crate::quant::k_quants::BlockQ6K;
+use crate::quant::legacy::BlockQ4_0;
+
+/// Rows per group of the legacy kernels (one per f32 lane).
+const LANES: usize = 8;
+
+/// Eight rows' `row_blocks`-block slices out of a group of `8 * row_blocks` blocks.
+#[inline(always)]
+fn eight_rows<W>(group: &[W], row_blocks: usize) -> [&[W]; LANES] {
+    let mut rows = group.chunks_exact(row_blocks.max(1));
+    core::array::from_fn(|_| rows.next().unwrap_or(&[]))
+}
+
+/// The legacy rows driver. `prepare` turns an activation block into what `partial` needs (done
+/// once per block for all rows); `partial` gives one weight block's eight i32 partial sums
+/// against it; `correction` is subtracted from every row's block total (an activation-only
+/// integer term, e.g. VNNI's bias); `term` forms the eight rows' float terms from their integer
+/// sums (as f32, exact) and their block `k`; the terms are added to the lanes' `sumf` in block
+/// order. Rows past the last whole group run `single`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn legacy_rows<W, P: Copy>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    prepare: impl Fn(&BlockQ8_0) -> (P, i32),
+    partial: impl Fn(&W, P) -> __m256i,
+    term: impl Fn(__m256, [&W; LANES], &BlockQ8_0) -> __m256,
+    single: fn(&[W], &[BlockQ8_0]) -> f32,
+) {
+    let group_blocks = row_blocks.saturating_mul(LANES).max(1);
+    let mut groups = w.chunks_exact(group_blocks);
+    let mut outs = out.chunks_exact_mut(LANES);
+    for (group, out8) in (&mut groups).zip(&mut outs) {
+        let rows = eight_rows(group, row_blocks);
+        let mut sumf = _mm256_setzero_ps();
+        for (k, xb) in x.iter().enumerate().take(row_blocks) {
+            let (prepared, correction) = prepare(xb);
+            let blocks: [Option<&W>; LANES] = core::array::from_fn(|r| rows[r].get(k));
+            let [Some(b0), Some(b1), Some(b2), Some(b3), Some(b4), Some(b5), Some(b6), Some(b7)] =
+                blocks
+            else {
+                continue;
+            };
+            let bs = [b0, b1, b2, b3, b4, b5, b6, b7];
+            let partials = bs.map(|b| partial(b, prepared));
+            let sumi = _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                transpose_sums(&partials),
+                _mm256_set1_epi32(correction),
+            ));
+            sumf = _mm256_add_ps(sumf, term(sumi, bs, xb));
+        }
+        if let Some(out8) = out8.first_chunk_mut::<LANES>() {
+            // SAFETY: `out8` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(out8.as_mut_ptr(), sumf) };
+        }
+    }
+    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
+    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
+        *o = single(row, x);
+    }
+}
+
+/// The eight rows' f16 `d` of their block `k`, as f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn row_scales<W>(bs: [&W; LANES], d: impl Fn(&W) -> [u8; 2]) -> __m256 {
+    f16x8(&bs.map(d))
+}
+
+/// The sixteen Q8 bytes at `start`, widened to i16.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn widen16(qs: &[i8; 32], start: usize) -> __m256i {
+    _mm256_cvtepi8_epi16(load16(part(qs, start)))
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // The activation widened once; every row's products are exact i16 pairs through madd.
+        |xb| ((widen16(&xb.qs, 0), widen16(&xb.qs, 16)), 0),
+        |wb, (x_lo, x_hi)| {
+            _mm256_add_epi32(
+                _mm256_madd_epi16(widen16(&wb.qs, 0), x_lo),
+                _mm256_madd_epi16(widen16(&wb.qs, 16), x_hi),
+            )
+        },
+        // `sumi * (dx * dy)`, the scalar order.
+        |sumi, bs, xb| {
+            let dx = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
+        },
+        super::avx2::vec_dot_q8_0,
+    )
+}
+
+/// Q8_0 rows, AVX2.
+pub(super) fn rows_q8_0_avx2(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
+    // `Level::is_available`, which requires avx2 and f16c).
+    unsafe { rows_q8_0_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // Σ (q - 8)·y = Σ q·y - 8·Σ y: the second part is the activation's, once per block.
+        // maddubs pairs of q < 16 and y stay below 2^15 (exact).
+        |xb| {
+            let y = load32(&xb.qs);
+            let ones = _mm256_set1_epi16(1);
+            let eight_y = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y), ones);
+            (y, super::avx2::hsum_i32(eight_y))
+        },
+        |wb, y| {
+            let qy = _mm256_maddubs_epi16(q4_0_nibbles(&wb.qs), y);
+            _mm256_madd_epi16(qy, _mm256_set1_epi16(1))
+        },
+        // `(sumi * dx) * dy`, the scalar order.
+        |sumi, bs, xb| {
+            let dy = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
+        },
+        super::avx2::vec_dot_q4_0,
+    )
+}
+
+/// Q4_0 rows, AVX2.
+pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q4_0_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // Σ w·x = Σ (w + 128)·x − 128·Σ x, the second part once per activation block.
+        |xb| {
+            let y = load32(&xb.qs);
+            let zero = _mm256_setzero_si256();
+            let bias_y = dpbusd(zero, _mm256_set1_epi8(-128), y);
+            (y, super::avx2::hsum_i32(bias_y))
+        },
+        |wb, y| {
+            let biased = _mm256_xor_si256(load32(&wb.qs), _mm256_set1_epi8(-128));
+            dpbusd(_mm256_setzero_si256(), biased, y)
+        },
+        |sumi, bs, xb| {
+            let dx = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
+        },
+        super::avx512::vec_dot_q8_0,
+    )
+}
+
+/// Q8_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q8_0_vnni(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (avx2,
+    // f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
+    unsafe { rows_q8_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| {
+            let y = load32(&xb.qs);
+            let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), y);
+            (y, super::avx2::hsum_i32(eight_y))
+        },
+        |wb, y| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y),
+        |sumi, bs, xb| {
+            let dy = _mm256_set1_ps(f16_le(xb.d));
+            _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
+        },
+        super::avx512::vec_dot_q4_0,
+    )
+}
+
+/// Q4_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+/// Rows per group of the K-quant kernels.
+const K_ROWS: usize = 4;
+
+/// The K-quant rows driver: `K_ROWS` rows at a time, each with its own scalar-order state
+/// (`state` per row, `step` adds one block, `finish` gives the result); the activation block is
+/// prepared once (`prepare`) for all of them. Rows past the last whole group run `single`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn k_rows<W, P, S: Copy>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    init: S,
+    prepare: impl Fn(&BlockQ8K) -> P,
+    step: impl Fn(S, &W, &BlockQ8K, &P) -> S,
+    finish: impl Fn(S) -> f32,
+    single: fn(&[W], &[BlockQ8K]) -> f32,
+) {
+    let group_blocks = row_blocks.saturating_mul(K_ROWS).max(1);
+    let mut groups = w.chunks_exact(group_blocks);
+    let mut outs = out.chunks_exact_mut(K_ROWS);
+    for (group, out4) in (&mut groups).zip(&mut outs) {
+        let mut it = group.chunks_exact(row_blocks.max(1));
+        let rows: [&[W]; K_ROWS] = core::array::from_fn(|_| it.next().unwrap_or(&[]));
+        let mut states = [init; K_ROWS];
+        for (k, xb) in x.iter().enumerate().take(row_blocks) {
+            let prepared = prepare(xb);
+            for (state, row) in states.iter_mut().zip(rows) {
+                if let Some(wb) = row.get(k) {
+                    *state = step(*state, wb, xb, &prepared);
+                }
+            }
+        }
+        for (o, state) in out4.iter_mut().zip(states) {
+            *o = finish(state);
+        }
+    }
+    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
+    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
+        *o = single(row, x);
+    }
+}
+
+/// Rearranges each 32-byte half of `v` so that every 128-bit chunk's dword `j` holds elements
+/// `e, e + 8, e + 16, e + 24` of the half (`e = j` in chunk 0, `j + 4` in chunk 1): the four
+/// elements of one float lane of the K-quant sums (element index mod 8), adjacent. Then
+/// `maddubs` + `madd` give one i32 per lane with no lane mixing. Applied alike to weights and
+/// activations, it leaves each product's pair of operands together.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn lane_quads(v: __m512i) -> __m512i {
+    let dwords = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    let spread = _mm512_permutexvar_epi32(dwords, v);
+    let bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+    ));
+    _mm512_shuffle_epi8(spread, bytes)
+}
+
+/// 64 bytes as a 512-bit vector.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load64<T: Copy>(bytes: &[T; 64]) -> __m512i {
+    const { assert!(core::mem::size_of::<T>() == 1) };
+    // SAFETY: the array holds 64 one-byte elements; `loadu` has no alignment requirement.
+    unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
+}
+
+/// A Q8_K block prepared for the 512-bit Q6_K sums: per half of the block, its two 64-byte
+/// pieces (groups 0-1 and 2-3) through `lane_quads`, and their `32·x` pair sums.
+struct Q6Quads {
+    x: [[__m512i; 2]; 2],
+    bias: [[__m512i; 2]; 2],
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn prepare_q6_512(xb: &BlockQ8K) -> Q6Quads {
+    let x: [[__m512i; 2]; 2] = core::array::from_fn(|h| {
+        core::array::from_fn(|g| lane_quads(load64(part(&xb.qs, 128 * h + 64 * g))))
+    });
+    let bias = _mm512_set1_epi8(32);
+    let bias = x.map(|half| half.map(|v| _mm512_maddubs_epi16(bias, v)));
+    Q6Quads { x, bias }
+}
+
+/// One Q6_K block's eight lane sums with 512-bit vectors: two groups of 32 values per vector.
+/// After `lane_quads`, a dword's two words hold elements `e, e + 8` and `e + 16, e + 24` of a
+/// group, i.e. its two 16-value sub-blocks: the scale words alternate between them.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+fn q6_k_block_512(wb: &BlockQ6K, xp: &Q6Quads) -> __m256i {
+    let nibble = _mm512_set1_epi8(0x0f);
+    let low2 = _mm512_set1_epi8(0x03);
+    // Scale word picks: (0, 1) alternating in the low half, (2, 3) in the high half; +4 for
+    // groups 2-3.
+    let alternate = _mm512_set1_epi32(0x0001_0000);
+    let high_half = _mm512_setr_epi64(0, 0, 0, 0, TWO_WORDS, TWO_WORDS, TWO_WORDS, TWO_WORDS);
+    let pick01 = _mm512_add_epi16(alternate, high_half);
+    let pick23 = _mm512_add_epi16(pick01, _mm512_set1_epi16(4));
+    let shifts01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+    let shifts23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    let mut acc = _mm512_setzero_si512();
+    let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
+    let halves = halves
+        .zip(xp.x.iter().zip(&xp.bias))
+        .zip(wb.scales.chunks_exact(8));
+    for (((ql, qh), (xh, bh)), half_scales) in halves {
+        let ab = load64(part(ql, 0));
+        let h = _mm512_broadcast_i64x4(load32(part(qh, 0)));
+        let high01 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts01), low2);
+        let high23 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts23), low2);
+        // Unsigned q + 32 (0..63): groups 0 | 1 and 2 | 3.
+        let u01 = _mm512_or_si512(_mm512_and_si512(ab, nibble), _mm512_slli_epi64::<4>(high01));
+        let u23 = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi64::<4>(ab), nibble),
+            _mm512_slli_epi64::<4>(high23),
+        );
+        let scales: &[i8; 8] = part(half_scales, 0);
+        let scale_words = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_set_epi64x(
+            0,
+            i64::from_le_bytes(bytemuck::cast(*scales)),
+        )));
+        let [x01, x23] = *xh;
+        let [b01, b23] = *bh;
+        // Σ (u - 32)·x = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact in i16.
+        let s01 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u01), x01), b01);
+        let s23 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u23), x23), b23);
+        let sc01 = _mm512_permutexvar_epi16(pick01, scale_words);
+        let sc23 = _mm512_permutexvar_epi16(pick23, scale_words);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s01, sc01));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s23, sc23));
+    }
+    _mm256_add_epi32(
+        _mm512_castsi512_si256(acc),
+        _mm512_extracti64x4_epi64::<1>(acc),
+    )
+}
+
+/// Two i16 words of 2 in each i32 half of an i64: `(2, 2, 2, 2)` as words.
+const TWO_WORDS: i64 = 0x0002_0002_0002_0002;
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn q6_k_step_512(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Quads) -> __m256 {
+    let d = f16_le(wb.d) * xb.scale();
+    accumulate(sums, d, q6_k_block_512(wb, xp))
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    k_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        _mm256_setzero_ps(),
+        |xb| prepare_q6_512(xb),
+        |s, wb, xb, xp| q6_k_step_512(s, wb, xb, xp),
+        |sums| add_lanes(0.0, sums),
+        // Measured: a single row is faster through the AVX2 kernel than with 512-bit sums,
+        // which pay off only with the activation preparation shared by several rows.
+        super::avx2::vec_dot_q6_k,
+    )
+}
+
+/// Q6_K rows at the AVX-512 VNNI level.
+pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
+}
