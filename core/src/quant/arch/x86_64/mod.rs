@@ -7,6 +7,9 @@
 
 mod avx2;
 mod avx512;
+mod iq4_xs;
+mod plain;
+mod q3_k;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -70,6 +73,34 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         dequantize: Some(avx2::dequantize_mxfp4),
         ..Ops::NONE
     },
+    q3_k: Ops {
+        vec_dot: Some(q3_k::vec_dot),
+        dequantize: Some(q3_k::dequantize),
+        ..Ops::NONE
+    },
+    iq4_xs: Ops {
+        vec_dot: Some(iq4_xs::vec_dot),
+        dequantize: Some(iq4_xs::dequantize),
+        ..Ops::NONE
+    },
+    f32: Ops {
+        dequantize: Some(plain::dequantize_f32),
+        quantize: Some(plain::quantize_f32),
+        vec_dot: Some(plain::vec_dot_f32_avx2),
+        ..Ops::NONE
+    },
+    f16: Ops {
+        dequantize: Some(plain::dequantize_f16_avx2),
+        quantize: Some(plain::quantize_f16_avx2),
+        vec_dot: Some(plain::vec_dot_f16_avx2),
+        ..Ops::NONE
+    },
+    bf16: Ops {
+        dequantize: Some(plain::dequantize_bf16_avx2),
+        quantize: Some(plain::quantize_bf16_avx2),
+        vec_dot: Some(plain::vec_dot_bf16_avx2),
+        ..Ops::NONE
+    },
     ..ArchKernels::NONE
 };
 
@@ -81,6 +112,22 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     },
     q4_0: Ops {
         vec_dot: Some(avx512::vec_dot_q4_0),
+        ..Ops::NONE
+    },
+    f32: Ops {
+        vec_dot: Some(plain::vec_dot_f32_avx512),
+        ..Ops::NONE
+    },
+    f16: Ops {
+        dequantize: Some(plain::dequantize_f16_avx512),
+        quantize: Some(plain::quantize_f16_avx512),
+        vec_dot: Some(plain::vec_dot_f16_avx512),
+        ..Ops::NONE
+    },
+    bf16: Ops {
+        dequantize: Some(plain::dequantize_bf16_avx512),
+        quantize: Some(plain::quantize_bf16_avx512),
+        vec_dot: Some(plain::vec_dot_bf16_avx512),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
