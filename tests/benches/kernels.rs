@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 const COLS: usize = 4096;
 const ROWS: usize = 2048;
 
-const QUANTIZED_TYPES: [GgmlType; 12] = [
+const QUANTIZED_TYPES: [GgmlType; 15] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -43,6 +43,9 @@ const QUANTIZED_TYPES: [GgmlType; 12] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q8_K,
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
 ];
 
 /// Best wall time of `runs` calls of `f`, after one warm-up call.
