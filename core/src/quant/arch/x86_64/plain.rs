@@ -638,3 +638,103 @@ vec_dot_entries! {
     BlockF16: vec_dot_f16_avx2, vec_dot_f16_avx2_impl, vec_dot_f16_avx512, vec_dot_f16_avx512_impl;
     BlockBf16: vec_dot_bf16_avx2, vec_dot_bf16_avx2_impl, vec_dot_bf16_avx512, vec_dot_bf16_avx512_impl;
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::vec::Vec;
+
+    /// The arguments the kernels pass to `exact_group` for these products, computed per element.
+    fn group_arguments(products: &[f32]) -> Option<(i32, i32)> {
+        let mut smallest = i32::MAX;
+        let mut largest = 1;
+        for p in products {
+            let field = ((p.to_bits() >> 23) & 0xff) as i32;
+            if field == 255 {
+                return None;
+            }
+            let field = field.max(1);
+            if *p != 0.0 {
+                smallest = smallest.min(field - 150);
+            }
+            largest = largest.max(field);
+        }
+        Some((smallest, largest - 126))
+    }
+
+    fn serial(mut sum: f64, products: &[f32]) -> f64 {
+        for &p in products {
+            sum += f64::from(p);
+        }
+        sum
+    }
+
+    /// Whenever the check says a group is exact, the serial chain equals two other orders (so
+    /// a looser bound, which lets a rounding step through, fails here); and it does say so for
+    /// sums of small integers, so the vector path is really taken.
+    #[test]
+    fn exact_groups_sum_the_same_in_any_order() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let (mut exact, mut inexact) = (0, 0);
+        for case in 0..20_000 {
+            // Products over a range of binary orders that widens with the case number, and a
+            // running sum from an earlier group, sometimes zero.
+            let orders = 1 + (case % 40) as u32;
+            let products: Vec<f32> = (0..GROUP)
+                .map(|_| {
+                    let r = next();
+                    let exponent = 127 - 10 + (r % u64::from(orders)) as u32;
+                    let mantissa = (r >> 20) as u32 & 0x7f_ffff;
+                    let sign = ((r >> 50) & 1) as u32;
+                    f32::from_bits(sign << 31 | exponent << 23 | mantissa)
+                })
+                .collect();
+            let sum = if case % 3 == 0 {
+                0.0
+            } else {
+                serial(0.0, &products[..(case % 64) as usize]) * 3.0
+            };
+            let (smallest, largest) = group_arguments(&products).unwrap_or((0, 0));
+            if exact_group(sum, smallest, largest, GROUP.ilog2() as i32) {
+                exact += 1;
+                let want = serial(sum, &products);
+                let reversed = products.iter().rev().fold(0.0f64, |s, &p| s + f64::from(p));
+                let halves = serial(0.0, &products[..32]) + serial(0.0, &products[32..]);
+                assert_eq!(want.to_bits(), (sum + reversed).to_bits(), "case {case}");
+                assert_eq!(want.to_bits(), (halves + sum).to_bits(), "case {case}");
+            } else {
+                inexact += 1;
+            }
+        }
+        assert!(
+            exact > 1000 && inexact > 1000,
+            "{exact} exact, {inexact} not"
+        );
+        let integers: Vec<f32> = (0..GROUP).map(|i| (i % 17) as f32 - 8.0).collect();
+        let (smallest, largest) = group_arguments(&integers).unwrap_or((0, 0));
+        assert!(exact_group(0.0, smallest, largest, GROUP.ilog2() as i32));
+        assert!(exact_group(1e6, smallest, largest, GROUP.ilog2() as i32));
+        // 2^53 + 1 is not an f64: adding 1 to 2^53 rounds.
+        let two_53 = 9_007_199_254_740_992.0;
+        assert!(!exact_group(
+            two_53,
+            smallest,
+            largest,
+            GROUP.ilog2() as i32
+        ));
+        assert!(!exact_group(
+            f64::INFINITY,
+            smallest,
+            largest,
+            GROUP.ilog2() as i32
+        ));
+    }
+}
