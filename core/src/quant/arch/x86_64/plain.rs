@@ -26,6 +26,10 @@ use crate::quant::legacy::plain::{quantize_bf16, quantize_f16, BlockBf16, BlockF
 trait Plain: Copy + bytemuck::Pod {
     /// The value as f32 (the scalar twin's conversion).
     fn value(self) -> f32;
+    /// Significant bits of any normal f32 product of two values (24 for F32; 22 for F16 and
+    /// 16 for BF16, whose products are exact): a nonzero normal product with exponent field
+    /// `e` is a multiple of `2^(e - 127 - (PRODUCT_BITS - 1))`.
+    const PRODUCT_BITS: i32;
     /// Eight values as f32 (AVX2 + F16C).
     ///
     /// # Safety
@@ -48,6 +52,7 @@ fn bytes32<T: bytemuck::Pod, const N: usize>(v: &[T; N]) -> __m256i {
 }
 
 impl Plain for BlockF32 {
+    const PRODUCT_BITS: i32 = 24;
     #[inline(always)]
     fn value(self) -> f32 {
         BlockF32::value(self)
@@ -67,6 +72,7 @@ impl Plain for BlockF32 {
 }
 
 impl Plain for BlockF16 {
+    const PRODUCT_BITS: i32 = 22;
     #[inline(always)]
     fn value(self) -> f32 {
         BlockF16::value(self)
@@ -85,6 +91,7 @@ impl Plain for BlockF16 {
 }
 
 impl Plain for BlockBf16 {
+    const PRODUCT_BITS: i32 = 16;
     #[inline(always)]
     fn value(self) -> f32 {
         BlockBf16::value(self)
@@ -457,7 +464,6 @@ fn vec_dot_avx512<B: Plain>(w: &[B], x: &[B]) -> f32 {
     let mut wg = w.chunks_exact(GROUP);
     let mut xg = x.chunks_exact(GROUP);
     let exponent_mask = _mm512_set1_epi32(0xff);
-    let one = _mm512_set1_epi32(1);
     for (wc, xc) in (&mut wg).zip(&mut xg) {
         let mut products = [_mm512_setzero_ps(); GROUP / 16];
         let mut smallest = _mm512_set1_epi32(i32::MAX);
@@ -474,20 +480,14 @@ fn vec_dot_avx512<B: Plain>(w: &[B], x: &[B]) -> f32 {
             let bits = _mm512_castps_si512(*p);
             let field = _mm512_and_si512(_mm512_srli_epi32::<23>(bits), exponent_mask);
             let nonzero = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7fff_ffff));
-            // Exponent fields 0 (subnormal) and 1 have the same last place.
-            let field = _mm512_max_epi32(field, one);
             smallest = _mm512_mask_min_epi32(smallest, nonzero, smallest, field);
             largest = _mm512_max_epi32(largest, field);
         }
         let smallest = _mm512_reduce_min_epi32(smallest);
         let largest = _mm512_reduce_max_epi32(largest);
         let finite = largest < 255;
-        let smallest_unit = if smallest == i32::MAX {
-            i32::MAX
-        } else {
-            smallest - 150
-        };
-        if finite && exact_group(sum, smallest_unit, largest - 126, GROUP.ilog2() as i32) {
+        let (smallest_unit, largest_bound) = (unit_of::<B>(smallest), largest.max(1) - 126);
+        if finite && exact_group(sum, smallest_unit, largest_bound, GROUP.ilog2() as i32) {
             let mut lanes = _mm512_setzero_pd();
             for p in products {
                 lanes = _mm512_add_pd(lanes, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
@@ -525,6 +525,17 @@ fn vec_dot_avx2_sum<B: Plain>(mut sum: f64, w: &[B], x: &[B]) -> f64 {
     sum
 }
 
+/// The exponent of the last place of every nonzero product of `B` whose f32 exponent field is at
+/// least `field` (`i32::MAX` when there is none): subnormal products are multiples of 2^-149.
+#[inline(always)]
+fn unit_of<B: Plain>(field: i32) -> i32 {
+    match field {
+        i32::MAX => i32::MAX,
+        0 => -149,
+        e => e - 127 - (B::PRODUCT_BITS - 1),
+    }
+}
+
 /// The smallest and largest of eight i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -552,7 +563,6 @@ fn vec_dot_avx2<B: Plain>(w: &[B], x: &[B]) -> f32 {
     let mut xg = x.chunks_exact(GROUP);
     let exponent_mask = _mm256_set1_epi32(0xff);
     let magnitude_mask = _mm256_set1_epi32(0x7fff_ffff);
-    let one = _mm256_set1_epi32(1);
     for (wc, xc) in (&mut wg).zip(&mut xg) {
         let mut products = [_mm256_setzero_ps(); GROUP / 8];
         let mut smallest = _mm256_set1_epi32(i32::MAX);
@@ -567,11 +577,7 @@ fn vec_dot_avx2<B: Plain>(w: &[B], x: &[B]) -> f32 {
             // SAFETY: AVX2 and F16C are enabled here.
             *p = unsafe { _mm256_mul_ps(B::load8(a), B::load8(b)) };
             let bits = _mm256_castps_si256(*p);
-            // Exponent fields 0 (subnormal) and 1 have the same last place.
-            let field = _mm256_max_epi32(
-                _mm256_and_si256(_mm256_srli_epi32::<23>(bits), exponent_mask),
-                one,
-            );
+            let field = _mm256_and_si256(_mm256_srli_epi32::<23>(bits), exponent_mask);
             // Zero products (all ones here) become i32::MAX: they never set the smallest unit.
             let zero = _mm256_cmpeq_epi32(
                 _mm256_and_si256(bits, magnitude_mask),
@@ -582,12 +588,8 @@ fn vec_dot_avx2<B: Plain>(w: &[B], x: &[B]) -> f32 {
             largest = _mm256_max_epi32(largest, field);
         }
         let (smallest, largest) = min_max_i32(smallest, largest);
-        let smallest_unit = if smallest == i32::MAX {
-            i32::MAX
-        } else {
-            smallest - 150
-        };
-        if largest < 255 && exact_group(sum, smallest_unit, largest - 126, GROUP.ilog2() as i32) {
+        let (smallest_unit, largest_bound) = (unit_of::<B>(smallest), largest.max(1) - 126);
+        if largest < 255 && exact_group(sum, smallest_unit, largest_bound, GROUP.ilog2() as i32) {
             let mut lanes = [_mm256_setzero_pd(); 2];
             for p in products {
                 lanes[0] = _mm256_add_pd(lanes[0], _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
