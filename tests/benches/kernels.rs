@@ -36,7 +36,7 @@ const CACHED_DEQUANT_ROWS: usize = 64;
 /// Passes over those rows per timing.
 const REPEAT: usize = 20;
 
-const QUANTIZED_TYPES: [GgmlType; 12] = [
+const QUANTIZED_TYPES: [GgmlType; 15] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -49,6 +49,9 @@ const QUANTIZED_TYPES: [GgmlType; 12] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q8_K,
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
 ];
 
 /// Best wall time of `runs` calls of `f`, after one warm-up call.

@@ -14,11 +14,13 @@
 //!   (also the last step of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
+//! - `miri`: the core's unit tests under Miri on the scalar build (see `miri.rs`; not in `ci`).
 //! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
 //!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`).
 
 mod aarch64;
 mod firmware;
+mod miri;
 mod msrv;
 mod overflow;
 mod scalar_only;
@@ -50,13 +52,14 @@ fn main() -> ExitCode {
         "firmware" => firmware::firmware(),
         "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
+        "miri" => miri::run(),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
             Some(Ok(seconds)) => fuzz::fuzz(seconds),
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64|firmware|fuzz [SECONDS]>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64|miri|firmware|fuzz [SECONDS]>");
             return ExitCode::from(2);
         }
     };

@@ -1,7 +1,9 @@
 //! Every kernel at every level this CPU has, held to the scalar twin's bits (`to_bits` equality;
 //! a NaN only has to be a NaN, see [`same`]): random bytes (so NaN, infinity and subnormal scales, and -128 quants),
 //! blocks quantized from noisy data with outliers, all-equal special blocks, and row lengths from
-//! 0 to 19 blocks (the SIMD kernels work in groups of blocks and have tails).
+//! 0 to 19 blocks (the SIMD kernels work in groups of blocks and have tails). The one-value types
+//! (F32, F16, BF16) also get rows up to 1,000 values (their kernels take 8, 16 or 64 values a
+//! step) and values whose serial f64 sum rounds, or does not, or starts rounding mid-row.
 
 extern crate std;
 
@@ -49,17 +51,74 @@ impl Rng {
 /// Byte patterns of whole rows that stress edge cases.
 const SPECIAL_BYTES: [u8; 6] = [0x00, 0xff, 0x80, 0x7f, 0x01, 0x7c];
 
+/// The row lengths (in blocks) each type is tested with: 0 to 19 blocks, and for the one-value
+/// types also lengths around their vector widths and groups, up to 1,000.
+fn block_counts<B: Kernels>() -> Vec<usize> {
+    let mut counts: Vec<usize> = (0..20).collect();
+    if B::VALUES == 1 {
+        counts.extend([
+            31, 32, 33, 47, 63, 64, 65, 79, 127, 128, 129, 192, 200, 255, 256, 257, 511, 1000,
+        ]);
+    }
+    counts
+}
+
+/// Scalar-quantized rows of `values` in `B` (none if `B` has no quantizer).
+fn quantized_rows<B: Kernels>(values: Vec<Vec<f32>>) -> Vec<Vec<u8>> {
+    let Some(quantize) = B::quantize_kernel(Level::Scalar) else {
+        return Vec::new();
+    };
+    values
+        .iter()
+        .map(|x| {
+            let mut row = vec![0u8; core::mem::size_of::<B>() * (x.len() / B::VALUES)];
+            if let Ok(out) = blocks_mut::<B>(&mut row) {
+                quantize(x, out);
+            }
+            row
+        })
+        .collect()
+}
+
+/// Values for the one-value types' dot products: small integers (every f64 step of the serial
+/// sum is exact), the same with one tiny value at element 70 (the sum starts rounding in the
+/// second group of 64), a spread over 30 binary orders of magnitude (most steps round), and
+/// noisy data with subnormal and huge values mixed in.
+fn plain_value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
+    let integers: Vec<f32> = (0..n).map(|_| (rng.next() % 17) as f32 - 8.0).collect();
+    let mut tiny_at_70 = integers.clone();
+    if let Some(v) = tiny_at_70.get_mut(70) {
+        *v = 3.0e-7;
+    }
+    let spread: Vec<f32> = (0..n)
+        .map(|_| {
+            let magnitude = f32::from_bits(((rng.next() % 30) as u32 + 112) << 23 | 0x12_3457);
+            if rng.next().is_multiple_of(2) {
+                magnitude
+            } else {
+                -magnitude
+            }
+        })
+        .collect();
+    let mut mixed = rng.values(n);
+    for (i, v) in mixed.iter_mut().enumerate() {
+        match i % 13 {
+            3 => *v = 1e-41,
+            7 => *v *= 1e30,
+            _ => {}
+        }
+    }
+    vec![integers, tiny_at_70, spread, mixed]
+}
+
 /// Rows of `blocks` blocks of `B`: random bytes, quantized data, and each special byte repeated.
 fn weight_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
     let size = core::mem::size_of::<B>() * n_blocks;
     let mut rows = vec![rng.bytes(size), rng.bytes(size)];
-    if let Some(quantize) = B::quantize_kernel(Level::Scalar) {
-        let x = rng.values(n_blocks * B::VALUES);
-        let mut row = vec![0u8; size];
-        if let Ok(out) = blocks_mut::<B>(&mut row) {
-            quantize(&x, out);
-        }
-        rows.push(row);
+    let values = rng.values(n_blocks * B::VALUES);
+    rows.extend(quantized_rows::<B>(vec![values]));
+    if B::VALUES == 1 {
+        rows.extend(quantized_rows::<B>(plain_value_rows(rng, n_blocks)));
     }
     rows.extend(SPECIAL_BYTES.iter().map(|&b| vec![b; size]));
     rows
@@ -87,7 +146,7 @@ impl Visitor for Check {
         let mut failures = Vec::new();
         let mut rng = Rng(self.seed);
         for level in available().filter(|&l| l != Level::Scalar) {
-            for n_blocks in 0..20 {
+            for n_blocks in block_counts::<B>() {
                 let n = n_blocks * B::VALUES;
                 for (r, row) in weight_rows::<B>(&mut rng, n_blocks).iter().enumerate() {
                     let what = |op: &str| {
@@ -151,6 +210,11 @@ fn activation_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
         let mut high = row.clone();
         set_quants::<B::Activation>(&mut high, 0x7f);
         rows.extend([row, low, high]);
+    }
+    if B::VALUES == 1 {
+        rows.extend(quantized_rows::<B::Activation>(plain_value_rows(
+            rng, count,
+        )));
     }
     rows
 }

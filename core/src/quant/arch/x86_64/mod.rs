@@ -7,6 +7,9 @@
 
 mod avx2;
 mod avx512;
+mod iq4_xs;
+mod plain;
+mod q3_k;
 mod quantize_k;
 mod quantize_k512;
 mod quantize_legacy;
@@ -79,6 +82,34 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         dequantize: Some(avx2::dequantize_mxfp4),
         ..Ops::NONE
     },
+    q3_k: Ops {
+        vec_dot: Some(q3_k::vec_dot),
+        dequantize: Some(q3_k::dequantize),
+        ..Ops::NONE
+    },
+    iq4_xs: Ops {
+        vec_dot: Some(iq4_xs::vec_dot),
+        dequantize: Some(iq4_xs::dequantize),
+        ..Ops::NONE
+    },
+    f32: Ops {
+        dequantize: Some(plain::dequantize_f32),
+        quantize: Some(plain::quantize_f32),
+        vec_dot: Some(plain::vec_dot_f32_avx2),
+        ..Ops::NONE
+    },
+    f16: Ops {
+        dequantize: Some(plain::dequantize_f16_avx2),
+        quantize: Some(plain::quantize_f16_avx2),
+        vec_dot: Some(plain::vec_dot_f16_avx2),
+        ..Ops::NONE
+    },
+    bf16: Ops {
+        dequantize: Some(plain::dequantize_bf16_avx2),
+        quantize: Some(plain::quantize_bf16_avx2),
+        vec_dot: Some(plain::vec_dot_bf16_avx2),
+        ..Ops::NONE
+    },
     ..ArchKernels::NONE
 };
 
@@ -100,6 +131,22 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     },
     q6_k: Ops {
         rows: Some(rows::rows_q6_k_vnni),
+        ..Ops::NONE
+    },
+    f32: Ops {
+        vec_dot: Some(plain::vec_dot_f32_avx512),
+        ..Ops::NONE
+    },
+    f16: Ops {
+        dequantize: Some(plain::dequantize_f16_avx512),
+        quantize: Some(plain::quantize_f16_avx512),
+        vec_dot: Some(plain::vec_dot_f16_avx512),
+        ..Ops::NONE
+    },
+    bf16: Ops {
+        dequantize: Some(plain::dequantize_bf16_avx512),
+        quantize: Some(plain::quantize_bf16_avx512),
+        vec_dot: Some(plain::vec_dot_bf16_avx512),
         ..Ops::NONE
     },
     ..ArchKernels::NONE
