@@ -29,15 +29,6 @@ where
     })
 }
 
-/// Mutable form of [`scalars`].
-pub(crate) fn scalars_mut<const N: usize>(t: GgmlType, bytes: &mut [u8]) -> Result<&mut [[u8; N]]>
-where
-    [u8; N]: Pod,
-{
-    let len = bytes.len() as u64;
-    bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::PartialBlock { ggml_type: t, len })
-}
-
 /// Pairs each block of `ws` with its `R` activation blocks.
 pub(crate) fn with_groups<'a, B, Y, const R: usize>(
     ws: &'a [B],

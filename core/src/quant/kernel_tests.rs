@@ -328,7 +328,7 @@ fn partial_blocks_and_mismatched_lengths_are_errors() {
         }
     }
     assert!(matches!(
-        super::legacy::plain::vec_dot(F16, &[0; 4], &[0; 6]),
+        vec_dot(F16, &[0; 4], &[0; 6]),
         Err(Error::LengthMismatch { .. })
     ));
     assert!(matches!(

@@ -130,12 +130,6 @@ pub fn matvec_quantized(
         y.fill(0.0);
         return Ok(());
     }
-    if super::is_plain(t) {
-        for (out, row) in y.iter_mut().zip(w.chunks_exact(row_bytes)) {
-            *out = super::legacy::plain::vec_dot(t, row, xq)?;
-        }
-        return Ok(());
-    }
     let run = Run {
         level,
         w,
@@ -194,26 +188,6 @@ pub fn matmul(
     check_level(level)?;
     vec_dot_type_of(t)?;
     bytes_for(t, cols)?;
-    if super::is_plain(t) {
-        // No block struct: one matvec per column (the same bits by definition).
-        let per_column = matvec_scratch_bytes(t, cols)?;
-        let inputs = cols.saturating_mul(n);
-        let outputs = rows.saturating_mul(n);
-        super::blockwise::same_len(inputs, x.len())?;
-        super::blockwise::same_len(outputs, y.len())?;
-        if cols == 0 || rows == 0 {
-            y.fill(0.0);
-            return Ok(());
-        }
-        for (column, out) in x.chunks_exact(cols).zip(y.chunks_exact_mut(rows)) {
-            let scratch = scratch.get_mut(..per_column).ok_or(Error::LengthMismatch {
-                expected: per_column as u64,
-                found: 0,
-            })?;
-            matvec_at(level, t, w, rows, cols, column, scratch, out)?;
-        }
-        return Ok(());
-    }
     let run = Run {
         level,
         w,

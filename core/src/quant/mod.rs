@@ -100,10 +100,11 @@ pub fn bytes_for(t: GgmlType, elements: usize) -> Result<usize> {
         })
 }
 
-/// The plain numeric types, which have no block struct: their kernels live in `legacy::plain`.
-const fn is_plain(t: GgmlType) -> bool {
+/// F64 and the integer types: no block type in the kernel table, only a dequantize (in
+/// `legacy::plain`); ggml has no quantizer or vec_dot for them.
+const fn is_dequantize_only(t: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(t, F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64)
+    matches!(t, F64 | I8 | I16 | I32 | I64)
 }
 
 fn unsupported(t: GgmlType, op: Op) -> Error {
@@ -130,7 +131,7 @@ pub fn dequantize_at(level: Level, t: GgmlType, src: &[u8], dst: &mut [f32]) -> 
     }
     check_level(level)?;
     blockwise::same_len(elements_in(t, src.len())?, dst.len())?;
-    if is_plain(t) {
+    if is_dequantize_only(t) {
         return legacy::plain::dequantize(t, src, dst);
     }
     visit(t, Run { level, src, dst }).unwrap_or(Err(unsupported(t, Op::Dequantize)))
@@ -158,9 +159,6 @@ pub fn quantize_at(level: Level, t: GgmlType, src: &[f32], dst: &mut [u8]) -> Re
     }
     check_level(level)?;
     blockwise::same_len(bytes_for(t, src.len())?, dst.len())?;
-    if is_plain(t) {
-        return legacy::plain::quantize(t, src, dst);
-    }
     visit(t, Run { level, src, dst }).unwrap_or(Err(unsupported(t, Op::Quantize)))
 }
 
@@ -187,8 +185,5 @@ pub fn vec_dot_at(level: Level, t: GgmlType, w: &[u8], x: &[u8]) -> Result<f32> 
     let vd = vec_dot_type(t).ok_or(unsupported(t, Op::VecDot))?;
     let n = elements_in(t, w.len())?;
     blockwise::same_len(bytes_for(vd, n)?, x.len())?;
-    if is_plain(t) {
-        return legacy::plain::vec_dot(t, w, x);
-    }
     visit(t, Run { level, w, x }).unwrap_or(Err(unsupported(t, Op::VecDot)))
 }

@@ -11,8 +11,8 @@
 //!
 //! Kernel families sit behind cargo features (`legacy`, `k-quants`, `iq`, `misc`, default on): a
 //! disabled family has no [`Kernels`] impls and no dispatch arm, so nothing references its kernels
-//! (or the IQ grids) and the linker drops them. The activation types Q8_0, Q8_1 and Q8_K are always
-//! present. The typed API ([`super::typed`]) references only the kernels of the types it is called
+//! (or the IQ grids) and the linker drops them. The activation types Q8_0, Q8_1 and Q8_K and the
+//! plain float types F32, F16 and BF16 are always present. The typed API ([`super::typed`]) references only the kernels of the types it is called
 //! with.
 
 use super::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -24,6 +24,7 @@ use super::iq::{
     iq3_s::BlockIq3S, iq3_xxs::BlockIq3Xxs, iq4_nl::BlockIq4Nl, iq4_xs::BlockIq4Xs,
 };
 use super::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
+use super::legacy::plain::{BlockBf16, BlockF16, BlockF32};
 use super::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use super::level::Level;
 use super::misc::{
@@ -217,8 +218,8 @@ macro_rules! kernel_table {
             }
         )*
 
-        /// Runs `visitor` for the block type of `t`; `None` for the plain numeric types (F32, F16,
-        /// BF16, F64, I8..I64) and for types whose kernel family is not compiled in.
+        /// Runs `visitor` for the block type of `t`; `None` for F64 and the integer types (no
+        /// block type, see `legacy::plain`) and for types whose kernel family is not compiled in.
         pub(crate) fn visit<V: Visitor>(t: GgmlType, visitor: V) -> Option<V::Out> {
             match t {
                 $(
@@ -246,6 +247,20 @@ kernel_table! {
         dequantize k_quants::q8_k::dequantize_block,
         quantize [k_quants::q8_k::quantize_block],
         vec_dot BlockQ8K, per 1, [none];
+
+    // The plain float types, always present: one value per block, dotted with their own type.
+    F32 => BlockF32, f32, values 1,
+        dequantize legacy::plain::dequantize_f32,
+        quantize [legacy::plain::quantize_f32],
+        vec_dot BlockF32, per 1, [legacy::plain::vec_dot_f32];
+    F16 => BlockF16, f16, values 1,
+        dequantize legacy::plain::dequantize_f16,
+        quantize [legacy::plain::quantize_f16],
+        vec_dot BlockF16, per 1, [legacy::plain::vec_dot_f16];
+    BF16 => BlockBf16, bf16, values 1,
+        dequantize legacy::plain::dequantize_bf16,
+        quantize [legacy::plain::quantize_bf16],
+        vec_dot BlockBf16, per 1, [legacy::plain::vec_dot_bf16];
 
     #[cfg(feature = "legacy")]
     Q4_0 => BlockQ4_0, q4_0, values 32,

@@ -13,6 +13,7 @@ pub mod q5_1;
 pub mod q8_0;
 pub mod q8_1;
 
+pub use plain::{BlockBf16, BlockF16, BlockF32};
 pub use q4_0::BlockQ4_0;
 pub use q4_1::BlockQ4_1;
 pub use q5_0::BlockQ5_0;
