@@ -34,6 +34,7 @@ pub(crate) mod kernels {
     pub mod mmla;
     pub mod nibbles;
     mod ops;
+    pub mod plain;
     pub mod q2_k;
     pub mod q3_k;
     pub mod q4_0;
@@ -64,7 +65,7 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, mmla, nibbles as n, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, rows,
+        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, rows,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
@@ -142,6 +143,21 @@ mod sets {
         mxfp4: Ops {
             dequantize: Some(rows::dequantize_mxfp4),
             vec_dot: Some(n::vec_dot_mxfp4),
+            ..Ops::NONE
+        },
+        f32: Ops {
+            dequantize: Some(plain::dequantize_f32),
+            vec_dot: Some(plain::vec_dot_f32),
+            ..Ops::NONE
+        },
+        f16: Ops {
+            dequantize: Some(plain::dequantize_f16),
+            vec_dot: Some(plain::vec_dot_f16),
+            ..Ops::NONE
+        },
+        bf16: Ops {
+            dequantize: Some(plain::dequantize_bf16),
+            vec_dot: Some(plain::vec_dot_bf16),
             ..Ops::NONE
         },
         ..ArchKernels::NONE
