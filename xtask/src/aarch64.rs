@@ -8,6 +8,13 @@
 //! ggml's C pipeline cross-compiled for AArch64) under `QEMU_CPU=max`. It needs `cargo xtask
 //! fetch` first and takes about 9 minutes here (candle-core is cross-compiled as a dev-dependency),
 //! so CI does not run it.
+//!
+//! `cargo xtask aarch64 count [TYPE...]` prints the instructions per block of each vec_dot, ours
+//! at the NEON and dotprod levels beside candle 0.11's NEON build, counted dynamically: the probe
+//! `miniquant-tests --test neon_counts` runs one vec_dot under `qemu-aarch64 -singlestep -d
+//! nochain,exec` (one log line per executed instruction) over 256 and over 512 blocks; the
+//! difference of the two counts over 256 is the kernel's cost per block, call overhead excluded.
+//! Not in CI (it cross-compiles candle-core).
 
 use std::path::Path;
 use std::process::Command;
@@ -31,6 +38,10 @@ const CPUS: [(&str, &str); 3] = [
 /// Installs, then runs `cargo test -p miniquant --release --target aarch64-unknown-linux-gnu` for
 /// each CPU model.
 pub fn cross_tests() -> Result<(), String> {
+    if std::env::args().nth(2).as_deref() == Some("count") {
+        let types: Vec<String> = std::env::args().skip(3).collect();
+        return count(&types);
+    }
     let start = Instant::now();
     install()?;
     for (cpu, levels) in CPUS {
@@ -122,4 +133,139 @@ fn run_quiet_apt(program: &str, args: &[&str]) -> Result<(), String> {
     } else {
         Err(format!("`{program} {}` failed: {status}", args.join(" ")))
     }
+}
+
+/// Types with a NEON kernel of ours, and whether candle 0.11 has one in `neon.rs`.
+const COUNTED: [(&str, bool); 13] = [
+    ("q8_0", true),
+    ("q4_0", true),
+    ("q4_1", false),
+    ("q5_0", false),
+    ("q5_1", false),
+    ("iq4_nl", false),
+    ("mxfp4", false),
+    ("q2_K", true),
+    ("q3_K", true),
+    ("q4_K", true),
+    ("q5_K", true),
+    ("q6_K", true),
+    ("iq4_xs", false),
+];
+/// Block counts of the two probe runs.
+const PROBE_BLOCKS: (u64, u64) = (256, 512);
+
+/// `cargo xtask aarch64 count`: see the module docs.
+fn count(only: &[String]) -> Result<(), String> {
+    install()?;
+    let probe = build_probe()?;
+    println!("instructions per block (vec_dot; ours NEON on cortex-a72, dotprod on cortex-a76; candle NEON build on cortex-a72)");
+    println!(
+        "{:<8} {:>10} {:>10} {:>10}",
+        "type", "ours neon", "dotprod", "candle"
+    );
+    for (t, candle) in COUNTED {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(t)) {
+            continue;
+        }
+        let neon = per_block(&probe, &format!("ours:{t}:neon"), "cortex-a72")?;
+        let dotprod = per_block(&probe, &format!("ours:{t}:dotprod"), "cortex-a76")?;
+        let candle = if candle {
+            format!(
+                "{:.1}",
+                per_block(&probe, &format!("candle:{t}"), "cortex-a72")?
+            )
+        } else {
+            "scalar".to_string()
+        };
+        println!("{t:<8} {neon:>10.1} {dotprod:>10.1} {candle:>10}");
+    }
+    Ok(())
+}
+
+/// Builds the probe test binary for AArch64 and returns its path.
+fn build_probe() -> Result<String, String> {
+    let out = Command::new("cargo")
+        .args([
+            "test",
+            "-p",
+            "miniquant-tests",
+            "--release",
+            "--target",
+            TARGET,
+            "--test",
+            "neon_counts",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
+        .current_dir(super::root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building the probe failed: {}", out.status));
+    }
+    // The compiler-artifact message of the test target carries `"executable":"PATH"`.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("neon_counts"))
+        .find_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + l[start..].find('"')?;
+            Some(l[start..end].to_string())
+        })
+        .ok_or_else(|| "cargo did not report the probe executable".to_string())
+}
+
+/// Instructions per block of `spec` on `cpu`: the difference between the two probe runs.
+fn per_block(probe: &str, spec: &str, cpu: &str) -> Result<f64, String> {
+    let (few, many) = PROBE_BLOCKS;
+    let a = executed(probe, spec, cpu, few)?;
+    let b = executed(probe, spec, cpu, many)?;
+    Ok((b as f64 - a as f64) / (many - few) as f64)
+}
+
+/// Instructions the probe executes (one `-d exec` line each under `-singlestep -d nochain`).
+fn executed(probe: &str, spec: &str, cpu: &str, blocks: u64) -> Result<u64, String> {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new("qemu-aarch64")
+        .args([
+            "-L",
+            SYSROOT,
+            "-cpu",
+            cpu,
+            "-singlestep",
+            "-d",
+            "nochain,exec",
+            "-D",
+            "/dev/stderr",
+        ])
+        .args([
+            probe,
+            "--ignored",
+            "--exact",
+            "probe",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env("MINIQUANT_PROBE", spec)
+        .env("MINIQUANT_PROBE_BLOCKS", blocks.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run qemu-aarch64: {e}"))?;
+    let mut lines = 0u64;
+    if let Some(log) = child.stderr.take() {
+        for line in BufReader::new(log).split(b'\n') {
+            let line = line.map_err(|e| format!("reading the QEMU log: {e}"))?;
+            if line.starts_with(b"Trace ") {
+                lines += 1;
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("qemu-aarch64: {e}"))?;
+    if !status.success() {
+        return Err(format!("probe {spec} on {cpu} failed: {status}"));
+    }
+    Ok(lines)
 }

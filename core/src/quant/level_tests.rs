@@ -422,3 +422,131 @@ fn matmul_columns_equal_matvec_at_every_level() {
         }
     }
 }
+
+/// The multi-row kernels (`rows`, `vec_dot_2x2`) of every level against the scalar vec_dot of
+/// each row and column; returns the failures.
+struct TileCheck {
+    seed: u64,
+}
+
+impl Visitor for TileCheck {
+    type Out = Vec<String>;
+    fn visit<B: Kernels>(self) -> Vec<String> {
+        let mut failures = Vec::new();
+        let Some(scalar) = B::vec_dot_kernel(Level::Scalar) else {
+            return failures;
+        };
+        let mut rng = Rng(self.seed);
+        for level in available().filter(|&l| l != Level::Scalar) {
+            let (tile, rows_kernel) = (B::vec_dot_2x2_kernel(level), B::rows_kernel(level));
+            if tile.is_none() && rows_kernel.is_none() {
+                continue;
+            }
+            for n_blocks in [1, 2, 3, 8, 17] {
+                let ws = weight_rows::<B>(&mut rng, n_blocks);
+                let xs = activation_rows::<B>(&mut rng, n_blocks);
+                let w: Vec<&[B]> = ws.iter().map(|r| blocks::<B>(r).unwrap()).collect();
+                let x: Vec<&[B::Activation]> = xs
+                    .iter()
+                    .map(|r| blocks::<B::Activation>(r).unwrap())
+                    .collect();
+                let what = |op: &str, i: usize, j: usize| {
+                    format!(
+                        "{} {op} at {level}, {n_blocks} blocks, row {i}, column {j}",
+                        B::TYPE
+                    )
+                };
+                if let Some(tile) = tile {
+                    for (i, pair) in w.windows(2).enumerate() {
+                        for (j, cols) in x.windows(2).enumerate() {
+                            let got = tile(pair[0], pair[1], cols[0], cols[1]);
+                            let want = [
+                                scalar(pair[0], cols[0]),
+                                scalar(pair[0], cols[1]),
+                                scalar(pair[1], cols[0]),
+                                scalar(pair[1], cols[1]),
+                            ];
+                            if !same_bits(&got, &want) {
+                                failures.push(what("vec_dot_2x2", i, j));
+                            }
+                        }
+                    }
+                }
+                if let Some(rows_kernel) = rows_kernel {
+                    let all: Vec<u8> = ws.concat();
+                    let all = blocks::<B>(&all).unwrap();
+                    for (j, column) in x.iter().enumerate() {
+                        let want: Vec<f32> = w.iter().map(|row| scalar(row, column)).collect();
+                        let mut got = vec![f32::NAN; w.len()];
+                        rows_kernel(all, n_blocks, column, &mut got);
+                        if !same_bits(&got, &want) {
+                            failures.push(what("rows", 0, j));
+                        }
+                    }
+                }
+            }
+        }
+        failures
+    }
+}
+
+#[test]
+fn tile_and_rows_kernels_give_the_scalar_bits() {
+    let mut failures = Vec::new();
+    for (i, t) in GgmlType::ALL.iter().enumerate() {
+        if let Some(mut f) = visit(
+            *t,
+            TileCheck {
+                seed: 0x5eed_0007 + i as u64,
+            },
+        ) {
+            failures.append(&mut f);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
+}
+
+#[test]
+fn matmul_of_odd_and_even_shapes_equals_matvec_per_column() {
+    use super::matvec::{matmul, matmul_scratch_bytes, matvec_at, matvec_scratch_bytes};
+    let mut rng = Rng(11);
+    let cols = 64usize;
+    for t in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::IQ4_NL,
+        GgmlType::MXFP4,
+        GgmlType::Q4_K,
+    ] {
+        let cols = if t == GgmlType::Q4_K { 256 } else { cols };
+        for rows in [1usize, 2, 3, 17, 34] {
+            let mut w = vec![0u8; super::bytes_for(t, rows * cols).unwrap()];
+            super::quantize(t, &rng.values(rows * cols), &mut w).unwrap();
+            for n in [1usize, 2, 3, 5] {
+                let x = rng.values(n * cols);
+                let mut want = vec![0f32; n * rows];
+                for (column, out) in x.chunks_exact(cols).zip(want.chunks_exact_mut(rows)) {
+                    let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                    matvec_at(Level::Scalar, t, &w, rows, cols, column, &mut scratch, out).unwrap();
+                }
+                for level in available() {
+                    let mut scratch = vec![0u8; matmul_scratch_bytes(t, cols, n).unwrap()];
+                    let mut y = vec![f32::NAN; n * rows];
+                    matmul(level, t, &w, rows, cols, n, &x, &mut scratch, &mut y).unwrap();
+                    assert!(
+                        same_bits(&y, &want),
+                        "{t} at {level}: {rows} rows, {n} columns"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -14,23 +14,29 @@
 //! per super-block in float, lane = element index mod 8, while `sdot` sums four *consecutive* bytes.
 //! Widening multiply-accumulates (`smull`/`smlal`) land each product in its lane for free; an `sdot`
 //! form would first have to shuffle both operands (4 `tbl` per 32 values) and costs more. So the
-//! `dotprod` level inherits the K-quant kernels from NEON.
+//! `dotprod` level inherits the K-quant kernels from NEON. Q2_K is the exception: its generic dot is
+//! one integer total per super-block, so it has an `sdot` form.
 //!
-//! `i8mm` adds `kernels::q8_0::vec_dot_2x2` and `kernels::q4_0::vec_dot_2x2` (two rows × two columns per
-//! `smmla`) for batched matmul; the table has no slot for a 2×2 kernel yet, so its one-pair
-//! vec_dot is the `dotprod` one.
+//! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`, used by
+//! matmul) for the 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
 #![allow(unsafe_code)]
 
+#[cfg(not(all(target_endian = "little", target_feature = "neon")))]
 use crate::quant::table::ArchKernels;
 
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 pub(crate) mod kernels {
     pub mod dequantize;
+    pub mod iq4_xs;
+    pub mod mmla;
     pub mod nibbles;
     mod ops;
+    pub mod plain;
+    pub mod q2_k;
+    pub mod q3_k;
     pub mod q4_0;
     pub mod q4_k;
     pub mod q5_k;
@@ -50,7 +56,6 @@ pub(crate) mod kernels {
     }
 
     /// Whether `smmla` may run (compiled in, or detected at run time with `std`).
-    #[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
     #[inline]
     pub fn has_i8mm() -> bool {
         Level::I8mm.is_available()
@@ -59,7 +64,9 @@ pub(crate) mod kernels {
 
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
-    use super::kernels::{nibbles as n, q4_0, q4_k, q5_k, q6_k, q8_0, rows};
+    use super::kernels::{
+        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, rows,
+    };
     use crate::quant::table::{ArchKernels, Ops};
 
     /// Baseline Advanced SIMD.
@@ -103,6 +110,16 @@ mod sets {
             vec_dot: Some(n::vec_dot_iq4_nl),
             ..Ops::NONE
         },
+        q2_k: Ops {
+            dequantize: Some(rows::dequantize_q2_k),
+            vec_dot: Some(q2_k::vec_dot),
+            ..Ops::NONE
+        },
+        q3_k: Ops {
+            dequantize: Some(rows::dequantize_q3_k),
+            vec_dot: Some(q3_k::vec_dot),
+            ..Ops::NONE
+        },
         q4_k: Ops {
             dequantize: Some(rows::dequantize_q4_k),
             vec_dot: Some(q4_k::vec_dot),
@@ -116,6 +133,31 @@ mod sets {
         q6_k: Ops {
             dequantize: Some(rows::dequantize_q6_k),
             vec_dot: Some(q6_k::vec_dot),
+            ..Ops::NONE
+        },
+        iq4_xs: Ops {
+            dequantize: Some(rows::dequantize_iq4_xs),
+            vec_dot: Some(iq4_xs::vec_dot),
+            ..Ops::NONE
+        },
+        mxfp4: Ops {
+            dequantize: Some(rows::dequantize_mxfp4),
+            vec_dot: Some(n::vec_dot_mxfp4),
+            ..Ops::NONE
+        },
+        f32: Ops {
+            dequantize: Some(plain::dequantize_f32),
+            vec_dot: Some(plain::vec_dot_f32),
+            ..Ops::NONE
+        },
+        f16: Ops {
+            dequantize: Some(plain::dequantize_f16),
+            vec_dot: Some(plain::vec_dot_f16),
+            ..Ops::NONE
+        },
+        bf16: Ops {
+            dequantize: Some(plain::dequantize_bf16),
+            vec_dot: Some(plain::vec_dot_bf16),
             ..Ops::NONE
         },
         ..ArchKernels::NONE
@@ -147,11 +189,57 @@ mod sets {
             vec_dot: Some(n::vec_dot_iq4_nl_dotprod),
             ..Ops::NONE
         },
+        q2_k: Ops {
+            vec_dot: Some(q2_k::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        iq4_xs: Ops {
+            vec_dot: Some(iq4_xs::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        mxfp4: Ops {
+            vec_dot: Some(n::vec_dot_mxfp4_dotprod),
+            ..Ops::NONE
+        },
+        ..ArchKernels::NONE
+    };
+
+    /// NEON with `dotprod` and `i8mm`: `smmla` 2×2 tiles for matmul; everything else from
+    /// `dotprod`.
+    pub(crate) const I8MM: ArchKernels = ArchKernels {
+        q8_0: Ops {
+            vec_dot_2x2: Some(mmla::q8_0_2x2),
+            ..Ops::NONE
+        },
+        q4_0: Ops {
+            vec_dot_2x2: Some(mmla::q4_0_2x2),
+            ..Ops::NONE
+        },
+        q4_1: Ops {
+            vec_dot_2x2: Some(mmla::q4_1_2x2),
+            ..Ops::NONE
+        },
+        q5_0: Ops {
+            vec_dot_2x2: Some(mmla::q5_0_2x2),
+            ..Ops::NONE
+        },
+        q5_1: Ops {
+            vec_dot_2x2: Some(mmla::q5_1_2x2),
+            ..Ops::NONE
+        },
+        iq4_nl: Ops {
+            vec_dot_2x2: Some(mmla::iq4_nl_2x2),
+            ..Ops::NONE
+        },
+        mxfp4: Ops {
+            vec_dot_2x2: Some(mmla::mxfp4_2x2),
+            ..Ops::NONE
+        },
         ..ArchKernels::NONE
     };
 }
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
-pub(crate) use sets::{DOTPROD, NEON};
+pub(crate) use sets::{DOTPROD, I8MM, NEON};
 
 /// Without NEON or on big-endian: no overrides.
 #[cfg(not(all(target_endian = "little", target_feature = "neon")))]
@@ -159,7 +247,6 @@ pub(crate) const NEON: ArchKernels = ArchKernels::NONE;
 /// Without NEON or on big-endian: no overrides.
 #[cfg(not(all(target_endian = "little", target_feature = "neon")))]
 pub(crate) const DOTPROD: ArchKernels = ArchKernels::NONE;
-
-/// NEON with `dotprod` and `i8mm`: the one-pair kernels are the `dotprod` ones (see the module
-/// docs for the 2×2 `smmla` kernels).
+/// Without NEON or on big-endian: no overrides.
+#[cfg(not(all(target_endian = "little", target_feature = "neon")))]
 pub(crate) const I8MM: ArchKernels = ArchKernels::NONE;

@@ -1,7 +1,7 @@
 //! Dequantize kernels with NEON, one block at a time, each the same bits as its scalar twin's
 //! `dequantize_block`: every value is one or two unfused f32 operations in the twin's order.
 
-use super::nibbles::{iq4_levels, nibbles, q5_0_weights, q5_1_weights};
+use super::nibbles::{iq4_levels, mxfp4_weights, nibbles, q5_0_weights, q5_1_weights};
 use super::ops::{f16_le, load_i8, load_u8, piece};
 use super::q6_k::half_quants;
 use crate::quant::activation::{BlockQ8_0, QK8_0, QK_K};
@@ -10,6 +10,8 @@ use crate::quant::k_quants::q4_k::{scales_and_mins, BlockQ4K};
 use crate::quant::k_quants::q6_k::BlockQ6K;
 use crate::quant::legacy::q4_0::BlockQ4_0;
 use crate::quant::legacy::{BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::e8m0_to_f32_half;
+use crate::quant::misc::mxfp4::BlockMxfp4;
 use core::arch::aarch64::*;
 
 /// `dequantize_row_q8_0` for one block: `q * d`.
@@ -125,7 +127,7 @@ fn q6_k_neon(block: &BlockQ6K, out: &mut [f32; QK_K]) {
 /// Stores 16 i8 values at `out[16 * at..]`, each converted to f32 and passed through `value`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn store_each<const N: usize>(
+pub(super) fn store_each<const N: usize>(
     out: &mut [f32; N],
     at: usize,
     q: int8x16_t,
@@ -192,4 +194,33 @@ fn iq4_nl_neon(block: &BlockIq4Nl, out: &mut [f32; QK8_0]) {
     let (l0, l1) = iq4_levels(&block.qs);
     store_each(out, 0, l0, |l| vmulq_f32(d, l));
     store_each(out, 1, l1, |l| vmulq_f32(d, l));
+}
+
+/// 32 values from two vectors of i8 levels (elements 0..16, 16..32) through `value`; nothing if
+/// `dst` is not 32 values long.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(super) fn store_levels(
+    dst: &mut [f32],
+    levels: [int8x16_t; 2],
+    value: impl Fn(float32x4_t) -> float32x4_t,
+) {
+    if let Ok(dst) = <&mut [f32; QK8_0]>::try_from(dst) {
+        store_each(dst, 0, levels[0], &value);
+        store_each(dst, 1, levels[1], &value);
+    }
+}
+
+/// `dequantize_row_mxfp4` for one block: `level * e8m0_half(e)`.
+pub fn mxfp4(block: &BlockMxfp4, out: &mut [f32; QK8_0]) {
+    // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+    unsafe { mxfp4_neon(block, out) }
+}
+
+#[target_feature(enable = "neon")]
+fn mxfp4_neon(block: &BlockMxfp4, out: &mut [f32; QK8_0]) {
+    let d = vdupq_n_f32(e8m0_to_f32_half(block.e));
+    let (l0, l1) = mxfp4_weights(block);
+    store_each(out, 0, l0, |l| vmulq_f32(l, d));
+    store_each(out, 1, l1, |l| vmulq_f32(l, d));
 }

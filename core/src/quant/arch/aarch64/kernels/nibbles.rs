@@ -1,4 +1,4 @@
-//! Vec_dots of the other 32-value nibble types (Q4_1, Q5_0, Q5_1, IQ4_NL) with NEON and `sdot`,
+//! Vec_dots of the other 32-value nibble types (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) with NEON and `sdot`,
 //! and the unpacking they share with their dequantize kernels.
 
 use super::has_dotprod;
@@ -6,6 +6,8 @@ use super::ops::{f16_le, load_i8, load_u8, piece, sdot};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::legacy::{BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
+use crate::quant::misc::mxfp4::BlockMxfp4;
 use core::arch::aarch64::*;
 
 /// ggml's `kvalues_iq4nl` (the iq module keeps its copy private; the tests compare every code's
@@ -55,7 +57,7 @@ pub(super) fn iq4_levels(qs: &[u8; 16]) -> (int8x16_t, int8x16_t) {
 /// most 2^14 in magnitude: pairwise-widened into i32 right away.
 #[inline]
 #[target_feature(enable = "neon")]
-fn block_sum_neon(w: (int8x16_t, int8x16_t), x: &[i8; 32]) -> i32 {
+pub(super) fn block_sum_neon(w: (int8x16_t, int8x16_t), x: &[i8; 32]) -> i32 {
     let (x0, x1) = (load_i8(piece(x, 0)), load_i8(piece(x, 1)));
     let mut acc = vpaddlq_s16(vmull_s8(vget_low_s8(w.0), vget_low_s8(x0)));
     acc = vpadalq_s16(acc, vmull_high_s8(w.0, x0));
@@ -67,7 +69,7 @@ fn block_sum_neon(w: (int8x16_t, int8x16_t), x: &[i8; 32]) -> i32 {
 /// The same sum with `sdot`.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn block_sum_sdot(w: (int8x16_t, int8x16_t), x: &[i8; 32]) -> i32 {
+pub(super) fn block_sum_sdot(w: (int8x16_t, int8x16_t), x: &[i8; 32]) -> i32 {
     let mut acc = vdupq_n_s32(0);
     acc = sdot(acc, w.0, load_i8(piece(x, 0)));
     acc = sdot(acc, w.1, load_i8(piece(x, 1)));
@@ -84,7 +86,7 @@ fn signed(v: (uint8x16_t, uint8x16_t)) -> (int8x16_t, int8x16_t) {
 /// The weights of each type as two vectors of signed bytes.
 #[inline]
 #[target_feature(enable = "neon")]
-fn q4_1_weights(b: &BlockQ4_1) -> (int8x16_t, int8x16_t) {
+pub(super) fn q4_1_weights(b: &BlockQ4_1) -> (int8x16_t, int8x16_t) {
     signed(nibbles(&b.qs))
 }
 
@@ -192,8 +194,24 @@ impl MinBlock for BlockQ5_1 {
 
 #[inline]
 #[target_feature(enable = "neon")]
-fn iq4_nl_weights(b: &BlockIq4Nl) -> (int8x16_t, int8x16_t) {
+pub(super) fn iq4_nl_weights(b: &BlockIq4Nl) -> (int8x16_t, int8x16_t) {
     iq4_levels(&b.qs)
+}
+
+/// The 32 doubled E2M1 levels of an MXFP4 block (elements 0..16, then 16..32).
+#[inline]
+#[target_feature(enable = "neon")]
+pub(super) fn mxfp4_weights(b: &BlockMxfp4) -> (int8x16_t, int8x16_t) {
+    let table = load_i8(&KVALUES_FP4);
+    let (low, high) = nibbles(&b.qs);
+    (vqtbl1q_s8(table, low), vqtbl1q_s8(table, high))
+}
+
+/// MXFP4: `d = dy * e8m0_half(e)`, `sumf += d * sumi`.
+#[inline(always)]
+fn mxfp4_step(sumf: f32, wb: &BlockMxfp4, xb: &BlockQ8_0, sumi: i32) -> f32 {
+    let d = f16_le(xb.d) * e8m0_to_f32_half(wb.e);
+    sumf + d * sumi as f32
 }
 
 vec_dots!(
@@ -235,4 +253,14 @@ vec_dots!(
     iq4_nl_sdot,
     vec_dot_iq4_nl,
     vec_dot_iq4_nl_dotprod
+);
+vec_dots!(
+    BlockMxfp4,
+    BlockQ8_0,
+    mxfp4_weights,
+    mxfp4_step,
+    mxfp4_neon,
+    mxfp4_sdot,
+    vec_dot_mxfp4,
+    vec_dot_mxfp4_dotprod
 );

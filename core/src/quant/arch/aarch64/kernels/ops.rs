@@ -25,7 +25,6 @@ pub(super) fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 
 /// `smmla`: `acc += A · Bᵀ` where `a` holds the 2×8 i8 matrix A (row 0 in bytes 0..8, row 1 in
 /// 8..16), `b` the 2×8 matrix B likewise; `acc` lanes are `[a0·b0, a0·b1, a1·b0, a1·b1]`.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
 pub(super) fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {

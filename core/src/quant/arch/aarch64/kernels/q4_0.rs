@@ -1,8 +1,7 @@
-//! Q4_0 × Q8_0 vec_dot: NEON, `sdot`, and a 2×2 `smmla` kernel.
+//! Q4_0 × Q8_0 vec_dot: NEON and `sdot` (the `smmla` 2×2 kernel is in `mmla`).
 
-use super::ops::{f16_le, load_i8, load_u8, piece, sdot, smmla};
-use super::q8_0::{high_halves, low_halves};
-use super::{has_dotprod, has_i8mm};
+use super::has_dotprod;
+use super::ops::{f16_le, load_i8, load_u8, piece, sdot};
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::legacy::q4_0::BlockQ4_0;
 use core::arch::aarch64::*;
@@ -10,7 +9,7 @@ use core::arch::aarch64::*;
 /// The 32 signed quants (`q - 8`) of a block: elements 0..16, then 16..32.
 #[inline]
 #[target_feature(enable = "neon")]
-fn quants(block: &BlockQ4_0) -> (int8x16_t, int8x16_t) {
+pub(super) fn quants(block: &BlockQ4_0) -> (int8x16_t, int8x16_t) {
     let q = load_u8(&block.qs);
     let eight = vdupq_n_s8(8);
     let low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), eight);
@@ -63,45 +62,5 @@ pub fn vec_dot_dotprod(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
         unsafe { vec_dot_sdot(w, x) }
     } else {
         vec_dot(w, x)
-    }
-}
-
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-#[target_feature(enable = "neon,i8mm")]
-fn vec_dot_2x2_smmla(w: [&[BlockQ4_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
-    let mut sumf = vdupq_n_f32(0.0);
-    let blocks = w[0].iter().zip(w[1]).zip(x[0].iter().zip(x[1]));
-    for ((w0, w1), (x0, x1)) in blocks {
-        let ((l0, h0), (l1, h1)) = (quants(w0), quants(w1));
-        let (a0, a1) = (load_i8(piece(&x0.qs, 0)), load_i8(piece(&x1.qs, 0)));
-        let (b0, b1) = (load_i8(piece(&x0.qs, 1)), load_i8(piece(&x1.qs, 1)));
-        let mut acc = vdupq_n_s32(0);
-        acc = smmla(acc, low_halves(l0, l1), low_halves(a0, a1));
-        acc = smmla(acc, high_halves(l0, l1), high_halves(a0, a1));
-        acc = smmla(acc, low_halves(h0, h1), low_halves(b0, b1));
-        acc = smmla(acc, high_halves(h0, h1), high_halves(b0, b1));
-        let dw = [f16_le(w0.d), f16_le(w0.d), f16_le(w1.d), f16_le(w1.d)];
-        let dx = [f16_le(x0.d), f16_le(x1.d), f16_le(x0.d), f16_le(x1.d)];
-        // SAFETY: each array holds exactly the four f32 that `ld1` reads.
-        let (dw, dx) = unsafe { (vld1q_f32(dw.as_ptr()), vld1q_f32(dx.as_ptr())) };
-        // `(sumi * dx) * dy`, the scalar kernel's association.
-        sumf = vaddq_f32(sumf, vmulq_f32(vmulq_f32(vcvtq_f32_s32(acc), dw), dx));
-    }
-    let mut out = [0.0f32; 4];
-    super::ops::store_f32(&mut out, sumf);
-    [[out[0], out[1]], [out[2], out[3]]]
-}
-
-/// Two rows times two columns: `out[r][c]` = `scalar::vec_dot(w[r], x[c])` bit for bit, with
-/// `smmla` where the CPU has i8mm. Rows and columns of different lengths take the one-pair kernel.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-pub fn vec_dot_2x2(w: [&[BlockQ4_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
-    let n = w[0].len();
-    if has_i8mm() && w[1].len() == n && x[0].len() == n && x[1].len() == n {
-        // SAFETY: the CPU has i8mm (checked just above).
-        unsafe { vec_dot_2x2_smmla(w, x) }
-    } else {
-        let one = |r: usize, c: usize| vec_dot_dotprod(w[r], x[c]);
-        [[one(0, 0), one(0, 1)], [one(1, 0), one(1, 1)]]
     }
 }

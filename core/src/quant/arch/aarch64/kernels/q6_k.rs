@@ -38,7 +38,7 @@ pub(super) fn half_quants(block: &BlockQ6K, half: usize) -> [int8x16_t; 8] {
 /// at most 32·128.
 #[inline]
 #[target_feature(enable = "neon")]
-fn add_sub_block<const LANE: i32>(
+pub(super) fn add_sub_block<const LANE: i32>(
     lanes: &mut (int32x4_t, int32x4_t),
     q: int8x16_t,
     x: int8x16_t,

@@ -1,7 +1,7 @@
-//! Q8_0 × Q8_0 vec_dot (NEON, `sdot`, and a 2×2 `smmla` kernel), and the Q8_0 activation quantizer.
+//! Q8_0 × Q8_0 vec_dot (NEON, `sdot`), and the Q8_0 activation quantizer.
 
-use super::ops::{f16_le, load_i8, piece, sdot, smmla};
-use super::{has_dotprod, has_i8mm};
+use super::has_dotprod;
+use super::ops::{f16_le, load_i8, piece, sdot};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1, QK8_0 as QK};
 use crate::quant::float::f16_le_bytes;
 use crate::quant::legacy::q8_0 as scalar;
@@ -58,64 +58,6 @@ pub fn vec_dot_dotprod(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f32 {
         unsafe { vec_dot_sdot(w, x) }
     } else {
         vec_dot(w, x)
-    }
-}
-
-/// Two weight rows times two activation columns with `smmla`: `out[r][c]` has the bits of
-/// `scalar::vec_dot(w[r], x[c])`. The four products of a block come from four `smmla`s (one per 8
-/// values), then each output takes its float step as the scalar kernel does; the four outputs are
-/// independent, so they share the vector lanes.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-#[target_feature(enable = "neon,i8mm")]
-fn vec_dot_2x2_smmla(w: [&[BlockQ8_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
-    let mut sumf = vdupq_n_f32(0.0);
-    let blocks = w[0].iter().zip(w[1]).zip(x[0].iter().zip(x[1]));
-    for ((w0, w1), (x0, x1)) in blocks {
-        let mut acc = vdupq_n_s32(0);
-        for i in 0..2 {
-            let (a0, a1) = (load_i8(piece(&w0.qs, i)), load_i8(piece(&w1.qs, i)));
-            let (b0, b1) = (load_i8(piece(&x0.qs, i)), load_i8(piece(&x1.qs, i)));
-            acc = smmla(acc, low_halves(a0, a1), low_halves(b0, b1));
-            acc = smmla(acc, high_halves(a0, a1), high_halves(b0, b1));
-        }
-        let dw = [f16_le(w0.d), f16_le(w0.d), f16_le(w1.d), f16_le(w1.d)];
-        let dx = [f16_le(x0.d), f16_le(x1.d), f16_le(x0.d), f16_le(x1.d)];
-        // SAFETY: each array holds exactly the four f32 that `ld1` reads.
-        let (dw, dx) = unsafe { (vld1q_f32(dw.as_ptr()), vld1q_f32(dx.as_ptr())) };
-        sumf = vaddq_f32(sumf, vmulq_f32(vcvtq_f32_s32(acc), vmulq_f32(dw, dx)));
-    }
-    let mut out = [0.0f32; 4];
-    super::ops::store_f32(&mut out, sumf);
-    [[out[0], out[1]], [out[2], out[3]]]
-}
-
-/// Bytes 0..8 of `a` then bytes 0..8 of `b`.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-#[inline]
-#[target_feature(enable = "neon")]
-pub(super) fn low_halves(a: int8x16_t, b: int8x16_t) -> int8x16_t {
-    vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)))
-}
-
-/// Bytes 8..16 of `a` then bytes 8..16 of `b`.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-#[inline]
-#[target_feature(enable = "neon")]
-pub(super) fn high_halves(a: int8x16_t, b: int8x16_t) -> int8x16_t {
-    vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)))
-}
-
-/// Two rows times two columns: `out[r][c]` = `scalar::vec_dot(w[r], x[c])` bit for bit, with
-/// `smmla` where the CPU has i8mm. Rows and columns of different lengths take the one-pair kernel.
-#[cfg_attr(not(test), allow(dead_code))] // used once the table has a 2x2 (matmul) slot
-pub fn vec_dot_2x2(w: [&[BlockQ8_0]; 2], x: [&[BlockQ8_0]; 2]) -> [[f32; 2]; 2] {
-    let n = w[0].len();
-    if has_i8mm() && w[1].len() == n && x[0].len() == n && x[1].len() == n {
-        // SAFETY: the CPU has i8mm (checked just above).
-        unsafe { vec_dot_2x2_smmla(w, x) }
-    } else {
-        let one = |r: usize, c: usize| vec_dot_dotprod(w[r], x[c]);
-        [[one(0, 0), one(0, 1)], [one(1, 0), one(1, 1)]]
     }
 }
 

@@ -1,11 +1,13 @@
 //! Row forms of the per-block kernels, with the table's signatures (`fn(&[B], &mut [f32])`,
 //! `fn(&[f32], &mut [B])`): each applies its block kernel to every block, as the scalar twins do.
 
-use super::{dequantize, q5_k, q8_0, q8_k};
+use super::{dequantize, iq4_xs, q2_k, q3_k, q5_k, q8_0, q8_k};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK_K};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
-use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::iq::iq4_xs::BlockIq4Xs;
+use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::mxfp4::BlockMxfp4;
 use crate::quant::table::{dequantize_each, quantize_each};
 
 /// Q8_0 blocks to f32.
@@ -66,4 +68,24 @@ pub fn quantize_q8_1(values: &[f32], blocks: &mut [BlockQ8_1]) {
 /// Q5_K blocks to f32.
 pub fn dequantize_q5_k(blocks: &[BlockQ5K], out: &mut [f32]) {
     dequantize_each::<_, QK_K>(blocks, out, q5_k::dequantize_block);
+}
+
+/// IQ4_XS blocks to f32.
+pub fn dequantize_iq4_xs(blocks: &[BlockIq4Xs], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, iq4_xs::dequantize);
+}
+
+/// MXFP4 blocks to f32.
+pub fn dequantize_mxfp4(blocks: &[BlockMxfp4], out: &mut [f32]) {
+    dequantize_each::<_, QK8_0>(blocks, out, dequantize::mxfp4);
+}
+
+/// Q2_K blocks to f32.
+pub fn dequantize_q2_k(blocks: &[BlockQ2K], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, q2_k::dequantize);
+}
+
+/// Q3_K blocks to f32.
+pub fn dequantize_q3_k(blocks: &[BlockQ3K], out: &mut [f32]) {
+    dequantize_each::<_, QK_K>(blocks, out, q3_k::dequantize);
 }

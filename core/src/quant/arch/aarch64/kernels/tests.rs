@@ -224,10 +224,10 @@ fn q8_0_vec_dot_kernels_match_scalar() {
         }
         for pair in ws.chunks_exact(2) {
             for xp in xs.chunks_exact(2) {
-                let out = q8_0::vec_dot_2x2([&pair[0], &pair[1]], [&xp[0], &xp[1]]);
+                let out = mmla::q8_0_2x2(&pair[0], &pair[1], &xp[0], &xp[1]);
                 for r in 0..2 {
                     for c in 0..2 {
-                        same(out[r][c], s_q8_0::vec_dot(&pair[r], &xp[c]), "2x2");
+                        same(out[2 * r + c], s_q8_0::vec_dot(&pair[r], &xp[c]), "2x2");
                     }
                 }
             }
@@ -290,10 +290,10 @@ fn q4_0_vec_dot_kernels_match_scalar() {
         }
         for pair in ws.chunks_exact(2) {
             for xp in xs.chunks_exact(2) {
-                let out = q4_0::vec_dot_2x2([&pair[0], &pair[1]], [&xp[0], &xp[1]]);
+                let out = mmla::q4_0_2x2(&pair[0], &pair[1], &xp[0], &xp[1]);
                 for r in 0..2 {
                     for c in 0..2 {
-                        same(out[r][c], s_q4_0::vec_dot(&pair[r], &xp[c]), "2x2");
+                        same(out[2 * r + c], s_q4_0::vec_dot(&pair[r], &xp[c]), "2x2");
                     }
                 }
             }
@@ -302,9 +302,9 @@ fn q4_0_vec_dot_kernels_match_scalar() {
     // Mismatched lengths take the one-pair kernels, with the scalar zip semantics.
     let ws = q4_0_row(&mut rng, 5);
     let xs = q8_0_row(&mut rng, 3);
-    let out = q4_0::vec_dot_2x2([&ws[0], &ws[1][..4]], [&xs[0], &xs[1]]);
+    let out = mmla::q4_0_2x2(&ws[0], &ws[1][..4], &xs[0], &xs[1]);
     same(
-        out[1][0],
+        out[2],
         s_q4_0::vec_dot(&ws[1][..4], &xs[0]),
         "2x2 mismatched",
     );
@@ -673,4 +673,29 @@ fn q5_k_kernels_match_scalar() {
         s_q5_k::dequantize_block(block, &mut b);
         same_values(&a, &b, "q5_k");
     }
+}
+
+#[test]
+fn the_emulated_cpu_reaches_the_kernels_of_its_level() {
+    use crate::quant::level::Level;
+    use crate::quant::table::Kernels;
+    // `cargo xtask aarch64` sets QEMU_CPU; a model with dotprod / i8mm must take those paths.
+    let cpu = std::env::var("QEMU_CPU").unwrap_or_default();
+    if cpu == "max" {
+        assert!(has_dotprod() && has_i8mm(), "-cpu max without dotprod/i8mm");
+    }
+    if cpu == "cortex-a76" {
+        assert!(has_dotprod() && !has_i8mm(), "cortex-a76: dotprod, no i8mm");
+    }
+    if cpu == "cortex-a72" {
+        assert!(!has_dotprod() && !has_i8mm(), "cortex-a72: baseline NEON");
+    }
+    let tile = BlockQ8_0::vec_dot_2x2_kernel(Level::I8mm);
+    assert_eq!(tile.is_some(), has_i8mm(), "Q8_0 2x2 kernel at i8mm");
+    assert_eq!(
+        BlockQ4_0::vec_dot_2x2_kernel(Level::I8mm).is_some(),
+        has_i8mm()
+    );
+    // Below i8mm no level has a 2x2 kernel: matmul runs vec_dot per output.
+    assert!(BlockQ8_0::vec_dot_2x2_kernel(Level::Dotprod).is_none());
 }
