@@ -626,13 +626,21 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         } else {
             (8, 8 + 2 * 8, 8 + 1 + 4 + 1, 8 + 4 + 4 + 8)
         };
-        let count_fields = [
+        // Constant tables (not built on the stack): this runs once, but in the deepest frame.
+        const V1_FIELDS: [(Field, u64); 4] = [
             (Field::Magic, 4),
             (Field::Version, 4),
-            (Field::TensorCount, width as u64),
-            (Field::MetadataCount, width as u64),
+            (Field::TensorCount, 4),
+            (Field::MetadataCount, 4),
         ];
-        if let Some(needed) = self.lack_fields(input, &count_fields, feed)? {
+        const FIELDS: [(Field, u64); 4] = [
+            (Field::Magic, 4),
+            (Field::Version, 4),
+            (Field::TensorCount, 8),
+            (Field::MetadataCount, 8),
+        ];
+        let count_fields: &[(Field, u64)] = if version == 1 { &V1_FIELDS } else { &FIELDS };
+        if let Some(needed) = self.lack_fields(input, count_fields, feed)? {
             return Ok(RawStep::NeedMore { needed });
         }
         let (tensor_count, metadata_count) = if version == 1 {
