@@ -607,12 +607,12 @@ fn a_million_nested_arrays_hit_the_depth_limit_without_recursion() {
 #[test]
 fn a_hundred_thousand_nested_arrays_hit_the_depth_capacity() {
     let (bytes, at) = nested_file(100_000);
-    // Asking for unlimited depth still stops at the fixed stack's capacity.
+    // Asking for unlimited depth still stops at the fixed stack's capacity (the parser's `DEPTH`).
     let unlimited = Limits {
         max_depth: u32::MAX,
         ..Limits::DEFAULT
     };
-    let cap = miniquant::gguf::MAX_DEPTH_CAPACITY as u64;
+    let cap = miniquant::gguf::DEFAULT_DEPTH_CAPACITY as u64;
     let expected = Error::LimitExceeded {
         limit: Limit::Depth,
         max: cap,

@@ -6,7 +6,7 @@ use core::fmt;
 use super::push::PushParser;
 use super::read::ReadParser;
 
-impl<R: embedded_io::Read> fmt::Debug for ReadParser<'_, R> {
+impl<R: embedded_io::Read, const DEPTH: usize> fmt::Debug for ReadParser<'_, R, DEPTH> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadParser")
             .field("offset", &self.parser().offset())
@@ -16,7 +16,7 @@ impl<R: embedded_io::Read> fmt::Debug for ReadParser<'_, R> {
     }
 }
 
-impl fmt::Debug for PushParser<'_> {
+impl<const DEPTH: usize> fmt::Debug for PushParser<'_, DEPTH> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PushParser")
             .field("offset", &self.parser().offset())

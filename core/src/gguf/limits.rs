@@ -1,7 +1,9 @@
 //! Parser limits, as data.
 
-/// Arrays may nest at most this deep in any parser: the nesting stack is a fixed array of this size.
-pub const MAX_DEPTH_CAPACITY: usize = 32;
+/// The nesting stack's capacity of a [`Parser`](super::Parser) (and of the drivers) unless its
+/// `DEPTH` parameter says otherwise: arrays nest at most this deep, whatever
+/// [`Limits::max_depth`] says. It equals the default limit; each level costs 8 bytes.
+pub const DEFAULT_DEPTH_CAPACITY: usize = 8;
 
 /// Tensors may have at most this many dimensions in any parser (ggml's `GGML_MAX_DIMS` is 4).
 pub const MAX_DIMS_CAPACITY: usize = 4;
@@ -15,7 +17,9 @@ pub const MAX_DIMS_CAPACITY: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Limits {
-    /// Array nesting depth (an array of arrays is depth 2); capped at [`MAX_DEPTH_CAPACITY`].
+    /// Array nesting depth (an array of arrays is depth 2); capped at the parser's nesting capacity,
+    /// its `DEPTH` parameter ([`DEFAULT_DEPTH_CAPACITY`] by default): the depth error names the
+    /// smaller of the two.
     pub max_depth: u32,
     /// Bytes of one string value.
     pub max_string_bytes: u64,
@@ -43,10 +47,6 @@ impl Limits {
         max_tensors: 1 << 20,
         max_dims: 4,
     };
-
-    pub(crate) fn depth(&self) -> u32 {
-        self.max_depth.min(MAX_DEPTH_CAPACITY as u32)
-    }
 
     pub(crate) fn dims(&self) -> u32 {
         self.max_dims.min(MAX_DIMS_CAPACITY as u32)

@@ -7,7 +7,7 @@
 //! against the [`Limits`] and, when the input length is known, against the bytes that can remain.
 
 use super::event::{ByteOrder, DataSection, Event, Header, StrPiece, TensorInfo};
-use super::limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
+use super::limits::{Limits, DEFAULT_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
 use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::{GgmlType, TypeCodeError};
@@ -259,19 +259,20 @@ enum Pending {
     StrRest { at: u64, len: u64 },
 }
 
+/// The innermost open array: its element type and how many elements are still to come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Frame {
     element_type: ValueType,
     remaining: u64,
 }
 
-const EMPTY_FRAME: Frame = Frame {
-    element_type: ValueType::U8,
-    remaining: 0,
-};
-
 /// The GGUF pull parser: a state machine over bytes the caller provides.
+///
+/// `DEPTH` is the capacity of the nesting stack (8 bytes per level): arrays nest at most
+/// `min(DEPTH, Limits::max_depth)` deep, and an input nested deeper is
+/// [`Error::LimitExceeded`] naming [`Limit::Depth`], that maximum and the byte offset. The default,
+/// [`DEFAULT_DEPTH_CAPACITY`], equals the default limit; [`Parser::new`] builds it, and
+/// [`Parser::with_depth_capacity`] any other (`Parser::<32>::with_depth_capacity(limits)`).
 ///
 /// ```
 /// use miniquant::gguf::{Event, Feed, Parser, Step};
@@ -294,7 +295,7 @@ const EMPTY_FRAME: Frame = Frame {
 /// ```
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Parser {
+pub struct Parser<const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
     limits: Limits,
     /// Total input length, if the driver knows it.
     total_len: Option<u64>,
@@ -306,7 +307,11 @@ pub struct Parser {
     keys_read: u64,
     tensors_read: u64,
     pending: Pending,
-    stack: [Frame; MAX_DEPTH_CAPACITY],
+    /// Elements still to come in each open array, outermost first (`..depth` are live). Every
+    /// array but the innermost is reading an array element, so only the innermost's element type
+    /// is stored.
+    remaining: [u64; DEPTH],
+    innermost_type: ValueType,
     depth: usize,
     alignment: Option<u32>,
     /// The value being read belongs to `general.alignment`.
@@ -314,8 +319,16 @@ pub struct Parser {
 }
 
 impl Parser {
-    /// A parser at the start of a file.
+    /// A parser at the start of a file, with the default nesting capacity
+    /// ([`DEFAULT_DEPTH_CAPACITY`]).
     pub fn new(limits: Limits) -> Self {
+        Self::with_depth_capacity(limits)
+    }
+}
+
+impl<const DEPTH: usize> Parser<DEPTH> {
+    /// A parser at the start of a file whose nesting stack holds `DEPTH` levels.
+    pub fn with_depth_capacity(limits: Limits) -> Self {
         Self {
             limits,
             total_len: None,
@@ -326,7 +339,8 @@ impl Parser {
             keys_read: 0,
             tensors_read: 0,
             pending: Pending::Nothing,
-            stack: [EMPTY_FRAME; MAX_DEPTH_CAPACITY],
+            remaining: [0; DEPTH],
+            innermost_type: ValueType::U8,
             depth: 0,
             alignment: None,
             reading_alignment: false,
@@ -343,6 +357,11 @@ impl Parser {
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The nesting depth in force: [`Limits::max_depth`], capped at the stack's capacity `DEPTH`.
+    pub fn max_depth(&self) -> u64 {
+        u64::from(self.limits.max_depth).min(DEPTH as u64)
     }
 
     /// Absolute offset of the next byte the parser expects.
@@ -385,7 +404,7 @@ impl Parser {
 
     /// Like [`next`](Self::next), but the event's strings stay byte ranges until
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
-    #[inline(always)]
+    #[inline(never)]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.phase {
             Phase::Start => self.header_event(input, feed),
@@ -403,16 +422,15 @@ impl Parser {
             .map(|t| t.saturating_sub(self.pos.saturating_add(consumed)))
     }
 
-    /// `Ok(None)` when `input` holds `needed` bytes; otherwise what to answer.
+    /// `Ok(None)` when `input` holds `needed` bytes; `Ok(Some(needed))` when the caller is to answer
+    /// [`Step::NeedMore`]; otherwise the error.
     #[inline(always)]
-    fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<RawStep>> {
+    fn lack(&self, input: &[u8], needed: u64, feed: Feed, field: Field) -> Result<Option<usize>> {
         if input.len() as u64 >= needed {
             return Ok(None);
         }
         match feed {
-            Feed::More => Ok(Some(RawStep::NeedMore {
-                needed: usize::try_from(needed).unwrap_or(usize::MAX),
-            })),
+            Feed::More => Ok(Some(usize::try_from(needed).unwrap_or(usize::MAX))),
             Feed::End => Err(Error::Truncated {
                 field,
                 offset: self.pos,
@@ -544,7 +562,7 @@ impl Parser {
         input: &[u8],
         fields: &[(Field, u64)],
         feed: Feed,
-    ) -> Result<Option<RawStep>> {
+    ) -> Result<Option<usize>> {
         let total = fields
             .iter()
             .fold(0u64, |sum, &(_, size)| sum.saturating_add(size));
@@ -572,16 +590,17 @@ impl Parser {
 
     // ----- header --------------------------------------------------------------------------
 
+    #[inline(never)]
     fn header_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         // A wrong magic is named as such even when the version after it is cut.
         let magic: Option<[u8; 4]> = input.get(..4).and_then(|s| s.try_into().ok());
         if let Some(found) = magic.filter(|m| m != b"GGUF") {
             return Err(Error::BadMagic { found });
         }
-        if let Some(step) =
+        if let Some(needed) =
             self.lack_fields(input, &[(Field::Magic, 4), (Field::Version, 4)], feed)?
         {
-            return Ok(step);
+            return Ok(RawStep::NeedMore { needed });
         }
         // Little-endian whatever `self.order` says: this step runs again after `NeedMore`.
         let version_bytes = input
@@ -607,14 +626,22 @@ impl Parser {
         } else {
             (8, 8 + 2 * 8, 8 + 1 + 4 + 1, 8 + 4 + 4 + 8)
         };
-        let count_fields = [
+        // Constant tables (not built on the stack): this runs once, but in the deepest frame.
+        const V1_FIELDS: [(Field, u64); 4] = [
             (Field::Magic, 4),
             (Field::Version, 4),
-            (Field::TensorCount, width as u64),
-            (Field::MetadataCount, width as u64),
+            (Field::TensorCount, 4),
+            (Field::MetadataCount, 4),
         ];
-        if let Some(step) = self.lack_fields(input, &count_fields, feed)? {
-            return Ok(step);
+        const FIELDS: [(Field, u64); 4] = [
+            (Field::Magic, 4),
+            (Field::Version, 4),
+            (Field::TensorCount, 8),
+            (Field::MetadataCount, 8),
+        ];
+        let count_fields: &[(Field, u64)] = if version == 1 { &V1_FIELDS } else { &FIELDS };
+        if let Some(needed) = self.lack_fields(input, count_fields, feed)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let (tensor_count, metadata_count) = if version == 1 {
             (
@@ -677,9 +704,11 @@ impl Parser {
             Pending::Value(t) => return self.value(input, feed, t),
             Pending::Nothing => {}
         }
-        if let Some(&top) = self.innermost() {
+        if let Some(top) = self.innermost() {
             if top.remaining == 0 {
                 self.depth = self.depth.saturating_sub(1);
+                // The enclosing array, if any, was reading this one as an element.
+                self.innermost_type = ValueType::Array;
                 return self.emit(RawKind::ArrayEnd, 0, 0);
             }
             if let Some(size) = top.element_type.scalar_size() {
@@ -700,10 +729,11 @@ impl Parser {
         self.tensor_event(input, feed)
     }
 
+    #[inline(never)]
     fn key(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
-        if let Some(step) = self.lack(input, width as u64, feed, Field::Key)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, width as u64, feed, Field::Key)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let len = self.len_at(input, 0);
         if len == 0 {
@@ -719,8 +749,8 @@ impl Parser {
             (Field::Key, len.saturating_add(width as u64)),
             (Field::ValueType, 4),
         ];
-        if let Some(step) = self.lack_fields(input, &key_and_type, feed)? {
-            return Ok(step);
+        if let Some(needed) = self.lack_fields(input, &key_and_type, feed)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         // Both fit in usize: the key and its type code are in `input`.
         let len = len as usize;
@@ -775,29 +805,41 @@ impl Parser {
     fn begin_value(&mut self) {
         if let Pending::Value(_) = self.pending {
             self.pending = Pending::Nothing;
-        } else if let Some(frame) = self.innermost_mut() {
-            frame.remaining = frame.remaining.saturating_sub(1);
+        } else {
+            self.take_elements(1);
         }
     }
 
     /// The innermost array being read.
     #[inline(always)]
-    fn innermost(&self) -> Option<&Frame> {
-        self.depth.checked_sub(1).and_then(|d| self.stack.get(d))
+    fn innermost(&self) -> Option<Frame> {
+        let remaining = *self
+            .depth
+            .checked_sub(1)
+            .and_then(|d| self.remaining.get(d))?;
+        Some(Frame {
+            element_type: self.innermost_type,
+            remaining,
+        })
     }
 
+    /// Counts `n` elements of the innermost array as read.
     #[inline(always)]
-    fn innermost_mut(&mut self) -> Option<&mut Frame> {
-        self.depth
+    fn take_elements(&mut self, n: u64) {
+        if let Some(remaining) = self
+            .depth
             .checked_sub(1)
-            .and_then(|d| self.stack.get_mut(d))
+            .and_then(|d| self.remaining.get_mut(d))
+        {
+            *remaining = remaining.saturating_sub(n);
+        }
     }
 
     #[inline(always)]
     fn scalar(&mut self, input: &[u8], feed: Feed, t: ValueType) -> Result<RawStep> {
         let size = t.scalar_size().unwrap_or(0);
-        if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, size as u64, feed, Field::Value)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let bytes = input.get(..size).unwrap_or(&[]);
         let scalar = match Scalar::decode(t, bytes, self.order) {
@@ -851,8 +893,8 @@ impl Parser {
         size: usize,
         remaining: u64,
     ) -> Result<RawStep> {
-        if let Some(step) = self.lack(input, size as u64, feed, Field::Value)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, size as u64, feed, Field::Value)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let mut count = remaining.min(input.len().checked_div(size).unwrap_or(0) as u64) as usize;
         if t == ValueType::Bool {
@@ -872,9 +914,7 @@ impl Parser {
         }
         // At most `input.len()`.
         let len = count.saturating_mul(size);
-        if let Some(frame) = self.innermost_mut() {
-            frame.remaining = frame.remaining.saturating_sub(count as u64);
-        }
+        self.take_elements(count as u64);
         let raw = Span { start: 0, len };
         self.emit(
             RawKind::Scalars {
@@ -889,8 +929,8 @@ impl Parser {
     #[inline(always)]
     fn string_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
-        if let Some(step) = self.lack(input, width as u64, feed, Field::String)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, width as u64, feed, Field::String)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let len = self.len_at(input, 0);
         Self::check_limit(
@@ -903,8 +943,8 @@ impl Parser {
         // Saturating: with a string limit of u64::MAX and no known input length, `len` is anything.
         let whole = len.saturating_add(width as u64);
         if input.len() as u64 >= whole || feed != Feed::Full {
-            if let Some(step) = self.lack(input, whole, feed, Field::String)? {
-                return Ok(step);
+            if let Some(needed) = self.lack(input, whole, feed, Field::String)? {
+                return Ok(RawStep::NeedMore { needed });
             }
             self.begin_value();
             let text = Span {
@@ -932,6 +972,7 @@ impl Parser {
         )
     }
 
+    #[inline(never)]
     fn string_rest(&mut self, input: &[u8], feed: Feed, at: u64, len: u64) -> Result<RawStep> {
         let rest = len.saturating_sub(at);
         let piece = if input.len() as u64 >= rest {
@@ -940,7 +981,7 @@ impl Parser {
             match feed {
                 Feed::Full => utf8_prefix(input, self.pos)?,
                 _ => match self.lack(input, rest, feed, Field::String)? {
-                    Some(step) => return Ok(step),
+                    Some(needed) => return Ok(RawStep::NeedMore { needed }),
                     None => rest as usize,
                 },
             }
@@ -965,11 +1006,12 @@ impl Parser {
         )
     }
 
+    #[inline(never)]
     fn array_start(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let width = self.len_width();
         let size = width.saturating_add(4);
-        if let Some(step) = self.lack(input, size as u64, feed, Field::ArrayHeader)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, size as u64, feed, Field::ArrayHeader)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let code = self.u32_at(input, 0);
         let element_type = ValueType::from_code(code).ok_or(Error::InvalidValueType {
@@ -978,12 +1020,7 @@ impl Parser {
         })?;
         let len = self.len_at(input, 4);
         let depth = (self.depth as u64).saturating_add(1);
-        Self::check_limit(
-            Limit::Depth,
-            u64::from(self.limits.depth()),
-            depth,
-            self.pos,
-        )?;
+        Self::check_limit(Limit::Depth, self.max_depth(), depth, self.pos)?;
         Self::check_limit(
             Limit::ArrayLen,
             self.limits.max_array_len,
@@ -998,12 +1035,10 @@ impl Parser {
             self.pos,
         )?;
         self.begin_value();
-        // `depth` is below the capacity: `Limits::depth()` is capped by it.
-        if let Some(frame) = self.stack.get_mut(self.depth) {
-            *frame = Frame {
-                element_type,
-                remaining: len,
-            };
+        // `depth` is below the capacity: `max_depth()` is capped by it.
+        if let Some(remaining) = self.remaining.get_mut(self.depth) {
+            *remaining = len;
+            self.innermost_type = element_type;
             self.depth = self.depth.saturating_add(1);
         }
         self.emit(RawKind::ArrayStart { element_type, len }, size, 0)
@@ -1011,14 +1046,15 @@ impl Parser {
 
     // ----- tensor directory ----------------------------------------------------------------
 
+    #[inline(never)]
     fn tensor_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let tensor_count = self.header.map_or(0, |h| h.tensor_count);
         if self.tensors_read >= tensor_count {
             return self.end_event();
         }
         let width = self.len_width();
-        if let Some(step) = self.lack(input, width as u64, feed, Field::TensorName)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, width as u64, feed, Field::TensorName)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let name_len = self.len_at(input, 0);
         Self::check_limit(
@@ -1032,8 +1068,8 @@ impl Parser {
         // anything.
         let dims_at = name_len.saturating_add(width as u64);
         let dims_end = dims_at.saturating_add(4);
-        if let Some(step) = self.lack(input, dims_end, feed, Field::DimensionCount)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, dims_end, feed, Field::DimensionCount)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         // From here every offset is within the bytes `lack` found in `input`, or a few dozen
         // bytes past them: the sums below cannot overflow, and saturate if they did.
@@ -1051,8 +1087,8 @@ impl Parser {
             .saturating_mul(dim_width)
             .saturating_add(first_dim_at);
         let size = type_at.saturating_add(4 + 8);
-        if let Some(step) = self.lack(input, size as u64, feed, Field::Dimension)? {
-            return Ok(step);
+        if let Some(needed) = self.lack(input, size as u64, feed, Field::Dimension)? {
+            return Ok(RawStep::NeedMore { needed });
         }
         let mut ne = [0u64; MAX_DIMS_CAPACITY];
         let mut elements: u64 = 1;
@@ -1132,6 +1168,7 @@ impl Parser {
         self.emit(RawKind::Tensor { name, info }, size, width)
     }
 
+    #[inline(never)]
     fn end_event(&mut self) -> Result<RawStep> {
         let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
         let data_offset = self

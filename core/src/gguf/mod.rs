@@ -30,7 +30,7 @@ mod tests;
 
 pub use catalog::{Catalog, FoundKey, FoundTensor};
 pub use event::{ByteOrder, DataSection, Event, Header, Shape, StrPiece, TensorInfo};
-pub use limits::{Limits, MAX_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
+pub use limits::{Limits, DEFAULT_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
 pub use machine::{Feed, Parser, RawEvent, RawStep, Step, DEFAULT_ALIGNMENT};
 pub use push::PushParser;
 pub use read::ReadParser;

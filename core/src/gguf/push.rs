@@ -2,9 +2,9 @@
 //! pulls events whenever it likes. Same buffer rules as the [`ReadParser`](super::ReadParser).
 
 use super::event::Event;
-use super::limits::Limits;
-use super::machine::Parser;
-use super::window::{Want, Window};
+use super::limits::{Limits, DEFAULT_DEPTH_CAPACITY};
+use super::machine::{Parser, RawStep};
+use super::window::Window;
 use crate::error::Result;
 
 /// Accepts input chunk by chunk; yields the events those chunks complete.
@@ -35,19 +35,29 @@ use crate::error::Result;
 /// assert_eq!((keys, tensors), (20, 5));
 /// # Ok::<(), miniquant::Error>(())
 /// ```
-pub struct PushParser<'b> {
+///
+/// `DEPTH` is the nesting capacity, as in [`Parser`].
+pub struct PushParser<'b, const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
     window: Window<'b>,
-    parser: Parser,
+    parser: Parser<DEPTH>,
     finished: bool,
     failed: bool,
 }
 
 impl<'b> PushParser<'b> {
-    /// A parser buffering through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER) bytes).
+    /// A parser buffering through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER) bytes), with the
+    /// default nesting capacity.
     pub fn new(buf: &'b mut [u8], limits: Limits) -> Result<Self> {
+        Self::with_depth_capacity(buf, limits)
+    }
+}
+
+impl<'b, const DEPTH: usize> PushParser<'b, DEPTH> {
+    /// Like [`PushParser::new`], nesting at most `DEPTH` deep.
+    pub fn with_depth_capacity(buf: &'b mut [u8], limits: Limits) -> Result<Self> {
         Ok(Self {
             window: Window::new(buf)?,
-            parser: Parser::new(limits),
+            parser: Parser::with_depth_capacity(limits),
             finished: false,
             failed: false,
         })
@@ -92,12 +102,10 @@ impl<'b> PushParser<'b> {
         if self.failed {
             return Ok(None);
         }
-        let mut slot = None;
-        let want = self.window.step(&mut self.parser, self.finished, &mut slot);
-        let event = match (want, slot) {
-            (Ok(Want::Event), Some(raw)) => self.window.resolve(&raw).map(Some),
-            (Ok(_), _) => Ok(None),
-            (Err(e), _) => Err(e),
+        let event = match self.window.step(&mut self.parser, self.finished) {
+            Ok(RawStep::Event { event: raw, .. }) => self.window.resolve(&raw).map(Some),
+            Ok(RawStep::NeedMore { .. } | RawStep::Done) => Ok(None),
+            Err(e) => Err(e),
         };
         if event.is_err() {
             self.failed = true;
@@ -118,13 +126,13 @@ impl<'b> PushParser<'b> {
     }
 
     /// The state machine (offset, header, depth).
-    pub fn parser(&self) -> &Parser {
+    pub fn parser(&self) -> &Parser<DEPTH> {
         &self.parser
     }
 }
 
 #[cfg(feature = "defmt")]
-impl defmt::Format for PushParser<'_> {
+impl<const DEPTH: usize> defmt::Format for PushParser<'_, DEPTH> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,

@@ -3,29 +3,37 @@
 //! must fit the buffer ([`Error::BufferTooSmall`] otherwise).
 
 use super::event::Event;
-use super::limits::Limits;
-use super::machine::Parser;
-use super::window::{Want, Window};
+use super::limits::{Limits, DEFAULT_DEPTH_CAPACITY};
+use super::machine::{Parser, RawStep};
+use super::window::Window;
 use crate::error::{Error, Result};
 use embedded_io::Error as _;
 
-/// Pulls events from an [`embedded_io::Read`] through a caller-provided buffer.
-pub struct ReadParser<'b, R> {
+/// Pulls events from an [`embedded_io::Read`] through a caller-provided buffer. `DEPTH` is the
+/// nesting capacity, as in [`Parser`].
+pub struct ReadParser<'b, R, const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
     reader: R,
     window: Window<'b>,
-    parser: Parser,
+    parser: Parser<DEPTH>,
     eof: bool,
     failed: bool,
 }
 
 impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
     /// A parser reading from `reader` through `buf` (at least [`MIN_BUFFER`](super::MIN_BUFFER)
-    /// bytes; a few KiB is plenty for real files).
+    /// bytes; a few KiB is plenty for real files), with the default nesting capacity.
     pub fn new(reader: R, buf: &'b mut [u8], limits: Limits) -> Result<Self> {
+        Self::with_depth_capacity(reader, buf, limits)
+    }
+}
+
+impl<'b, R: embedded_io::Read, const DEPTH: usize> ReadParser<'b, R, DEPTH> {
+    /// Like [`ReadParser::new`], nesting at most `DEPTH` deep.
+    pub fn with_depth_capacity(reader: R, buf: &'b mut [u8], limits: Limits) -> Result<Self> {
         Ok(Self {
             reader,
             window: Window::new(buf)?,
-            parser: Parser::new(limits),
+            parser: Parser::with_depth_capacity(limits),
             eof: false,
             failed: false,
         })
@@ -45,29 +53,30 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
         if self.failed {
             return Ok(None);
         }
-        let raw = match self.pull() {
-            Ok(Some(raw)) => raw,
-            Ok(None) => return Ok(None),
+        // Matched by reference: the raw event is resolved where the parser wrote it.
+        let step = self.pull();
+        let raw = match &step {
+            Ok(RawStep::Event { event, .. }) => event,
+            Ok(RawStep::NeedMore { .. } | RawStep::Done) => return Ok(None),
             Err(e) => {
                 self.failed = true;
-                return Err(e);
+                return Err(*e);
             }
         };
-        let event = self.window.resolve(&raw);
+        let event = self.window.resolve(raw);
         if event.is_err() {
             self.failed = true;
         }
         event.map(Some)
     }
 
+    /// The parser's next answer other than [`RawStep::NeedMore`]: reads until it has one.
     #[inline(always)]
-    fn pull(&mut self) -> Result<Option<super::machine::RawEvent>> {
-        let mut slot = None;
+    fn pull(&mut self) -> Result<RawStep> {
         loop {
-            match self.window.step(&mut self.parser, self.eof, &mut slot)? {
-                Want::Event => return Ok(slot),
-                Want::Done => return Ok(None),
-                Want::Input => match self.reader.read(self.window.space()) {
+            let step = self.window.step(&mut self.parser, self.eof);
+            match step {
+                Ok(RawStep::NeedMore { .. }) => match self.reader.read(self.window.space()) {
                     Ok(0) => self.eof = true,
                     Ok(n) => self.window.filled(n),
                     Err(e) => {
@@ -77,6 +86,7 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
                         })
                     }
                 },
+                _ => return step,
             }
         }
     }
@@ -87,7 +97,7 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
     }
 
     /// The state machine (offset, header, depth).
-    pub fn parser(&self) -> &Parser {
+    pub fn parser(&self) -> &Parser<DEPTH> {
         &self.parser
     }
 
@@ -98,7 +108,7 @@ impl<'b, R: embedded_io::Read> ReadParser<'b, R> {
 }
 
 #[cfg(feature = "defmt")]
-impl<R> defmt::Format for ReadParser<'_, R> {
+impl<R, const DEPTH: usize> defmt::Format for ReadParser<'_, R, DEPTH> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,

@@ -3,7 +3,7 @@
 
 use super::event::ByteOrder;
 use super::event::Event;
-use super::limits::Limits;
+use super::limits::{Limits, DEFAULT_DEPTH_CAPACITY};
 use super::machine::{note_utf8_scan, Feed, Parser, RawStep};
 use crate::error::Result;
 
@@ -13,11 +13,12 @@ const SHORT_STRING: u64 = 0x80;
 /// Pulls events from a byte slice that holds (at least) the whole header.
 ///
 /// The input's length is known, so every count and length is checked against the bytes that
-/// remain. After an error the parser yields nothing more.
+/// remain. After an error the parser yields nothing more. `DEPTH` is the nesting capacity, as in
+/// [`Parser`].
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct SliceParser<'a> {
-    parser: Parser,
+pub struct SliceParser<'a, const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
+    parser: Parser<DEPTH>,
     input: &'a [u8],
     rest: usize,
     last_offset: u64,
@@ -31,10 +32,17 @@ pub struct SliceParser<'a> {
 }
 
 impl<'a> SliceParser<'a> {
-    /// A parser over `input` with the given limits.
+    /// A parser over `input` with the given limits and the default nesting capacity.
     pub fn new(input: &'a [u8], limits: Limits) -> Self {
+        Self::with_depth_capacity(input, limits)
+    }
+}
+
+impl<'a, const DEPTH: usize> SliceParser<'a, DEPTH> {
+    /// A parser over `input` with the given limits, nesting at most `DEPTH` deep.
+    pub fn with_depth_capacity(input: &'a [u8], limits: Limits) -> Self {
         Self {
-            parser: Parser::new(limits).with_total_len(input.len() as u64),
+            parser: Parser::with_depth_capacity(limits).with_total_len(input.len() as u64),
             input,
             rest: 0,
             last_offset: 0,
@@ -53,8 +61,11 @@ impl<'a> SliceParser<'a> {
         }
         let input = self.input.get(self.rest..).unwrap_or(&[]);
         let offset = self.parser.offset();
-        let result = match self.parser.next_raw(input, Feed::End) {
+        // Matched by reference: the raw event is resolved where the parser wrote it.
+        let step = self.parser.next_raw(input, Feed::End);
+        let result = match &step {
             Ok(RawStep::Event { event, consumed }) => {
+                let consumed = *consumed;
                 let span = event.string_span();
                 let text = span.and_then(|(start, len)| self.checked_text(start, len));
                 let resolved = match text.and_then(|text| event.string_event(text)) {
@@ -78,7 +89,7 @@ impl<'a> SliceParser<'a> {
                 resolved.map(Some)
             }
             Ok(RawStep::NeedMore { .. } | RawStep::Done) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(*e),
         };
         if result.is_err() {
             self.failed = true;
@@ -97,7 +108,9 @@ impl<'a> SliceParser<'a> {
     }
 
     /// Before the elements of an array of `count` strings starting at `at`: checks the UTF-8 of
-    /// the longest prefix of the array that [`checked_string_run`] allows, in one pass.
+    /// the longest prefix of the array that [`checked_string_run`] allows, in one pass. Out of line:
+    /// once per string array, with a frame the event loop need not carry.
+    #[inline(never)]
     fn check_string_run(&mut self, at: usize, count: u64) {
         let Some(rest) = self.input.get(at..) else {
             return;
@@ -126,7 +139,7 @@ impl<'a> SliceParser<'a> {
     }
 
     /// The state machine (offset, header, depth).
-    pub fn parser(&self) -> &Parser {
+    pub fn parser(&self) -> &Parser<DEPTH> {
         &self.parser
     }
 
@@ -136,7 +149,7 @@ impl<'a> SliceParser<'a> {
     }
 }
 
-impl<'a> Iterator for SliceParser<'a> {
+impl<'a, const DEPTH: usize> Iterator for SliceParser<'a, DEPTH> {
     type Item = Result<Event<'a>>;
 
     #[inline]

@@ -382,6 +382,109 @@ fn depth_limit_is_enforced_without_recursion() {
     );
 }
 
+/// A header with one key whose value is `levels` arrays nested in each other, the innermost holding
+/// one `u8`; returns it and the offset of the first array header.
+fn nested(levels: u64) -> (Vec<u8>, u64) {
+    let mut b = Bytes::new(3, 0, 1);
+    b.key("deep", ValueType::Array);
+    for _ in 1..levels {
+        b.u32(ValueType::Array.code()).u64(1);
+    }
+    b.u32(ValueType::U8.code()).u64(1);
+    b.out.push(7);
+    (b.out, 24 + 8 + 4 + 4)
+}
+
+#[test]
+fn the_nesting_capacity_is_a_type_parameter_and_caps_the_depth_limit() {
+    // Each level of capacity is one `u64` (the elements left); the element type is stored once.
+    assert_eq!(
+        core::mem::size_of::<Parser<16>>() - core::mem::size_of::<Parser<8>>(),
+        8 * 8
+    );
+    let deep = Limits {
+        max_depth: 12,
+        ..Limits::DEFAULT
+    };
+    let (bytes, first) = nested(12);
+    // The default capacity (8) caps a limit of 12: the error names 8 and the ninth array.
+    let err = SliceParser::new(&bytes, deep)
+        .find_map(Result::err)
+        .expect("nine arrays deep is too deep for the default capacity");
+    assert_eq!(
+        err,
+        Error::LimitExceeded {
+            limit: Limit::Depth,
+            max: DEFAULT_DEPTH_CAPACITY as u64,
+            found: DEFAULT_DEPTH_CAPACITY as u64 + 1,
+            offset: first + 12 * DEFAULT_DEPTH_CAPACITY as u64,
+        }
+    );
+    // A capacity of 16 reads it whole, in every driver.
+    let by_slice = SliceParser::<16>::with_depth_capacity(&bytes, deep)
+        .filter(|e| matches!(e, Ok(Event::ArrayEnd)))
+        .count();
+    assert_eq!(by_slice, 12);
+    let mut buf = [0u8; 64];
+    let mut reader = ReadParser::<_, 16>::with_depth_capacity(&bytes[..], &mut buf, deep).unwrap();
+    let mut ends = 0;
+    while let Some(e) = reader.next_event().unwrap() {
+        ends += usize::from(e == Event::ArrayEnd);
+        assert!(reader.parser().depth() <= 12);
+    }
+    assert_eq!(ends, 12);
+    let mut buf = [0u8; 256];
+    let mut push = PushParser::<16>::with_depth_capacity(&mut buf, deep).unwrap();
+    assert_eq!(push.feed(&bytes), bytes.len());
+    push.finish();
+    let mut ends = 0;
+    while let Some(e) = push.next_event().unwrap() {
+        ends += usize::from(e == Event::ArrayEnd);
+    }
+    assert_eq!(ends, 12);
+    // A lower limit than the capacity is the one in force.
+    let shallow = Limits {
+        max_depth: 3,
+        ..Limits::DEFAULT
+    };
+    let err = SliceParser::<16>::with_depth_capacity(&bytes, shallow)
+        .find_map(Result::err)
+        .unwrap();
+    assert!(matches!(
+        err,
+        Error::LimitExceeded { limit: Limit::Depth, max: 3, found: 4, offset } if offset == first + 36
+    ));
+}
+
+/// The sizes of the parser's types on this host, printed (`--nocapture`) and held to a budget: the
+/// firmware logs the same figures for the Cortex-M4F, where the parser's stack must stay under
+/// 1 KiB.
+#[test]
+fn parser_types_stay_small() {
+    use core::mem::size_of;
+    let sizes = [
+        ("Parser", size_of::<Parser>()),
+        ("SliceParser", size_of::<SliceParser<'_>>()),
+        ("ReadParser<&[u8]>", size_of::<ReadParser<'_, &[u8]>>()),
+        ("PushParser", size_of::<PushParser<'_>>()),
+        ("Event", size_of::<Event<'_>>()),
+        ("Error", size_of::<Error>()),
+        ("Step<Event>", size_of::<Step<Event<'_>>>()),
+        ("RawStep", size_of::<RawStep>()),
+        ("Result<RawStep>", size_of::<crate::Result<RawStep>>()),
+        (
+            "Result<Option<Event>>",
+            size_of::<crate::Result<Option<Event<'_>>>>(),
+        ),
+    ];
+    for (name, size) in sizes {
+        std::eprintln!("size_of {name}: {size} B");
+    }
+    // 64-bit host budgets (a third above today's figures; the nesting stack was 512 B alone).
+    assert!(size_of::<Parser>() <= 256, "{sizes:?}");
+    assert!(size_of::<SliceParser<'_>>() <= 320, "{sizes:?}");
+}
+
 #[test]
 fn hostile_lengths_fail_before_sizing_anything() {
     let mut b = Bytes::new(3, 0, 1);

@@ -18,16 +18,6 @@ pub(crate) struct Window<'b> {
     last_offset: u64,
 }
 
-/// What the window needs before the parser can go on.
-pub(crate) enum Want {
-    /// An event is ready (fetch it with `resolve_last`).
-    Event,
-    /// More input: `buf[end..]` has room.
-    Input,
-    /// The parser is done.
-    Done,
-}
-
 impl<'b> Window<'b> {
     pub(crate) fn new(buf: &'b mut [u8]) -> Result<Self> {
         if buf.len() < MIN_BUFFER {
@@ -93,14 +83,16 @@ impl<'b> Window<'b> {
             .min(self.end);
     }
 
-    /// Runs the parser over the buffered bytes. On `Want::Event` the raw event is stored in `slot`.
+    /// Runs the parser over the buffered bytes. After an event, its bytes stay in the buffer until
+    /// the next call (the event borrows them); after [`RawStep::NeedMore`], the free space (see
+    /// [`space`](Self::space)) is as large as it can be. The parser's answer is returned as it
+    /// came, so that it is written once, in the caller's frame.
     #[inline(always)]
-    pub(crate) fn step(
+    pub(crate) fn step<const DEPTH: usize>(
         &mut self,
-        parser: &mut Parser,
+        parser: &mut Parser<DEPTH>,
         at_end: bool,
-        slot: &mut Option<super::machine::RawEvent>,
-    ) -> Result<Want> {
+    ) -> Result<RawStep> {
         self.drop_consumed();
         let full = self.start == 0 && self.end == self.buf.len();
         let feed = if at_end {
@@ -111,20 +103,16 @@ impl<'b> Window<'b> {
             Feed::More
         };
         let input = self.buf.get(self.start..self.end).unwrap_or(&[]);
-        match parser.next_raw(input, feed)? {
-            RawStep::Event { event, consumed } => {
-                self.consumed = consumed;
+        let step = parser.next_raw(input, feed);
+        match &step {
+            Ok(RawStep::Event { event, consumed }) => {
+                self.consumed = *consumed;
                 self.last_offset = event.offset();
-                *slot = Some(event);
-                Ok(Want::Event)
             }
-            RawStep::NeedMore { .. } => {
-                // Make the free space as large as it can be.
-                self.compact();
-                Ok(Want::Input)
-            }
-            RawStep::Done => Ok(Want::Done),
+            Ok(RawStep::NeedMore { .. }) => self.compact(),
+            Ok(RawStep::Done) | Err(_) => {}
         }
+        step
     }
 
     /// The event stored by the last `step`, borrowing the buffer.

@@ -45,6 +45,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
         B::TICK_HZ,
         miniquant::quant::level::current().name()
     );
+    log_type_sizes();
     let names = tensor_names();
 
     // 1. The &[u8] driver.
@@ -112,6 +113,24 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
     }
     info!("all checks passed");
     Ok(())
+}
+
+/// The sizes of the parser's types on this target: the drivers hold a `Parser`, and the event
+/// loops move `Event`s, `Error`s and raw steps, so these bound the parse's stack.
+fn log_type_sizes() {
+    use core::mem::size_of;
+    use miniquant::gguf::{Event, Parser, RawStep, Step};
+    info!(
+        "type sizes: Parser {=usize} B, SliceParser {=usize} B, ReadParser {=usize} B, Event {=usize} B, Error {=usize} B, Step<Event> {=usize} B, RawStep {=usize} B, Result<RawStep> {=usize} B",
+        size_of::<Parser>(),
+        size_of::<SliceParser<'_>>(),
+        size_of::<ReadParser<'_, ShortReads<'_>>>(),
+        size_of::<Event<'_>>(),
+        size_of::<Error>(),
+        size_of::<Step<Event<'_>>>(),
+        size_of::<RawStep>(),
+        size_of::<Result<RawStep, Error>>()
+    );
 }
 
 fn timed<B: Board, R>(board: &B, f: impl FnOnce() -> R) -> (R, u64) {

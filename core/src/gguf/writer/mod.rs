@@ -18,11 +18,16 @@
 //! (odds about 2^-49 for 256 keys) would be reported as a duplicate, never written as one.
 
 use super::event::{ByteOrder, Event, StrPiece, TensorInfo};
-use super::limits::{Limits, MAX_DEPTH_CAPACITY};
+use super::limits::Limits;
+
 use super::machine::DEFAULT_ALIGNMENT;
 use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::GgmlType;
+
+/// Arrays the writer nests at most this deep, whatever the limits say (a parser reads them with a
+/// nesting capacity, its `DEPTH`, at least as large).
+const MAX_DEPTH_CAPACITY: usize = 32;
 
 mod encoder;
 mod misuse;
