@@ -445,13 +445,19 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
     Ok(out)
 }
 
-/// Functions whose own stack frames the cross-check prints: the measured steps and the kernels.
-const FRAMES_OF: [&str; 5] = [
+/// Functions whose own stack frames the cross-check prints: the measured steps, the parser's
+/// out-of-line steps (a painted parse figure is a driver loop's frame plus `next_raw` plus the
+/// deepest of these) and the kernels.
+const FRAMES_OF: [&str; 9] = [
     "checks::parse_slice",
     "checks::parse_reader",
+    "Parser<8>>::next_raw",
+    "Parser<8>>::header_event",
+    "Parser<8>>::key",
+    "Parser<8>>::tensor_event",
+    "Parser<8>>::array_start",
     "checks::run_matvec",
     "typed::matvec_at",
-    "Parser>::tensor_event",
 ];
 
 /// Cross-check of the painted stack figures: the compiler's own frame size of each measured function

@@ -404,7 +404,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
 
     /// Like [`next`](Self::next), but the event's strings stay byte ranges until
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
-    #[inline(never)]
+    #[inline(always)]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         match self.phase {
             Phase::Start => self.header_event(input, feed),
