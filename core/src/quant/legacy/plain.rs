@@ -10,8 +10,8 @@
 //!   one element after the other, rounded to f32 once. That serial f64 sum is the canonical order
 //!   the SIMD twins keep.
 //!
-//! F64 and the integer types have only [`dequantize`] (ggml has no quantizer or vec_dot for them);
-//! F64 and I32/I64 round to nearest.
+//! F64 and the integer types are only dequantized ([`crate::quant::dequantize`]): ggml has no
+//! quantizer or vec_dot for them. F64 and I32/I64 round to nearest.
 
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
