@@ -11,6 +11,9 @@
 use miniquant::quant::{self, level, matvec, Level};
 use miniquant::{Error, GgmlType};
 
+/// Stands for every byte of a quantized block whose inputs hold a NaN (see `Case::quantize`).
+const NAN_BLOCK: u32 = u32::MAX;
+
 /// The largest output a case allocates, so a long input cannot ask for unbounded memory.
 const MAX_VALUES: usize = 1 << 20;
 
@@ -107,15 +110,31 @@ impl Case<'_> {
         Ok(bits(&out))
     }
 
+    /// The bytes of a block whose inputs hold a NaN are replaced by [`NAN_BLOCK`]: the quantizers
+    /// turn values into integers bit by bit (ggml's `nearest_int` adds 2^23 + 2^22 and keeps the low
+    /// mantissa bits), so such a block's bytes follow the NaN's payload, and which operand's
+    /// payload an operation on two NaNs returns is left unspecified by Rust (LLVM may swap the
+    /// operands of a commutative operation). ggml's own bytes for them depend on its compiler too.
+    /// Every other block must be identical at every level.
     fn quantize(&self, l: Level, data: &[u8]) -> Answer {
+        let block_values = (self.t.block_size() as usize).max(1);
         let mut values = floats(data);
-        values.truncate(
-            values.len() / (self.t.block_size() as usize).max(1) * self.t.block_size() as usize,
-        );
+        values.truncate(values.len() / block_values * block_values);
         let bytes = quant::bytes_for(self.t, values.len()).unwrap_or(values.len());
         let mut out = vec![0u8; (self.skewed)(bytes)];
         quant::quantize_at(l, self.t, &values, &mut out)?;
-        Ok(out.into_iter().map(u32::from).collect())
+        let block_bytes = (self.t.block_bytes() as usize).max(1);
+        let answer = out
+            .chunks(block_bytes)
+            .zip(values.chunks(block_values))
+            .flat_map(|(bytes, inputs)| {
+                let has_nan = inputs.iter().any(|v| v.is_nan());
+                bytes
+                    .iter()
+                    .map(move |&b| if has_nan { NAN_BLOCK } else { u32::from(b) })
+            })
+            .collect();
+        Ok(answer)
     }
 
     fn vec_dot(&self, l: Level, data: &[u8]) -> Answer {
