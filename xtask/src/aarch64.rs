@@ -3,12 +3,6 @@
 //! (baseline NEON). Installs what it needs first (the cross linker and QEMU from apt, the Rust
 //! target from rustup), skipping whatever is already there.
 //!
-//! `cargo xtask aarch64 real` also runs `miniquant-tests`' real-file test (`ggml_real_files`: every
-//! tensor of both models dequantized, and matvec / matmul at every level on 1-3 threads, against
-//! ggml's C pipeline cross-compiled for AArch64) under `QEMU_CPU=max`. It needs `cargo xtask
-//! fetch` first and takes about 9 minutes here (candle-core is cross-compiled as a dev-dependency),
-//! so CI does not run it.
-//!
 //! `cargo xtask aarch64 count [TYPE...]` prints the instructions per block of each vec_dot, ours
 //! at the NEON and dotprod levels beside candle 0.11's NEON build, counted dynamically: the probe
 //! `miniquant-tests --test neon_counts` runs one vec_dot under `qemu-aarch64 -singlestep -d

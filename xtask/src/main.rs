@@ -16,9 +16,8 @@
 //!   part of `ci`).
 //! - `miri`: the core's unit tests under Miri on the scalar build (see `miri.rs`; not in `ci`).
 //! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
-//!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`); `aarch64 real`
-//!   adds every tensor of both real files (long), `aarch64 count` prints NEON instructions per
-//!   block beside candle's.
+//!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`); `aarch64 count`
+//!   prints NEON instructions per block beside candle's.
 
 mod aarch64;
 mod firmware;
@@ -61,7 +60,7 @@ fn main() -> ExitCode {
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [real|count]|miri|firmware|fuzz [SECONDS]>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|firmware|fuzz [SECONDS]>");
             return ExitCode::from(2);
         }
     };
