@@ -503,7 +503,7 @@ pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
 /// Stores eight f32 into `out`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn store8(out: &mut [f32], v: __m256) {
+pub(super) fn store8(out: &mut [f32], v: __m256) {
     if let Some(out) = out.first_chunk_mut::<8>() {
         // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };

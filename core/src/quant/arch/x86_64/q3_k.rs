@@ -9,7 +9,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{load32, part};
+use super::avx2::{load32, part, store8};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
@@ -126,16 +126,6 @@ pub(super) fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
     // `Level::is_available`, which requires avx2 and f16c).
     unsafe { vec_dot_impl(w, x) }
-}
-
-/// Stores eight f32 into `out`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn store8(out: &mut [f32], v: __m256) {
-    if let Some(out) = out.first_chunk_mut::<8>() {
-        // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-    }
 }
 
 #[target_feature(enable = "avx2,f16c")]
