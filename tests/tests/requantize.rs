@@ -21,15 +21,19 @@ use miniquant_tests::cache::{model_path, SMOLLM2_Q4_1};
 use miniquant_tests::ggml;
 
 fn requantize(input: &Path, output: &Path, ty: &str) -> (u8, String) {
-    let cli = Cli::try_parse_from([
+    requantize_with(input, output, ty, &[])
+}
+
+fn requantize_with(input: &Path, output: &Path, ty: &str, more: &[&str]) -> (u8, String) {
+    let args = [
         "miniquant".as_ref(),
         "requantize".as_ref(),
         input.as_os_str(),
         output.as_os_str(),
         "--type".as_ref(),
         ty.as_ref(),
-    ])
-    .unwrap();
+    ];
+    let cli = Cli::try_parse_from(args.into_iter().chain(more.iter().map(|a| a.as_ref()))).unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = cli::run(&cli, &mut out, &mut err);
     (code, String::from_utf8(err).unwrap())
@@ -182,4 +186,42 @@ fn a_failed_conversion_leaves_no_file() {
         .filter(|n| n.to_string_lossy().contains("bad-rows-q8_0"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_non_finite_source_value_is_refused_unless_allowed() {
+    // Two rows of 64 values; the second row's value 37 is NaN (later ones inf) in the second tensor.
+    let mut values = vec![0.25f32; 128];
+    values[64 + 37] = f32::NAN;
+    values[64 + 40] = f32::INFINITY;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "llama");
+    w.tensor("blk.0.a.weight", GgmlType::F32, &[64, 2], vec![0; 512]);
+    w.tensor("blk.0.b.weight", GgmlType::F32, &[64, 2], bytes);
+    let input = scratch("nan.gguf");
+    std::fs::write(&input, w.to_bytes()).unwrap();
+
+    let output = scratch("nan-q8_0.gguf");
+    let (code, err) = requantize(&input, &output, "q8_0");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("\"blk.0.b.weight\" holds NaN at row 1, column 37")
+            && err.contains("--allow-non-finite"),
+        "{err}"
+    );
+    assert!(!output.exists());
+
+    // Allowed: the blocks without a non-finite value are ggml's bytes; the one with the NaN and
+    // the inf gets ggml's scale amax / 127 = inf (its quants are NaN -> int8 in C: undefined).
+    let (code, err) = requantize_with(&input, &output, "q8_0", &["--allow-non-finite"]);
+    assert_eq!(code, 0, "{err}");
+    let file = GgufFile::open(&output).unwrap();
+    let tensor = file.index().tensor("blk.0.b.weight").unwrap();
+    let data = file.data_of(tensor).unwrap();
+    let expected = ggml::ggml_quantize_ref(GgmlType::Q8_0, &values).unwrap();
+    assert_eq!(data.len(), 4 * 34);
+    assert_eq!(data[..3 * 34], expected[..3 * 34]);
+    let scale = half::f16::from_le_bytes([data[3 * 34], data[3 * 34 + 1]]);
+    assert!(scale.is_infinite(), "{scale}");
 }

@@ -108,6 +108,9 @@ pub enum Command {
         /// Threads that quantize rows [default: all cores].
         #[arg(long, value_name = "N")]
         threads: Option<std::num::NonZeroUsize>,
+        /// Quantize NaN and infinite source values as ggml would (their blocks become NaN or inf).
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
@@ -158,7 +161,8 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             output,
             target,
             threads,
-        } => requantize::run(input, output, *target, *threads, err),
+            allow_non_finite,
+        } => requantize::run(input, output, *target, *threads, *allow_non_finite, err),
     };
     let flushed = out
         .flush()

@@ -10,6 +10,9 @@
 //! - How: the source values (F32 as stored; F16, BF16 and quantized types dequantized) are quantized
 //!   row by row with the core's quantizers, which are byte-identical to ggml's; rows are spread over
 //!   `--threads` threads (default: all cores). A tensor already of its target type is copied.
+//! - NaN and infinities in a converted tensor's source values are refused (naming the tensor, row
+//!   and column of the first one) unless `--allow-non-finite`: ggml's quantizers turn them into
+//!   blocks whose scale is NaN or inf, which poison every value of the block.
 //! - Metadata: copied in order; `general.quantization_version` (2) and `general.file_type` (the
 //!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
 //! - The file gets its name only when complete ([`crate::output_file`]): on Linux it is written
@@ -174,15 +177,20 @@ pub(super) fn run<E: Write>(
     output: &Path,
     target: Target,
     threads: Option<NonZeroUsize>,
+    allow_non_finite: bool,
     err: &mut E,
 ) -> Result<(), CliError> {
     let threads = threads
         .or_else(|| std::thread::available_parallelism().ok())
         .map_or(1, NonZeroUsize::get);
     let start = Instant::now();
-    // The bar draws on the process's stderr, so only when that is a terminal.
-    let progress = std::io::stderr().is_terminal();
-    let summary = requantize(input, output, target, threads, progress)?;
+    let options = Options {
+        threads,
+        // The bar draws on the process's stderr, so only when that is a terminal.
+        progress: std::io::stderr().is_terminal(),
+        allow_non_finite,
+    };
+    let summary = requantize(input, output, target, &options)?;
     writeln!(
         err,
         "{} -> {}: {} tensors to {} ({} by fallback), {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} threads",
@@ -199,13 +207,23 @@ pub(super) fn run<E: Write>(
     .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
-/// Converts `input` into `output` (see the module docs) with `threads` threads.
+/// How [`requantize`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Threads that quantize rows (0 counts as 1).
+    pub threads: usize,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+    /// Quantize NaN and infinite source values as ggml would instead of refusing them.
+    pub allow_non_finite: bool,
+}
+
+/// Converts `input` into `output` (see the module docs).
 pub fn requantize(
     input: &Path,
     output: &Path,
     target: Target,
-    threads: usize,
-    progress: bool,
+    options: &Options,
 ) -> Result<Summary, CliError> {
     let file = open_gguf(input)?;
     let index = file.index();
@@ -241,7 +259,7 @@ pub fn requantize(
         })
         .collect();
     let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
-    let bar = if progress {
+    let bar = if options.progress {
         let bar = ProgressBar::new(total_out);
         if let Ok(style) =
             ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
@@ -255,7 +273,7 @@ pub fn requantize(
 
     let out = OutputFile::create(output)
         .map_err(|e| CliError::io(format!("cannot create {}", quoted(output)), e))?;
-    let result = write_output(&file, out, target, &specs, threads, &bar);
+    let result = write_output(&file, out, target, &specs, options, &bar);
     bar.finish_and_clear();
     let (out, bytes_out) = result?;
     out.persist()
@@ -270,7 +288,7 @@ fn write_output(
     out: OutputFile,
     target: Target,
     specs: &[TensorSpec<'_>],
-    threads: usize,
+    options: &Options,
     bar: &ProgressBar,
 ) -> Result<(OutputFile, u64), CliError> {
     let index = file.index();
@@ -313,12 +331,15 @@ fn write_output(
             let bytes = spec.bytes().unwrap_or(0) as usize;
             converted.resize(bytes, 0);
             convert(
-                t.ggml_type,
+                &Conversion {
+                    name: &t.name,
+                    src_type: t.ggml_type,
+                    dst_type: spec.ggml_type,
+                    ne0,
+                },
                 data,
-                spec.ggml_type,
-                ne0,
                 &mut converted,
-                threads,
+                options,
                 bar,
             )?;
             w.tensor_data(&converted)?;
@@ -332,45 +353,81 @@ fn write_output(
     Ok((out, written))
 }
 
-/// Converts rows of `ne0` values from `src_type` to `dst_type`, the rows split into `threads`
-/// contiguous runs, each thread dequantizing one row at a time into its own buffer.
-fn convert(
+/// One tensor's conversion: rows of `ne0` values from `src_type` to `dst_type`.
+struct Conversion<'a> {
+    name: &'a str,
     src_type: GgmlType,
-    src: &[u8],
     dst_type: GgmlType,
     ne0: usize,
+}
+
+/// Why a quantizer thread stopped.
+enum RowError {
+    Kernel(miniquant::Error),
+    /// The first non-finite source value of the thread's rows: row, column, value.
+    NonFinite(usize, usize, f32),
+}
+
+/// Converts a tensor's rows, split into `options.threads` contiguous runs, each thread
+/// dequantizing one row at a time into its own buffer.
+fn convert(
+    job: &Conversion<'_>,
+    src: &[u8],
     dst: &mut [u8],
-    threads: usize,
+    options: &Options,
     bar: &ProgressBar,
 ) -> Result<(), CliError> {
+    let Conversion {
+        name,
+        src_type,
+        dst_type,
+        ne0,
+    } = *job;
     let src_row = quant::bytes_for(src_type, ne0)?;
     let dst_row = quant::bytes_for(dst_type, ne0)?;
     if src_row == 0 || dst_row == 0 {
         return Ok(());
     }
     let rows = src.len() / src_row;
-    let rows_per_thread = rows.div_ceil(threads.max(1)).max(1);
+    let rows_per_thread = rows.div_ceil(options.threads.max(1)).max(1);
+    let check_finite = !options.allow_non_finite;
     std::thread::scope(|scope| {
         let workers: Vec<_> = src
             .chunks(src_row * rows_per_thread)
             .zip(dst.chunks_mut(dst_row * rows_per_thread))
-            .map(|(src, dst)| {
-                scope.spawn(move || -> miniquant::Result<()> {
+            .enumerate()
+            .map(|(run, (src, dst))| {
+                scope.spawn(move || -> Result<(), RowError> {
                     let mut values = vec![0f32; ne0];
-                    for (s, d) in src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row)) {
-                        quant::dequantize(src_type, s, &mut values)?;
-                        quant::quantize(dst_type, &values, d)?;
+                    let rows = src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row));
+                    for (i, (s, d)) in rows.enumerate() {
+                        quant::dequantize(src_type, s, &mut values).map_err(RowError::Kernel)?;
+                        if check_finite {
+                            if let Some(column) = values.iter().position(|v| !v.is_finite()) {
+                                let row = run * rows_per_thread + i;
+                                return Err(RowError::NonFinite(row, column, values[column]));
+                            }
+                        }
+                        quant::quantize(dst_type, &values, d).map_err(RowError::Kernel)?;
                         bar.inc(dst_row as u64);
                     }
                     Ok(())
                 })
             })
             .collect();
+        // Joined in row order, so the error reported is the tensor's first.
         workers.into_iter().try_for_each(|worker| {
-            worker
+            match worker
                 .join()
                 .map_err(|_| CliError::Message("a quantizer thread panicked".into()))?
-                .map_err(CliError::from)
+            {
+                Ok(()) => Ok(()),
+                Err(RowError::Kernel(e)) => Err(CliError::from(e)),
+                Err(RowError::NonFinite(row, column, v)) => Err(CliError::Message(format!(
+                    "tensor {name:?} holds {v} at row {row}, column {column}; quantizing it to \
+                     {dst_type} would give a block of NaN or inf (--allow-non-finite to do it anyway)"
+                ))),
+            }
         })
     })
 }
