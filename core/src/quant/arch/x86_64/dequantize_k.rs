@@ -129,25 +129,16 @@ pub(super) fn dequantize_q2_k(blocks: &[BlockQ2K], out: &mut [f32]) {
     unsafe { dequantize_q2_k_impl(blocks, out) }
 }
 
-/// Sixteen unsigned bytes `q` to `dl·q − ml` at `out[at..at + 16]` (multiply, then subtract).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn scale_min_u8x16(out: &mut [f32; QK_K], at: usize, q: __m128i, dl: __m256, ml: __m256) {
-    let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
-    let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
-    store_at(out, at, _mm256_sub_ps(_mm256_mul_ps(dl, low), ml));
-    store_at(out, at + 8, _mm256_sub_ps(_mm256_mul_ps(dl, high), ml));
-}
-
 /// `dequantize_row_q5_K` for one block: sub-block `j` (32 values) is `dl·q − ml` with
 /// `dl = d·sc_j`, `ml = dmin·m_j` and `q = nibble | fifth bit << 4`: pair `p` of sub-blocks reads
 /// the 32 `qs` bytes at `32p`, low nibbles for `2p`, high for `2p + 1`; sub-block `j` takes bit `j`
-/// of the 32 `qh` bytes.
+/// of the 32 `qh` bytes. Bytes are widened to 32-bit lanes straight from memory (the `qh` ones
+/// once per block), and the bits picked there.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn dequantize_q5_k_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
-    let nibble = _mm256_set1_epi8(0x0f);
-    let fifth = _mm256_set1_epi8(0x10);
+    let nibble = _mm256_set1_epi32(0x0f);
+    let fifth = _mm256_set1_epi32(0x10);
     let (scales, mins) = scales_and_mins(&block.scales);
     let mut dl = [0.0f32; 8];
     let mut ml = [0.0f32; 8];
@@ -161,26 +152,30 @@ fn dequantize_q5_k_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
         0,
         scaled8(&mins, false, _mm256_set1_ps(f16_le(block.dmin))),
     );
-    // Bit j of every byte, moved to bit 0 by the j-th shift (16-bit shifts: the bits that cross
-    // from the next byte land at bit 7 and down, never at bit 0 for j < 8).
-    let mut qh = load32(&block.qh);
+    // Lane i of `qh[g]`: byte 8g + i, shifted right by 2 per pair so that bits 2p and 2p + 1 sit
+    // at bits 0 and 1.
+    let mut qh = [0, 8, 16, 24].map(|at| widen8(part(&block.qh, at)));
     for pair in 0..4 {
-        let q = load32(part(&block.qs, 32 * pair));
-        let lows = [
-            _mm256_and_si256(q, nibble),
-            _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble),
-        ];
-        for (k, low) in lows.into_iter().enumerate() {
-            let j = 2 * pair + k;
-            let high = _mm256_and_si256(_mm256_slli_epi16::<4>(qh), fifth);
-            let q = _mm256_or_si256(low, high);
-            qh = _mm256_srli_epi16::<1>(qh);
-            let (d, m) = (
-                _mm256_set1_ps(scale_of(&dl, j)),
-                _mm256_set1_ps(scale_of(&ml, j)),
+        let (d1, m1) = (scale_of(&dl, 2 * pair), scale_of(&ml, 2 * pair));
+        let (d2, m2) = (scale_of(&dl, 2 * pair + 1), scale_of(&ml, 2 * pair + 1));
+        let (d1, m1) = (_mm256_set1_ps(d1), _mm256_set1_ps(m1));
+        let (d2, m2) = (_mm256_set1_ps(d2), _mm256_set1_ps(m2));
+        for (g, h) in qh.iter_mut().enumerate() {
+            let q = widen8(part(&block.qs, 32 * pair + 8 * g));
+            let low = _mm256_or_si256(
+                _mm256_and_si256(q, nibble),
+                _mm256_and_si256(_mm256_slli_epi32::<4>(*h), fifth),
             );
-            scale_min_u8x16(out, 32 * j, _mm256_castsi256_si128(q), d, m);
-            scale_min_u8x16(out, 32 * j + 16, _mm256_extracti128_si256::<1>(q), d, m);
+            let high = _mm256_or_si256(
+                _mm256_srli_epi32::<4>(q),
+                _mm256_and_si256(_mm256_slli_epi32::<3>(*h), fifth),
+            );
+            *h = _mm256_srli_epi32::<2>(*h);
+            let at = 64 * pair + 8 * g;
+            let low = _mm256_cvtepi32_ps(low);
+            let high = _mm256_cvtepi32_ps(high);
+            store_at(out, at, _mm256_sub_ps(_mm256_mul_ps(d1, low), m1));
+            store_at(out, at + 32, _mm256_sub_ps(_mm256_mul_ps(d2, high), m2));
         }
     }
 }
