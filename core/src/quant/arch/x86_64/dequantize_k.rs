@@ -1,11 +1,13 @@
-//! AVX2 dequantizers of Q2_K, Q3_K and Q5_K (`dequantize_row_q2_K`, `_q3_K`, `_q5_K`).
+//! AVX2 dequantizers of Q2_K, Q3_K, Q4_K and Q5_K (`dequantize_row_q2_K`, `_q3_K`, `_q4_K`,
+//! `_q5_K`).
 //!
 //! Q2_K and Q3_K have at most eight quant values per sub-block (`q` in `0..4`, `-4..4`), so each
 //! sub-block's outputs are an eight-entry table, `dl·q − ml` (Q2_K) or `dl·q` (Q3_K) for every `q`,
 //! formed with the scalar twin's float steps (the same multiply and subtract, once per entry), and
 //! each eight outputs are one `vpermps` lookup of that table by the quants' index: no per-value
-//! conversion or arithmetic, and bits equal to the twin's by construction. Q5_K's 32 values per
-//! sub-block take the twin's per-value steps (`u8 → f32`, multiply, subtract) eight at a time.
+//! conversion or arithmetic, and bits equal to the twin's by construction. Q4_K and Q5_K (16 and 32
+//! levels per sub-block) take the twin's per-value steps (`u8 → f32`, multiply, subtract) eight
+//! at a time, on bytes widened to 32-bit lanes as they are loaded.
 
 use core::arch::x86_64::*;
 
@@ -13,7 +15,7 @@ use super::avx2::{load32, part, scales_and_mins};
 use crate::quant::activation::QK_K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
-use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ5K};
+use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K};
 
 /// Eight bytes, each zero-extended to a 32-bit lane.
 #[inline]
@@ -191,6 +193,55 @@ fn dequantize_q5_k_impl(blocks: &[BlockQ5K], out: &mut [f32]) {
 pub(super) fn dequantize_q5_k(blocks: &[BlockQ5K], out: &mut [f32]) {
     // SAFETY: as `dequantize_q2_k`.
     unsafe { dequantize_q5_k_impl(blocks, out) }
+}
+
+/// `dequantize_row_q4_K` for one block: pair `p` of 32-value sub-blocks reads the 32 `qs` bytes
+/// at `32p`, `d1·(q & 15) − m1` for sub-block `2p`, `d2·(q >> 4) − m2` for `2p + 1`. Each eight
+/// bytes are widened once, straight from memory, and give eight values of both sub-blocks.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_k_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
+    let nibble = _mm256_set1_epi32(0x0f);
+    let (scales, mins) = scales_and_mins(&block.scales);
+    let mut dl = [0.0f32; 8];
+    let mut ml = [0.0f32; 8];
+    store_at(
+        &mut dl,
+        0,
+        scaled8(&scales, false, _mm256_set1_ps(f16_le(block.d))),
+    );
+    store_at(
+        &mut ml,
+        0,
+        scaled8(&mins, false, _mm256_set1_ps(f16_le(block.dmin))),
+    );
+    for pair in 0..4 {
+        let (d1, m1) = (scale_of(&dl, 2 * pair), scale_of(&ml, 2 * pair));
+        let (d2, m2) = (scale_of(&dl, 2 * pair + 1), scale_of(&ml, 2 * pair + 1));
+        let (d1, m1) = (_mm256_set1_ps(d1), _mm256_set1_ps(m1));
+        let (d2, m2) = (_mm256_set1_ps(d2), _mm256_set1_ps(m2));
+        for g in 0..4 {
+            let q = widen8(part(&block.qs, 32 * pair + 8 * g));
+            let low = _mm256_cvtepi32_ps(_mm256_and_si256(q, nibble));
+            let high = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(q));
+            let at = 64 * pair + 8 * g;
+            store_at(out, at, _mm256_sub_ps(_mm256_mul_ps(d1, low), m1));
+            store_at(out, at + 32, _mm256_sub_ps(_mm256_mul_ps(d2, high), m2));
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q4_k_impl(blocks: &[BlockQ4K], out: &mut [f32]) {
+    for (block, values) in blocks.iter().zip(out.as_chunks_mut::<QK_K>().0) {
+        dequantize_q4_k_block(block, values);
+    }
+}
+
+/// `dequantize_row_q4_K` at AVX2.
+pub(super) fn dequantize_q4_k(blocks: &[BlockQ4K], out: &mut [f32]) {
+    // SAFETY: as `dequantize_q2_k`.
+    unsafe { dequantize_q4_k_impl(blocks, out) }
 }
 
 /// Q3_K's sixteen `dl = d·(sc − 32)`, the scalar twin's products.

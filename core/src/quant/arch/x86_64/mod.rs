@@ -35,7 +35,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
-        dequantize: Some(avx2::dequantize_q4_k),
+        dequantize: Some(dequantize_k::dequantize_q4_k),
         quantize: Some(quantize_k::quantize_q4_k),
         ..Ops::NONE
     },
