@@ -556,55 +556,6 @@ pub(super) fn dequantize_q4_0(blocks: &[BlockQ4_0], out: &mut [f32]) {
     unsafe { dequantize_q4_0_impl(blocks, out) }
 }
 
-/// Sixteen unsigned bytes `q` to `d * q - m` into `out[..16]` (multiply, then subtract).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn scale_min_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
-    let (first, second) = out.split_at_mut(8.min(out.len()));
-    let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
-    let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
-    store8(first, _mm256_sub_ps(_mm256_mul_ps(d, low), m));
-    store8(second, _mm256_sub_ps(_mm256_mul_ps(d, high), m));
-}
-
-/// `dequantize_row_q4_K`: per 64 values `d1 * (q & 15) - m1`, then `d2 * (q >> 4) - m2`.
-#[target_feature(enable = "avx2,f16c")]
-fn dequantize_q4_k_impl(blocks: &[BlockQ4K], out: &mut [f32]) {
-    let nibble = _mm_set1_epi8(0x0f);
-    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(256)) {
-        let d = crate::quant::cast::f16_le(block.d);
-        let min = crate::quant::cast::f16_le(block.dmin);
-        let (scales, mins) = scales_and_mins(&block.scales);
-        let groups = values.chunks_exact_mut(64).zip(block.qs.chunks_exact(32));
-        let per_pair = groups.zip(scales.chunks_exact(2).zip(mins.chunks_exact(2)));
-        for ((values, qs), (sc, m)) in per_pair {
-            let (&[sc1, sc2], &[m1, m2]) = (sc, m) else {
-                continue;
-            };
-            let d1 = _mm256_set1_ps(d * f32::from(sc1));
-            let m1 = _mm256_set1_ps(min * f32::from(m1));
-            let d2 = _mm256_set1_ps(d * f32::from(sc2));
-            let m2 = _mm256_set1_ps(min * f32::from(m2));
-            let (low_values, high_values) = values.split_at_mut(32);
-            for (half, (lo, hi)) in low_values
-                .chunks_exact_mut(16)
-                .zip(high_values.chunks_exact_mut(16))
-                .enumerate()
-            {
-                let q = load16(part(qs, 16 * half));
-                scale_min_u8x16(lo, _mm_and_si128(q, nibble), d1, m1);
-                scale_min_u8x16(hi, _mm_and_si128(_mm_srli_epi16::<4>(q), nibble), d2, m2);
-            }
-        }
-    }
-}
-
-/// Safe entry of [`dequantize_q4_k_impl`].
-pub(super) fn dequantize_q4_k(blocks: &[BlockQ4K], out: &mut [f32]) {
-    // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
-    unsafe { dequantize_q4_k_impl(blocks, out) }
-}
-
 /// `dequantize_row_q6_K`: `(d * sc) * q` with `q` in -32..31.
 #[target_feature(enable = "avx2,f16c")]
 fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {

@@ -7,6 +7,7 @@
 
 mod avx2;
 mod avx512;
+mod dequantize_k;
 mod iq4_xs;
 mod plain;
 mod q3_k;
@@ -34,7 +35,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q4_k: Ops {
         vec_dot: Some(avx2::vec_dot_q4_k),
-        dequantize: Some(avx2::dequantize_q4_k),
+        dequantize: Some(dequantize_k::dequantize_q4_k),
         quantize: Some(quantize_k::quantize_q4_k),
         ..Ops::NONE
     },
@@ -62,10 +63,12 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q2_k: Ops {
         vec_dot: Some(avx2::vec_dot_q2_k),
+        dequantize: Some(dequantize_k::dequantize_q2_k),
         ..Ops::NONE
     },
     q5_k: Ops {
         vec_dot: Some(avx2::vec_dot_q5_k),
+        dequantize: Some(dequantize_k::dequantize_q5_k),
         ..Ops::NONE
     },
     q8_k: Ops {
@@ -84,7 +87,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     },
     q3_k: Ops {
         vec_dot: Some(q3_k::vec_dot),
-        dequantize: Some(q3_k::dequantize),
+        dequantize: Some(dequantize_k::dequantize_q3_k),
         ..Ops::NONE
     },
     iq4_xs: Ops {

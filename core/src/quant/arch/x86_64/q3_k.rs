@@ -1,5 +1,5 @@
-//! Q3_K at AVX2: vec_dot (`ggml_vec_dot_q3_K_q8_K_generic`) and dequantize
-//! (`dequantize_row_q3_K`).
+//! Q3_K's vec_dot at AVX2 (`ggml_vec_dot_q3_K_q8_K_generic`); its dequantizer is in
+//! `dequantize_k`.
 //!
 //! A quant is `u - 4` with `u = low2 | hbit << 2` in `0..8`. The dot takes `Σ u·x − Σ 4·x` per pair
 //! of same-lane elements with `maddubs` (pairs below 2·7·128 and 2·4·128: exact in i16), then
@@ -9,7 +9,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{load32, part, store8};
+use super::avx2::{load32, part};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
@@ -126,38 +126,4 @@ pub(super) fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
     // `Level::is_available`, which requires avx2 and f16c).
     unsafe { vec_dot_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn dequantize_impl(blocks: &[BlockQ3K], out: &mut [f32]) {
-    let four = _mm256_set1_epi8(4);
-    for (block, values) in blocks.iter().zip(out.chunks_exact_mut(256)) {
-        let d_all = f16_le(block.d);
-        let scales = unpack_q3_scales(&block.scales);
-        let groups = unsigned_quants(block);
-        // Sub-block s (16 values) is half s % 2 of group s / 2, scaled by `d·(sc_s − 32)`.
-        for (s, (sub, &sc)) in values.chunks_exact_mut(16).zip(&scales).enumerate() {
-            let Some(&group) = groups.get(s / 2) else {
-                continue;
-            };
-            let q = _mm256_sub_epi8(group, four);
-            let q = if s % 2 == 0 {
-                _mm256_castsi256_si128(q)
-            } else {
-                _mm256_extracti128_si256::<1>(q)
-            };
-            let dl = _mm256_set1_ps(d_all * (i32::from(sc) - 32) as f32);
-            let (first, second) = sub.split_at_mut(8);
-            let low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-            let high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(q)));
-            store8(first, _mm256_mul_ps(dl, low));
-            store8(second, _mm256_mul_ps(dl, high));
-        }
-    }
-}
-
-/// `dequantize_row_q3_K` at AVX2: `(d·(sc − 32))·q`.
-pub(super) fn dequantize(blocks: &[BlockQ3K], out: &mut [f32]) {
-    // SAFETY: as `vec_dot`.
-    unsafe { dequantize_impl(blocks, out) }
 }
