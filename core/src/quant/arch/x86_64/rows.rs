@@ -233,7 +233,7 @@ const K_ROWS: usize = 4;
 /// prepared once (`prepare`) for all of them. Rows past the last whole group run `single`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn k_rows<W, P, S: Copy>(
+fn k_rows<W, P, S: Copy>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],

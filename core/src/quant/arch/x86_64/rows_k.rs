@@ -7,12 +7,8 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{
-    accumulate, add_lanes, load32, pair_lanes, part, q6_k_scale_pairs, scales_and_mins, LaneAcc,
-};
-use super::rows::k_rows;
+use super::avx2::{add_lanes, load32, part, q6_k_scale_pairs, scales_and_mins};
 use crate::quant::activation::BlockQ8K;
-use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ4K, BlockQ6K};
 
 /// Like `pair_lanes` (element `k` next to element `k + 8` in each 16-byte half), but the high
@@ -209,35 +205,62 @@ fn q4_k_group_step(
     *sumf = _mm_sub_ps(*sumf, _mm_mul_ps(dmin, _mm_cvtepi32_ps(sumi)));
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+/// The rows driver: `ROWS` rows at a time, their states side by side (`init`); `step` adds one
+/// activation block to the four rows' states, `finish` gives their results. Rows past the last
+/// whole group run `single`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn group_rows<W, S: Copy>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    init: S,
+    step: impl Fn(&mut S, [&W; ROWS], &BlockQ8K),
+    finish: impl Fn(S) -> [f32; ROWS],
+    single: fn(&[W], &[BlockQ8K]) -> f32,
+) {
     let group_blocks = row_blocks.saturating_mul(ROWS).max(1);
     let mut groups = w.chunks_exact(group_blocks);
     let mut outs = out.chunks_exact_mut(ROWS);
     for (group, out4) in (&mut groups).zip(&mut outs) {
         let mut it = group.chunks_exact(row_blocks.max(1));
-        let rows: [&[BlockQ4K]; ROWS] = core::array::from_fn(|_| it.next().unwrap_or(&[]));
-        let mut sums = [_mm256_setzero_ps(); ROWS];
-        let mut sumf = _mm_setzero_ps();
+        let rows: [&[W]; ROWS] = core::array::from_fn(|_| it.next().unwrap_or(&[]));
+        let mut state = init;
         for (k, xb) in x.iter().enumerate().take(row_blocks) {
             // Every row has `row_blocks` blocks: the `else` is never taken.
             let [Some(b0), Some(b1), Some(b2), Some(b3)] = rows.map(|row| row.get(k)) else {
                 break;
             };
-            let xp = prepare_q4_k(xb);
-            q4_k_group_step(&mut sums, &mut sumf, [b0, b1, b2, b3], xb, &xp);
+            step(&mut state, [b0, b1, b2, b3], xb);
         }
-        let mut sumf4 = [0.0f32; ROWS];
-        // SAFETY: `sumf4` holds four f32; `storeu` has no alignment requirement.
-        unsafe { _mm_storeu_ps(sumf4.as_mut_ptr(), sumf) };
-        for ((o, s), f) in out4.iter_mut().zip(sums).zip(sumf4) {
-            *o = add_lanes(f, s);
-        }
+        out4.copy_from_slice(&finish(state));
     }
     let rest = groups.remainder().chunks_exact(row_blocks.max(1));
     for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
-        *o = super::avx2::vec_dot_q4_k(row, x);
+        *o = single(row, x);
     }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    group_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        ([_mm256_setzero_ps(); ROWS], _mm_setzero_ps()),
+        |(sums, sumf), blocks, xb| {
+            q4_k_group_step(sums, sumf, blocks, xb, &prepare_q4_k(xb));
+        },
+        |(sums, sumf)| {
+            let mut sumf4 = [0.0f32; ROWS];
+            // SAFETY: `sumf4` holds four f32; `storeu` has no alignment requirement.
+            unsafe { _mm_storeu_ps(sumf4.as_mut_ptr(), sumf) };
+            core::array::from_fn(|r| add_lanes(sumf4[r], sums[r]))
+        },
+        super::avx2::vec_dot_q4_k,
+    )
 }
 
 /// Q4_K rows, AVX2.
@@ -248,7 +271,7 @@ pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], 
 }
 
 /// A Q8_K block prepared for the Q6_K sums: per half of the block, its four 32-byte groups
-/// through `pair_lanes`, and their `maddubs(32, x)` (the `-32` offset of the quants).
+/// through [`pair_lanes_swapped`], and their `maddubs(32, x)` (the `-32` offset of the quants).
 struct Q6Prepared {
     x: [[__m256i; 4]; 2],
     bias: [[__m256i; 4]; 2],
@@ -257,30 +280,38 @@ struct Q6Prepared {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn prepare_q6_k(xb: &BlockQ8K) -> Q6Prepared {
-    let x: [[__m256i; 4]; 2] = core::array::from_fn(|h| {
-        core::array::from_fn(|g| pair_lanes(load32(part(&xb.qs, 128 * h + 32 * g))))
-    });
-    let bias = _mm256_set1_epi8(32);
-    let bias = x.map(|half| half.map(|v| _mm256_maddubs_epi16(bias, v)));
-    Q6Prepared { x, bias }
+    // Plain loops: `array::map` of these closures is not inlined (a call per block).
+    let mut prepared = Q6Prepared {
+        x: [[_mm256_setzero_si256(); 4]; 2],
+        bias: [[_mm256_setzero_si256(); 4]; 2],
+    };
+    let thirty_two = _mm256_set1_epi8(32);
+    let halves = prepared.x.iter_mut().zip(&mut prepared.bias);
+    for ((x, bias), qs) in halves.zip(xb.qs.chunks_exact(128)) {
+        for ((x, bias), qs) in x.iter_mut().zip(bias).zip(qs.chunks_exact(32)) {
+            *x = pair_lanes_swapped(load32(part(qs, 0)));
+            *bias = _mm256_maddubs_epi16(thirty_two, *x);
+        }
+    }
+    prepared
 }
 
 /// One Q6_K block's eight lane sums against a prepared activation (the single-row kernel's
-/// integer steps).
+/// integer steps, in the [`pair_lanes_swapped`] layout).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q6_k_block(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
+fn q6_k_lanes(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
     let low2 = _mm256_set1_epi8(0x03);
     let nibble = _mm256_set1_epi8(0x0f);
-    let mut acc = LaneAcc::new();
+    let mut acc = HalfSwappedAcc::new();
     let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
     let halves = halves
         .zip(xp.x.iter().zip(&xp.bias))
         .zip(wb.scales.chunks_exact(8));
     for (((ql, qh), (xh, bh)), half_scales) in halves {
-        let a = pair_lanes(load32(part(ql, 0)));
-        let b = pair_lanes(load32(part(ql, 32)));
-        let h = pair_lanes(load32(part(qh, 0)));
+        let a = pair_lanes_swapped(load32(part(ql, 0)));
+        let b = pair_lanes_swapped(load32(part(ql, 32)));
+        let h = pair_lanes_swapped(load32(part(qh, 0)));
         // (h >> shift) & 3, moved to bits 4..5 (16-bit shifts are fine: the mask comes after).
         let high_bits = [
             _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
@@ -301,6 +332,8 @@ fn q6_k_block(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
         let [g0, g1, g2, g3] = core::array::from_fn(|g| {
             _mm256_sub_epi16(_mm256_maddubs_epi16(groups[g], xh[g]), bh[g])
         });
+        // The halves of a group are its two sub-blocks; `unpacklo` pairs the low halves, so the
+        // scale pairs are the single-row kernel's.
         let (pairs_01, pairs_23) = q6_k_scale_pairs(part::<i8, 8>(half_scales, 0));
         acc.add_pair_scaled(g0, g1, pairs_01);
         acc.add_pair_scaled(g2, g3, pairs_23);
@@ -308,20 +341,35 @@ fn q6_k_block(wb: &BlockQ6K, xp: &Q6Prepared) -> __m256i {
     acc.lanes()
 }
 
+/// `_mm256_permutevar8x32_ps` indices picking element `r` into every lane.
+const ROW_INDEX: [[i32; 8]; ROWS] = [[0; 8], [1; 8], [2; 8], [3; 8]];
+
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
+    group_rows(
         w,
         row_blocks,
         x,
         out,
-        _mm256_setzero_ps(),
-        |xb| prepare_q6_k(xb),
-        |sums, wb, xb, xp| {
-            let d = f16_le(wb.d) * xb.scale();
-            accumulate(sums, d, q6_k_block(wb, xp))
+        [_mm256_setzero_ps(); ROWS],
+        |sums, blocks, xb| {
+            let xp = prepare_q6_k(xb);
+            let [d0, d1, d2, d3] = blocks.map(|b| u16::from_le_bytes(b.d) as i16);
+            // The four rows' `f16 · dx`, in lanes 0..3.
+            let d = _mm_mul_ps(
+                _mm_cvtph_ps(_mm_setr_epi16(d0, d1, d2, d3, 0, 0, 0, 0)),
+                _mm_set1_ps(xb.scale()),
+            );
+            let d = _mm256_castps128_ps256(d);
+            for ((sum, b), index) in sums.iter_mut().zip(blocks).zip(&ROW_INDEX) {
+                // SAFETY: `index` is eight i32; `loadu` has no alignment requirement.
+                let index = unsafe { _mm256_loadu_si256(index.as_ptr().cast()) };
+                let d = _mm256_permutevar8x32_ps(d, index);
+                let lanes = _mm256_cvtepi32_ps(q6_k_lanes(b, &xp));
+                *sum = _mm256_add_ps(*sum, _mm256_mul_ps(d, lanes));
+            }
         },
-        |sums| add_lanes(0.0, sums),
+        |sums| sums.map(|s| add_lanes(0.0, s)),
         super::avx2::vec_dot_q6_k,
     )
 }
