@@ -14,7 +14,6 @@ mod quantize_k;
 mod quantize_k512;
 mod quantize_legacy;
 mod rows;
-mod rows_k;
 
 use crate::quant::table::{ArchKernels, Ops};
 
@@ -37,14 +36,12 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(avx2::dequantize_q4_k),
         quantize: Some(quantize_k::quantize_q4_k),
-        rows: Some(rows_k::rows_q4_k_avx2),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
         quantize: Some(quantize_k::quantize_q6_k),
-        rows: Some(rows_k::rows_q6_k_avx2),
         ..Ops::NONE
     },
     q4_1: Ops {
