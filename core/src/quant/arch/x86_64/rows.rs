@@ -9,7 +9,10 @@
 //! - Q6_K (AVX-512): four rows per activation super-block, with 512-bit integer sums; the
 //!   activation's lane layout and its `32·x` correction computed once for all of them. (Measured
 //!   on this machine and dropped: the same scheme for Q4_K, AVX2 multi-row K-quant kernels, and
-//!   512-bit single-row K-quant kernels were all slower than the AVX2 single-row kernels.)
+//!   512-bit single-row K-quant kernels were all slower than the AVX2 single-row kernels. Again
+//!   on an AMD Zen 3 without AVX-512: four-row AVX2 Q4_K and Q6_K kernels sharing the
+//!   activation's shuffles, bias sums and float steps, in the branch history as `rows_k.rs`,
+//!   were level with one vec_dot per row for Q4_K and 10% slower for Q6_K.)
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
