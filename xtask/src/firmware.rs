@@ -454,7 +454,7 @@ const FRAMES_OF: [&str; 9] = [
     "Parser<8>>::next_raw",
     "Parser<8>>::header_event",
     "Parser<8>>::key",
-    "Parser<8>>::tensor_event",
+    "Parser<8>>::string_rest",
     "Parser<8>>::array_start",
     "checks::run_matvec",
     "typed::matvec_at",

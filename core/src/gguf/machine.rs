@@ -86,9 +86,14 @@ enum RawKind {
         len: u64,
     },
     ArrayEnd,
+    /// A checked tensor info. Its dimensions and data offset are not copied here: they lie in the
+    /// input after the name and are read again by [`RawEvent::resolve`], which keeps every raw step
+    /// (and so every driver's frame) small.
     Tensor {
         name: Span,
-        info: TensorInfo<'static>,
+        n_dims: u32,
+        ggml_type: GgmlType,
+        bytes: u64,
     },
     End(DataSection),
 }
@@ -143,11 +148,29 @@ impl RawEvent {
 
     /// Turns the raw event into an [`Event`] borrowing from `input`, which must be the same input
     /// that [`Parser::next_raw`] was given. Strings are checked here: UTF-8, and for keys and tensor
-    /// names no NUL byte.
+    /// names no NUL byte. A tensor info's dimensions and data offset are read here from `input`
+    /// too (the parser checked them but does not carry them, to keep raw steps small).
     #[inline(always)]
     pub fn resolve<'a>(&self, input: &'a [u8]) -> Result<Event<'a>> {
+        self.resolve_into(input, |event| event)
+    }
+
+    /// [`resolve`](Self::resolve) into `Some(event)`, the drivers' answer, built where it is
+    /// returned rather than re-wrapped by `.map(Some)` (a copy of the event on the driver's stack).
+    #[inline(always)]
+    pub(crate) fn resolve_some<'a>(&self, input: &'a [u8]) -> Result<Option<Event<'a>>> {
+        self.resolve_into(input, Some)
+    }
+
+    /// [`resolve`](Self::resolve), with the event wrapped by `wrap` where it is built.
+    #[inline(always)]
+    fn resolve_into<'a, T>(
+        &self,
+        input: &'a [u8],
+        wrap: impl FnOnce(Event<'a>) -> T + Copy,
+    ) -> Result<T> {
         let text_offset = self.offset.saturating_add(u64::from(self.text_skip));
-        Ok(match self.kind {
+        Ok(wrap(match self.kind {
             RawKind::Header(h) => Event::Header(h),
             RawKind::Key { key, value_type } => Event::Key {
                 key: name_text(input, key, Field::Key, text_offset)?,
@@ -169,12 +192,91 @@ impl RawEvent {
             }),
             RawKind::ArrayStart { element_type, len } => Event::ArrayStart { element_type, len },
             RawKind::ArrayEnd => Event::ArrayEnd,
-            RawKind::Tensor { name, info } => Event::Tensor(TensorInfo {
-                name: name_text(input, name, Field::TensorName, text_offset)?,
-                ..info
-            }),
+            RawKind::Tensor {
+                name,
+                n_dims,
+                ggml_type,
+                bytes,
+            } => {
+                let tensor = (name, n_dims, ggml_type, bytes);
+                return self.tensor(input, tensor, text_offset, wrap);
+            }
             RawKind::End(d) => Event::End(d),
-        })
+        }))
+    }
+
+    /// The tensor event whose name lies at `name` in `input`, wrapped by `wrap`. The dimensions and
+    /// the data offset are read again from `input`, where [`Parser::next_raw`] checked them: after
+    /// the name, in the file's byte order, each dimension as wide as the name's length prefix
+    /// (`text_skip`). Inlined: out of line, its result went through a temporary event in the driver
+    /// loop's frame.
+    #[inline(always)]
+    fn tensor<'a, T>(
+        &self,
+        input: &'a [u8],
+        (name, n_dims, ggml_type, bytes): (Span, u32, GgmlType, u64),
+        text_offset: u64,
+        wrap: impl FnOnce(Event<'a>) -> T,
+    ) -> Result<T> {
+        let text = name_text(input, name, Field::TensorName, text_offset)?;
+        let width = usize::from(self.text_skip);
+        // The dimension count (4 bytes) comes right after the name, the dimensions after it.
+        let mut at = name.start.saturating_add(name.len).saturating_add(4);
+        let mut ne = [0u64; MAX_DIMS_CAPACITY];
+        let mut elements: u64 = 1;
+        for d in ne.iter_mut().take(n_dims as usize) {
+            *d = len_at(input, at, width, self.order);
+            // The parser found that the product does not overflow: this never saturates.
+            elements = elements.saturating_mul(*d);
+            at = at.saturating_add(width);
+        }
+        // The type code (4 bytes) comes after the dimensions, the data offset after it.
+        let offset = u64_at(input, at.saturating_add(4), self.order);
+        Ok(wrap(Event::Tensor(TensorInfo {
+            name: text,
+            n_dims,
+            ne,
+            ggml_type,
+            offset,
+            elements,
+            bytes,
+        })))
+    }
+}
+
+/// The `u32` at `at` in `input` (0 if `input` is too short), in byte order `order`.
+#[inline(always)]
+fn u32_at(input: &[u8], at: usize, order: ByteOrder) -> u32 {
+    let bytes: [u8; 4] = input
+        .get(at..at.saturating_add(4))
+        .and_then(|s| s.try_into().ok())
+        .unwrap_or([0; 4]);
+    match order {
+        ByteOrder::Little => u32::from_le_bytes(bytes),
+        ByteOrder::Big => u32::from_be_bytes(bytes),
+    }
+}
+
+/// The `u64` at `at` in `input` (0 if `input` is too short), in byte order `order`.
+#[inline(always)]
+fn u64_at(input: &[u8], at: usize, order: ByteOrder) -> u64 {
+    let bytes: [u8; 8] = input
+        .get(at..at.saturating_add(8))
+        .and_then(|s| s.try_into().ok())
+        .unwrap_or([0; 8]);
+    match order {
+        ByteOrder::Little => u64::from_le_bytes(bytes),
+        ByteOrder::Big => u64::from_be_bytes(bytes),
+    }
+}
+
+/// A length or count `width` bytes wide (4 in version 1, 8 after) at `at` in `input`.
+#[inline(always)]
+fn len_at(input: &[u8], at: usize, width: usize, order: ByteOrder) -> u64 {
+    if width == 4 {
+        u64::from(u32_at(input, at, order))
+    } else {
+        u64_at(input, at, order)
     }
 }
 
@@ -296,16 +398,19 @@ struct Frame {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Parser<const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
+    /// Absolute offset of the next unconsumed byte. Declared first: the compiler's layout then puts
+    /// it, not the padding of `header`, before `limits`, which the M4F build otherwise copied in
+    /// together with that padding through a 52-byte temporary in the driver loop's frame.
+    pos: u64,
     limits: Limits,
     /// Total input length, if the driver knows it.
     total_len: Option<u64>,
-    /// Absolute offset of the next unconsumed byte.
-    pos: u64,
     phase: Phase,
     header: Option<Header>,
     order: ByteOrder,
-    keys_read: u64,
-    tensors_read: u64,
+    /// Keys read in [`Phase::Metadata`], tensor infos read in [`Phase::Tensors`] (one counter: the
+    /// phases follow each other, and every byte of the parser is on its driver's stack).
+    items_read: u64,
     pending: Pending,
     /// Elements still to come in each open array, outermost first (`..depth` are live). Every
     /// array but the innermost is reading an array element, so only the innermost's element type
@@ -313,7 +418,8 @@ pub struct Parser<const DEPTH: usize = DEFAULT_DEPTH_CAPACITY> {
     remaining: [u64; DEPTH],
     innermost_type: ValueType,
     depth: usize,
-    alignment: Option<u32>,
+    /// `general.alignment`, or 0 until it is read (0 itself is [`AlignmentProblem::Zero`]).
+    alignment: u32,
     /// The value being read belongs to `general.alignment`.
     reading_alignment: bool,
 }
@@ -336,13 +442,12 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             phase: Phase::Start,
             header: None,
             order: ByteOrder::Little,
-            keys_read: 0,
-            tensors_read: 0,
+            items_read: 0,
             pending: Pending::Nothing,
             remaining: [0; DEPTH],
             innermost_type: ValueType::U8,
             depth: 0,
-            alignment: None,
+            alignment: 0,
             reading_alignment: false,
         }
     }
@@ -406,15 +511,41 @@ impl<const DEPTH: usize> Parser<DEPTH> {
     /// [`RawEvent::resolve`]; drivers that refill a buffer in a loop use this.
     #[inline(always)]
     pub fn next_raw(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
+        if self.phase == Phase::Metadata {
+            if !self.metadata_done() {
+                return self.metadata_event(input, feed);
+            }
+            self.phase = Phase::Tensors;
+            self.items_read = 0;
+        }
+        // One call site for the tensor step, which 32-bit targets inline: a second would double
+        // its code.
         match self.phase {
             Phase::Start => self.header_event(input, feed),
-            Phase::Metadata => self.metadata_event(input, feed),
-            Phase::Tensors => self.tensor_event(input, feed),
+            Phase::Metadata | Phase::Tensors => self.tensor_event(input, feed),
             Phase::Done => Ok(RawStep::Done),
         }
     }
 
+    /// Every key has been read with its whole value: the tensor directory comes next.
+    #[inline(always)]
+    fn metadata_done(&self) -> bool {
+        matches!(self.pending, Pending::Nothing)
+            && self.depth == 0
+            && self.items_read >= self.header.map_or(0, |h| h.metadata_count)
+    }
+
     // ----- helpers -------------------------------------------------------------------------
+
+    /// The data section's alignment: `general.alignment`, or [`DEFAULT_ALIGNMENT`].
+    #[inline(always)]
+    fn alignment(&self) -> u32 {
+        if self.alignment == 0 {
+            DEFAULT_ALIGNMENT
+        } else {
+            self.alignment
+        }
+    }
 
     #[inline(always)]
     fn remaining_after(&self, consumed: u64) -> Option<u64> {
@@ -447,26 +578,12 @@ impl<const DEPTH: usize> Parser<DEPTH> {
 
     #[inline(always)]
     fn u32_at(&self, input: &[u8], at: usize) -> u32 {
-        let bytes: [u8; 4] = input
-            .get(at..at.saturating_add(4))
-            .and_then(|s| s.try_into().ok())
-            .unwrap_or([0; 4]);
-        match self.order {
-            ByteOrder::Little => u32::from_le_bytes(bytes),
-            ByteOrder::Big => u32::from_be_bytes(bytes),
-        }
+        u32_at(input, at, self.order)
     }
 
     #[inline(always)]
     fn u64_at(&self, input: &[u8], at: usize) -> u64 {
-        let bytes: [u8; 8] = input
-            .get(at..at.saturating_add(8))
-            .and_then(|s| s.try_into().ok())
-            .unwrap_or([0; 8]);
-        match self.order {
-            ByteOrder::Little => u64::from_le_bytes(bytes),
-            ByteOrder::Big => u64::from_be_bytes(bytes),
-        }
+        u64_at(input, at, self.order)
     }
 
     #[inline(always)]
@@ -486,11 +603,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
 
     #[inline(always)]
     fn len_at(&self, input: &[u8], at: usize) -> u64 {
-        if self.is_v1() {
-            u64::from(self.u32_at(input, at))
-        } else {
-            self.u64_at(input, at)
-        }
+        len_at(input, at, self.len_width(), self.order)
     }
 
     #[inline(always)]
@@ -554,38 +667,37 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         Ok(())
     }
 
-    /// [`Self::lack`] for consecutive fixed-size `fields` read in one step: more input is asked for
-    /// all of them at once, but a truncation names the first field that is cut, with its own
-    /// offset and size (a 3-byte file is cut inside the 4-byte magic, not inside "8 bytes").
-    fn lack_fields(
+    /// [`Self::lack`] for two consecutive fixed-size fields read in one step, the first one
+    /// starting `base` bytes into `input` (whose first `base` bytes are known to be there): more
+    /// input is asked for both at once, but a truncation names the field that is cut, with its own
+    /// offset and size (a 3-byte file is cut inside the 4-byte magic, not inside "8 bytes"). Two
+    /// fields passed by value, not a table: no array is built on the stack of the deepest steps.
+    #[inline(always)]
+    fn lack_pair(
         &self,
         input: &[u8],
-        fields: &[(Field, u64)],
+        base: u64,
+        (first, first_size): (Field, u64),
+        (second, second_size): (Field, u64),
         feed: Feed,
     ) -> Result<Option<usize>> {
-        let total = fields
-            .iter()
-            .fold(0u64, |sum, &(_, size)| sum.saturating_add(size));
+        let second_at = base.saturating_add(first_size);
+        let total = second_at.saturating_add(second_size);
         let have = input.len() as u64;
         if have >= total || feed != Feed::End {
-            let first = fields.first().map_or(Field::Magic, |&(field, _)| field);
             return self.lack(input, total, feed, first);
         }
-        let mut start = 0u64;
-        for &(field, size) in fields {
-            let end = start.saturating_add(size);
-            if have < end {
-                return Err(Error::Truncated {
-                    field,
-                    offset: self.pos.saturating_add(start),
-                    needed: size,
-                    available: have.saturating_sub(start),
-                });
-            }
-            start = end;
-        }
-        // Unreachable: `have < total` means some field is cut.
-        self.lack(input, total, feed, Field::Magic)
+        let (field, start, needed) = if have < second_at {
+            (first, base, first_size)
+        } else {
+            (second, second_at, second_size)
+        };
+        Err(Error::Truncated {
+            field,
+            offset: self.pos.saturating_add(start),
+            needed,
+            available: have.saturating_sub(start),
+        })
     }
 
     // ----- header --------------------------------------------------------------------------
@@ -598,7 +710,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             return Err(Error::BadMagic { found });
         }
         if let Some(needed) =
-            self.lack_fields(input, &[(Field::Magic, 4), (Field::Version, 4)], feed)?
+            self.lack_pair(input, 0, (Field::Magic, 4), (Field::Version, 4), feed)?
         {
             return Ok(RawStep::NeedMore { needed });
         }
@@ -626,21 +738,15 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         } else {
             (8, 8 + 2 * 8, 8 + 1 + 4 + 1, 8 + 4 + 4 + 8)
         };
-        // Constant tables (not built on the stack): this runs once, but in the deepest frame.
-        const V1_FIELDS: [(Field, u64); 4] = [
-            (Field::Magic, 4),
-            (Field::Version, 4),
-            (Field::TensorCount, 4),
-            (Field::MetadataCount, 4),
-        ];
-        const FIELDS: [(Field, u64); 4] = [
-            (Field::Magic, 4),
-            (Field::Version, 4),
-            (Field::TensorCount, 8),
-            (Field::MetadataCount, 8),
-        ];
-        let count_fields: &[(Field, u64)] = if version == 1 { &V1_FIELDS } else { &FIELDS };
-        if let Some(needed) = self.lack_fields(input, count_fields, feed)? {
+        // The magic and the version (8 bytes) are there: the step got past the check above.
+        let counts = self.lack_pair(
+            input,
+            8,
+            (Field::TensorCount, width as u64),
+            (Field::MetadataCount, width as u64),
+            feed,
+        )?;
+        if let Some(needed) = counts {
             return Ok(RawStep::NeedMore { needed });
         }
         let (tensor_count, metadata_count) = if version == 1 {
@@ -716,17 +822,8 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             }
             return self.value(input, feed, top.element_type);
         }
-        let header = self.header.unwrap_or(Header {
-            version: 3,
-            byte_order: ByteOrder::Little,
-            tensor_count: 0,
-            metadata_count: 0,
-        });
-        if self.keys_read < header.metadata_count {
-            return self.key(input, feed);
-        }
-        self.phase = Phase::Tensors;
-        self.tensor_event(input, feed)
+        // Not `metadata_done`: keys remain.
+        self.key(input, feed)
     }
 
     #[inline(never)]
@@ -745,11 +842,8 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         Self::check_limit(Limit::KeyBytes, self.limits.max_key_bytes, len, self.pos)?;
         self.check_fits(Field::Key, len, 1, width as u64, self.pos)?;
         // Saturating: with a key limit of u64::MAX and no known input length, `len` is anything.
-        let key_and_type = [
-            (Field::Key, len.saturating_add(width as u64)),
-            (Field::ValueType, 4),
-        ];
-        if let Some(needed) = self.lack_fields(input, &key_and_type, feed)? {
+        let key = (Field::Key, len.saturating_add(width as u64));
+        if let Some(needed) = self.lack_pair(input, 0, key, (Field::ValueType, 4), feed)? {
             return Ok(RawStep::NeedMore { needed });
         }
         // Both fit in usize: the key and its type code are in `input`.
@@ -763,7 +857,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         })?;
         let is_alignment = input.get(width..type_at) == Some(ALIGNMENT_KEY);
         if is_alignment {
-            if self.alignment.is_some() || self.reading_alignment {
+            if self.alignment != 0 || self.reading_alignment {
                 return Err(Error::BadAlignment {
                     problem: AlignmentProblem::Duplicate,
                     offset: self.pos,
@@ -777,7 +871,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             }
             self.reading_alignment = true;
         }
-        self.keys_read = self.keys_read.saturating_add(1);
+        self.items_read = self.items_read.saturating_add(1);
         self.pending = Pending::Value(value_type);
         let span = Span { start: width, len };
         self.emit(
@@ -874,7 +968,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
                         offset: self.pos,
                     });
                 }
-                self.alignment = Some(a);
+                self.alignment = a;
                 self.reading_alignment = false;
             }
         }
@@ -955,7 +1049,8 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         }
         // The buffer is full and cannot hold the string: deliver it in pieces.
         let text_offset = self.pos.saturating_add(width as u64);
-        let piece = utf8_prefix(input.get(width..).unwrap_or(&[]), text_offset)?;
+        let piece = utf8_prefix(input.get(width..).unwrap_or(&[]))
+            .map_err(|valid| invalid_string(text_offset, valid))?;
         self.begin_value();
         self.pending = Pending::StrRest {
             at: piece as u64,
@@ -979,7 +1074,9 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             rest as usize
         } else {
             match feed {
-                Feed::Full => utf8_prefix(input, self.pos)?,
+                Feed::Full => {
+                    utf8_prefix(input).map_err(|valid| invalid_string(self.pos, valid))?
+                }
                 _ => match self.lack(input, rest, feed, Field::String)? {
                     Some(needed) => return Ok(RawStep::NeedMore { needed }),
                     None => rest as usize,
@@ -1046,10 +1143,15 @@ impl<const DEPTH: usize> Parser<DEPTH> {
 
     // ----- tensor directory ----------------------------------------------------------------
 
-    #[inline(never)]
+    /// One tensor info, or the end of the header after the last one. On 32-bit targets (the
+    /// microcontrollers) it is inlined at its one call site (in `next_raw`): out of line, its
+    /// 128-byte M4F frame was the deepest below a driver loop. On 64-bit targets it stays out of
+    /// line: inlined, the host's `Read` driver loop ran about 5% slower (`header` bench).
+    #[cfg_attr(target_pointer_width = "32", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "32"), inline(never))]
     fn tensor_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         let tensor_count = self.header.map_or(0, |h| h.tensor_count);
-        if self.tensors_read >= tensor_count {
+        if self.items_read >= tensor_count {
             return self.end_event();
         }
         let width = self.len_width();
@@ -1090,20 +1192,24 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         if let Some(needed) = self.lack(input, size as u64, feed, Field::Dimension)? {
             return Ok(RawStep::NeedMore { needed });
         }
-        let mut ne = [0u64; MAX_DIMS_CAPACITY];
+        // The dimensions are checked here but not kept: `RawEvent::resolve` reads them again.
+        let mut ne0: u64 = 1;
         let mut elements: u64 = 1;
         let mut at = first_dim_at;
-        for d in ne.iter_mut().take(n_dims as usize) {
-            *d = self.len_at(input, at);
-            if *d > i64::MAX as u64 {
+        for d in 0..n_dims {
+            let dim = self.len_at(input, at);
+            if dim > i64::MAX as u64 {
                 return Err(Error::DimensionTooLarge {
-                    value: *d,
+                    value: dim,
                     offset: self.pos.saturating_add(at as u64),
                 });
             }
+            if d == 0 {
+                ne0 = dim;
+            }
             at = at.saturating_add(dim_width);
             elements = elements
-                .checked_mul(*d)
+                .checked_mul(dim)
                 .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         }
         let code = self.u32_at(input, type_at);
@@ -1118,11 +1224,6 @@ impl<const DEPTH: usize> Parser<DEPTH> {
                 offset: type_offset,
             },
         })?;
-        let ne0 = if n_dims == 0 {
-            1
-        } else {
-            ne.first().copied().unwrap_or(1)
-        };
         if ne0.checked_rem(u64::from(ggml_type.block_size())) != Some(0) {
             return Err(Error::NotWholeBlocks {
                 ggml_type,
@@ -1135,8 +1236,8 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             .ok_or(Error::ShapeOverflow { offset: self.pos })?;
         let offset_at = type_at.saturating_add(4);
         let offset = self.u64_at(input, offset_at);
-        let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
-        if offset.checked_rem(u64::from(alignment)) != Some(0) {
+        let alignment = self.alignment();
+        if align_up(offset, alignment) != Some(offset) {
             return Err(Error::MisalignedTensor {
                 tensor_offset: offset,
                 alignment,
@@ -1145,36 +1246,32 @@ impl<const DEPTH: usize> Parser<DEPTH> {
         }
         // The data section holds each tensor padded to the alignment (ggml's GGML_PAD, which
         // wraps around for sizes near 2^64 and so let a second tensor alias the first).
-        let padded_end = bytes
-            .checked_next_multiple_of(u64::from(alignment))
-            .and_then(|padded| offset.checked_add(padded));
+        let padded_end = align_up(bytes, alignment).and_then(|padded| offset.checked_add(padded));
         if padded_end.is_none() {
             return Err(Error::ShapeOverflow { offset: self.pos });
         }
-        self.tensors_read = self.tensors_read.saturating_add(1);
-        let info = TensorInfo {
-            name: "",
-            n_dims,
-            ne,
-            ggml_type,
-            offset,
-            elements,
-            bytes,
-        };
+        self.items_read = self.items_read.saturating_add(1);
         let name = Span {
             start: width,
             len: name_len as usize,
         };
-        self.emit(RawKind::Tensor { name, info }, size, width)
+        self.emit(
+            RawKind::Tensor {
+                name,
+                n_dims,
+                ggml_type,
+                bytes,
+            },
+            size,
+            width,
+        )
     }
 
     #[inline(never)]
     fn end_event(&mut self) -> Result<RawStep> {
-        let alignment = self.alignment.unwrap_or(DEFAULT_ALIGNMENT);
-        let data_offset = self
-            .pos
-            .checked_next_multiple_of(u64::from(alignment))
-            .ok_or(Error::ShapeOverflow { offset: self.pos })?;
+        let alignment = self.alignment();
+        let data_offset =
+            align_up(self.pos, alignment).ok_or(Error::ShapeOverflow { offset: self.pos })?;
         self.phase = Phase::Done;
         self.emit(
             RawKind::End(DataSection {
@@ -1187,16 +1284,33 @@ impl<const DEPTH: usize> Parser<DEPTH> {
     }
 }
 
+/// `value` rounded up to a multiple of `alignment`, a power of two (the parser accepts no other),
+/// or `None` on overflow: `checked_next_multiple_of` without the 64-bit division that 32-bit
+/// targets make a library call for.
+#[inline(always)]
+fn align_up(value: u64, alignment: u32) -> Option<u64> {
+    let mask = u64::from(alignment).saturating_sub(1);
+    value.checked_add(mask).map(|v| v & !mask)
+}
+
 /// Length of the longest prefix of `bytes` that is whole UTF-8 characters (at least one byte, as
-/// the driver's buffer is never shorter than a character); an invalid sequence is an error.
-fn utf8_prefix(bytes: &[u8], offset: u64) -> Result<usize> {
+/// the driver's buffer is never shorter than a character); an invalid sequence is `Err` with the
+/// length of the valid bytes before it (a word, not an [`Error`], so that the string steps keep no
+/// error-sized temporary on the stack).
+fn utf8_prefix(bytes: &[u8]) -> core::result::Result<usize, usize> {
     note_utf8_scan(bytes.len());
     match core::str::from_utf8(bytes) {
         Ok(_) => Ok(bytes.len()),
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => Ok(e.valid_up_to()),
-        Err(e) => Err(Error::InvalidUtf8 {
-            field: Field::String,
-            offset: offset.saturating_add(e.valid_up_to() as u64),
-        }),
+        Err(e) => Err(e.valid_up_to()),
+    }
+}
+
+/// The error for a string value whose text starting at `offset` is invalid after `valid` bytes.
+#[cold]
+fn invalid_string(offset: u64, valid: usize) -> Error {
+    Error::InvalidUtf8 {
+        field: Field::String,
+        offset: offset.saturating_add(valid as u64),
     }
 }

@@ -103,7 +103,7 @@ impl<'b, const DEPTH: usize> PushParser<'b, DEPTH> {
             return Ok(None);
         }
         let event = match self.window.step(&mut self.parser, self.finished) {
-            Ok(RawStep::Event { event: raw, .. }) => self.window.resolve(&raw).map(Some),
+            Ok(RawStep::Event { event: raw, .. }) => self.window.resolve(&raw),
             Ok(RawStep::NeedMore { .. } | RawStep::Done) => Ok(None),
             Err(e) => Err(e),
         };

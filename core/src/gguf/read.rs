@@ -67,7 +67,7 @@ impl<'b, R: embedded_io::Read, const DEPTH: usize> ReadParser<'b, R, DEPTH> {
         if event.is_err() {
             self.failed = true;
         }
-        event.map(Some)
+        event
     }
 
     /// The parser's next answer other than [`RawStep::NeedMore`]: reads until it has one.

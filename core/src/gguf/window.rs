@@ -115,9 +115,9 @@ impl<'b> Window<'b> {
         step
     }
 
-    /// The event stored by the last `step`, borrowing the buffer.
+    /// The event stored by the last `step`, borrowing the buffer, as a driver returns it.
     #[inline(always)]
-    pub(crate) fn resolve(&self, raw: &super::machine::RawEvent) -> Result<Event<'_>> {
-        raw.resolve(self.buf.get(self.start..self.end).unwrap_or(&[]))
+    pub(crate) fn resolve(&self, raw: &super::machine::RawEvent) -> Result<Option<Event<'_>>> {
+        raw.resolve_some(self.buf.get(self.start..self.end).unwrap_or(&[]))
     }
 }
