@@ -10,6 +10,7 @@ mod avx512;
 mod iq4_xs;
 mod plain;
 mod q3_k;
+mod qkx2_lanes;
 mod quantize_k;
 mod quantize_k512;
 mod quantize_legacy;
