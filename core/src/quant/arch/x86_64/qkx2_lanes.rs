@@ -166,6 +166,35 @@ macro_rules! qkx2_lane_search {
             form
         }
 
+        /// `round(iscale · (x − from))` clamped to `0` (`LOW`) and to `nmax` (`HIGH`): a trial's
+        /// levels in the float form, equal to [`exact_level`]'s where [`level_form`] allows it.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn float_level<const LOW: bool, const HIGH: bool>(iscale: F, x: F, from: F, nmax: F) -> F {
+            let l = round(mul(iscale, sub(x, from)));
+            let l = if HIGH { min(l, nmax) } else { l };
+            if LOW {
+                max(l, splat(0.0))
+            } else {
+                l
+            }
+        }
+
+        /// [`float_level`] in the form `form` (for the tests that hold it to [`exact_level`]).
+        #[cfg(test)]
+        #[allow(dead_code, reason = "only the AVX2 tests run it")]
+        #[target_feature(enable = $features)]
+        fn level_in_form(form: LevelForm, iscale: F, x: F, from: F, nmax: i32) -> F {
+            let nmax_f = splat(nmax as f32);
+            match (form.exact, form.clamp_low, form.clamp_high) {
+                (true, _, _) => exact_level(iscale, x, from, nmax),
+                (false, false, false) => float_level::<false, false>(iscale, x, from, nmax_f),
+                (false, false, true) => float_level::<false, true>(iscale, x, from, nmax_f),
+                (false, true, false) => float_level::<true, false>(iscale, x, from, nmax_f),
+                (false, true, true) => float_level::<true, true>(iscale, x, from, nmax_f),
+            }
+        }
+
         /// A trial's levels (by `level`) and their sums `(Σ w·l, Σ (w·l)·l, Σ (w·l)·x)`, added
         /// in element order, the groups interleaved.
         #[inline]
@@ -223,24 +252,24 @@ macro_rules! qkx2_lane_search {
                     clamp_high: false,
                     ..
                 } => level_sums(lanes, &iscale, &mut levels, |i, x, m| {
-                    round(mul(i, sub(x, m)))
+                    float_level::<false, false>(i, x, m, nmax_f)
                 }),
                 LevelForm {
                     clamp_low: false,
                     clamp_high: true,
                     ..
                 } => level_sums(lanes, &iscale, &mut levels, |i, x, m| {
-                    min(round(mul(i, sub(x, m))), nmax_f)
+                    float_level::<false, true>(i, x, m, nmax_f)
                 }),
                 LevelForm {
                     clamp_low: true,
                     clamp_high: false,
                     ..
                 } => level_sums(lanes, &iscale, &mut levels, |i, x, m| {
-                    max(round(mul(i, sub(x, m))), zero)
+                    float_level::<true, false>(i, x, m, nmax_f)
                 }),
                 LevelForm { .. } => level_sums(lanes, &iscale, &mut levels, |i, x, m| {
-                    max(min(round(mul(i, sub(x, m))), nmax_f), zero)
+                    float_level::<true, true>(i, x, m, nmax_f)
                 }),
             };
             let mut fit = [(unordered(zero, zero), zero, zero); G];

@@ -599,6 +599,65 @@ mod tests {
         }
     }
 
+    /// The guard of the float levels: wherever `level_form` allows the float form, its levels
+    /// equal the integer trick's in every lane (up to a `-0.0` for `+0.0` without the low clamp,
+    /// which the sums do not see), for minimums and inverse scales around and beyond the search's.
+    #[test]
+    fn avx2_float_levels_equal_the_integer_levels_where_the_guard_allows() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x1405_7b7e_f767_814f);
+        let mut float_forms = 0;
+        for round in 0..3000 {
+            // All lanes of one kind, or each its own.
+            let x: Vec<f32> = (0..LANES as u64)
+                .flat_map(|j| {
+                    let kind = if round % 2 == 0 { round / 2 } else { j + round };
+                    sub_block(&mut rng, kind % 17)
+                })
+                .collect();
+            let x: &[f32; QK_K] = x.as_slice().try_into().unwrap();
+            // SAFETY: AVX2 is available (checked above).
+            unsafe {
+                let mut s = start(Q4K_SEARCH, columns(x));
+                // A winning trial's minimum: zero, a little above or below the smallest value, or
+                // far off.
+                let shift = [0.0, 0.01, -0.01, 0.5, -3.0, 1e30][(round % 6) as usize];
+                let mut lanes_min = [0.0f32; LANES];
+                _mm256_storeu_ps(lanes_min.as_mut_ptr(), s.x_min);
+                let moved = lanes_min.map(|m| (m - shift * m.abs() - shift).min(0.0));
+                if round % 3 != 0 {
+                    s.min = _mm256_loadu_ps(moved.as_ptr());
+                }
+                let offset = 14.0 + 0.1 * (round % 21) as f32;
+                let offset = if round % 7 == 0 { offset * 1e8 } else { offset };
+                let iscale = div(splat(offset), sub(s.max, s.min));
+                let form = level_form(Q4K_SEARCH.nmax, &[s], &[iscale]);
+                if form.exact {
+                    continue;
+                }
+                float_forms += 1;
+                for &column in &s.x {
+                    let float = level_in_form(form, iscale, column, s.min, Q4K_SEARCH.nmax);
+                    let exact = exact_level(iscale, column, s.min, Q4K_SEARCH.nmax);
+                    let (mut f, mut e) = ([0.0f32; LANES], [0.0f32; LANES]);
+                    _mm256_storeu_ps(f.as_mut_ptr(), float);
+                    _mm256_storeu_ps(e.as_mut_ptr(), exact);
+                    for (f, e) in f.iter().zip(&e) {
+                        let same = f.to_bits() == e.to_bits()
+                            || (*f == 0.0 && *e == 0.0 && !form.clamp_low);
+                        assert!(same, "round {round}: float {f:?}, integer {e:?}");
+                    }
+                }
+            }
+        }
+        assert!(
+            float_forms > 1000,
+            "{float_forms} trials took the float form"
+        );
+    }
+
     #[test]
     fn avx2_q6_k_quantizer_gives_the_scalar_bytes() {
         if !std::is_x86_feature_detected!("avx2") {
