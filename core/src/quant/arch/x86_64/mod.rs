@@ -11,6 +11,7 @@ mod dequantize_k;
 mod iq4_xs;
 mod plain;
 mod q3_k;
+mod qkx2_lanes;
 mod quantize_k;
 mod quantize_k512;
 mod quantize_legacy;
@@ -30,6 +31,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q4_0: Ops {
         vec_dot: Some(avx2::vec_dot_q4_0),
         dequantize: Some(avx2::dequantize_q4_0),
+        quantize: Some(quantize_legacy::quantize_q4_0),
         rows: Some(rows::rows_q4_0_avx2),
         ..Ops::NONE
     },

@@ -5,11 +5,13 @@
 //! lane runs exactly its sub-block's scalar search: the same float operations on the same values
 //! in the same order (lane-wise IEEE operations round as the scalar ones, no FMA), `nearest_int`
 //! by the same 1.5·2²³ trick, comparisons as blends. A verdict that moves a lane's minimum only
-//! changes that lane. Two super-blocks are interleaved so the serial in-order sums of one hide
-//! the add latency of the other. The scalar twin is `k_quants::q4_k::fit_sub_blocks`.
+//! changes that lane. The Q4_K search is `qkx2_lanes.rs`'s, expanded here on 8-lane vectors, two
+//! super-blocks interleaved so the serial in-order sums of one hide the add latency of the other.
+//! The scalar twins are `k_quants::q4_k::fit_sub_blocks` and `k_quants::common::make_qx_quants`.
 
 use core::arch::x86_64::*;
 
+use super::qkx2_lanes::qkx2_lane_search;
 use crate::quant::activation::QK_K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::scale_min_k4;
@@ -17,13 +19,180 @@ use crate::quant::k_quants::common::{Qkx2Search, GROUP_MAX_EPS};
 use crate::quant::k_quants::q4_k::{pack_fits, SubBlockFits, Q4K_SEARCH};
 use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ6K};
 
-/// Values in a sub-block.
-const SUB: usize = 32;
 /// Sub-blocks in a super-block, one per lane.
 const LANES: usize = QK_K / SUB;
 
-/// A super-block transposed: element `i` of all 8 sub-blocks in vector `i`.
-type Columns = [__m256; SUB];
+/// The lane vector of the Q4_K search, its compare masks and its integer lanes.
+type F = __m256;
+type Mask = __m256;
+type I = __m256i;
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn splat(v: f32) -> F {
+    _mm256_set1_ps(v)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add(a: F, b: F) -> F {
+    _mm256_add_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sub(a: F, b: F) -> F {
+    _mm256_sub_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul(a: F, b: F) -> F {
+    _mm256_mul_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn div(a: F, b: F) -> F {
+    _mm256_div_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sqrt(a: F) -> F {
+    _mm256_sqrt_ps(a)
+}
+
+/// `a < b ? a : b` (`b` when either is NaN).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn min(a: F, b: F) -> F {
+    _mm256_min_ps(a, b)
+}
+
+/// `a > b ? a : b` (`b` when either is NaN).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn max(a: F, b: F) -> F {
+    _mm256_max_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn abs(a: F) -> F {
+    _mm256_andnot_ps(_mm256_set1_ps(-0.0), a)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn neg(a: F) -> F {
+    _mm256_xor_ps(a, _mm256_set1_ps(-0.0))
+}
+
+/// To the nearest integer, ties to even.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn round(a: F) -> F {
+    _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lt(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_LT_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn gt(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_GT_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn ge(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_GE_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn eq(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn unordered(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn and(a: Mask, b: Mask) -> Mask {
+    _mm256_and_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn or(a: Mask, b: Mask) -> Mask {
+    _mm256_or_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn any(m: Mask) -> bool {
+    _mm256_movemask_ps(m) != 0
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn all(m: Mask) -> bool {
+    _mm256_movemask_ps(m) == 0xff
+}
+
+/// `m ? if_true : if_false` in each lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn select(m: Mask, if_true: F, if_false: F) -> F {
+    _mm256_blendv_ps(if_false, if_true, m)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn to_float(l: I) -> F {
+    _mm256_cvtepi32_ps(l)
+}
+
+/// `l`, with 0 in the lanes of `m`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn zero_where(m: Mask, l: I) -> I {
+    _mm256_andnot_si256(_mm256_castps_si256(m), l)
+}
+
+/// ggml's `nearest_int` in each lane: `bits(v + 1.5·2²³) & 0x7fffff - 0x400000`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn nearest_int(v: __m256) -> __m256i {
+    let shifted = _mm256_add_ps(v, _mm256_set1_ps(12_582_912.0));
+    _mm256_sub_epi32(
+        _mm256_and_si256(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x007f_ffff)),
+        _mm256_set1_epi32(0x0040_0000),
+    )
+}
+
+/// `max(0, min(nmax, nearest_int(iscale · (x − min))))`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn level_int(iscale: F, x: F, min: F, nmax: i32) -> I {
+    let l = nearest_int(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
+    _mm256_max_epi32(
+        _mm256_min_epi32(l, _mm256_set1_epi32(nmax)),
+        _mm256_setzero_si256(),
+    )
+}
+
+qkx2_lane_search!("avx2");
 
 /// The super-block's values by column: lane `j` of vector `i` is `x[32 * j + i]`.
 #[inline]
@@ -41,208 +210,11 @@ fn columns(x: &[f32; QK_K]) -> Columns {
     lanes.map(|column| unsafe { _mm256_loadu_ps(column.as_ptr()) })
 }
 
-/// ggml's `nearest_int` in each lane: `bits(v + 1.5·2²³) & 0x7fffff - 0x400000`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn nearest_int(v: __m256) -> __m256i {
-    let shifted = _mm256_add_ps(v, _mm256_set1_ps(12_582_912.0));
-    _mm256_sub_epi32(
-        _mm256_and_si256(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x007f_ffff)),
-        _mm256_set1_epi32(0x0040_0000),
-    )
-}
-
-/// `max(0, min(nmax, nearest_int(iscale · (x − min))))` as a float.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn level(iscale: __m256, x: __m256, min: __m256, nmax: __m256i) -> __m256 {
-    let l = nearest_int(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
-    let l = _mm256_max_epi32(_mm256_min_epi32(l, nmax), _mm256_setzero_si256());
-    _mm256_cvtepi32_ps(l)
-}
-
-/// `w · err(scale·l + min − x)`, `err` the absolute (`use_mad`) or squared difference.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn error_term(scale: __m256, l: __m256, min: __m256, x: __m256, w: __m256, mad: bool) -> __m256 {
-    let diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, l), min), x);
-    let err = if mad {
-        _mm256_andnot_ps(_mm256_set1_ps(-0.0), diff)
-    } else {
-        _mm256_mul_ps(diff, diff)
-    };
-    _mm256_mul_ps(w, err)
-}
-
-/// One super-block's search state, lane `j` = sub-block `j`.
-#[derive(Clone, Copy)]
-struct Lanes {
-    x: Columns,
-    w: Columns,
-    /// The best levels so far (as floats).
-    best: Columns,
-    min: __m256,
-    max: __m256,
-    sum_w: __m256,
-    sum_x: __m256,
-    scale: __m256,
-    best_error: __m256,
-    /// Lanes whose values are all equal (`max == min`): ggml returns levels 0, scale 0 and the
-    /// minimum at that point; the lane's later arithmetic is discarded.
-    flat: __m256,
-    flat_min: __m256,
-}
-
-/// The weights `sqrt(Σx²/32) + |x|` and the search up to its first error (`best_error`).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn start(search: Qkx2Search, x: Columns) -> Lanes {
-    let abs_mask = _mm256_set1_ps(-0.0);
-    let mut sum_x2 = _mm256_setzero_ps();
-    for &v in &x {
-        sum_x2 = _mm256_add_ps(sum_x2, _mm256_mul_ps(v, v));
-    }
-    let av_x = _mm256_sqrt_ps(_mm256_div_ps(sum_x2, _mm256_set1_ps(32.0)));
-    let w = x.map(|v| _mm256_add_ps(av_x, _mm256_andnot_ps(abs_mask, v)));
-
-    let [x0, ..] = x;
-    let [w0, ..] = w;
-    let (mut min, mut max, mut sum_w) = (x0, x0, w0);
-    let mut sum_x = _mm256_mul_ps(sum_w, x0);
-    for (&xi, &wi) in x.iter().zip(&w).skip(1) {
-        // `if (x < min) min = x`: minps returns its first operand only when it is smaller.
-        min = _mm256_min_ps(xi, min);
-        max = _mm256_max_ps(xi, max);
-        sum_w = _mm256_add_ps(sum_w, wi);
-        sum_x = _mm256_add_ps(sum_x, _mm256_mul_ps(wi, xi));
-    }
-    let zero = _mm256_setzero_ps();
-    min = _mm256_blendv_ps(min, zero, _mm256_cmp_ps::<_CMP_GT_OQ>(min, zero));
-    let flat = _mm256_cmp_ps::<_CMP_EQ_OQ>(max, min);
-
-    let nmax = _mm256_set1_epi32(search.nmax);
-    let iscale = _mm256_div_ps(_mm256_set1_ps(search.nmax as f32), _mm256_sub_ps(max, min));
-    let scale = _mm256_div_ps(_mm256_set1_ps(1.0), iscale);
-    let mut best = [zero; SUB];
-    let mut best_error = zero;
-    for ((b, &xi), &wi) in best.iter_mut().zip(&x).zip(&w) {
-        *b = level(iscale, xi, min, nmax);
-        best_error = _mm256_add_ps(
-            best_error,
-            error_term(scale, *b, min, xi, wi, search.use_mad),
-        );
-    }
-    Lanes {
-        x,
-        w,
-        best,
-        min,
-        max,
-        sum_w,
-        sum_x,
-        scale,
-        best_error,
-        flat,
-        flat_min: min,
-    }
-}
-
-/// One trial of the search (`is`) in every lane of every super-block: levels at the trial scale,
-/// the least-squares scale and minimum, their error, and the verdict "strictly better" as blends.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn trial<const G: usize>(search: Qkx2Search, is: i32, lanes: &mut [Lanes; G]) {
-    let zero = _mm256_setzero_ps();
-    let nmax = _mm256_set1_epi32(search.nmax);
-    let offset = _mm256_set1_ps(search.rmin + search.rdelta * is as f32 + search.nmax as f32);
-    let iscale = lanes.map(|s| _mm256_div_ps(offset, _mm256_sub_ps(s.max, s.min)));
-    let mut levels = [[zero; SUB]; G];
-    let mut sum_l = [zero; G];
-    let mut sum_l2 = [zero; G];
-    let mut sum_xl = [zero; G];
-    for i in 0..SUB {
-        for g in 0..G {
-            let (Some(s), Some(l)) = (lanes.get(g), levels.get_mut(g)) else {
-                continue;
-            };
-            let (Some(&xi), Some(&wi), Some(l)) = (s.x.get(i), s.w.get(i), l.get_mut(i)) else {
-                continue;
-            };
-            let (Some(&iscale), Some(sl), Some(sl2), Some(sxl)) = (
-                iscale.get(g),
-                sum_l.get_mut(g),
-                sum_l2.get_mut(g),
-                sum_xl.get_mut(g),
-            ) else {
-                continue;
-            };
-            *l = level(iscale, xi, s.min, nmax);
-            let wl = _mm256_mul_ps(wi, *l);
-            *sl = _mm256_add_ps(*sl, wl);
-            *sl2 = _mm256_add_ps(*sl2, _mm256_mul_ps(wl, *l));
-            *sxl = _mm256_add_ps(*sxl, _mm256_mul_ps(wl, xi));
-        }
-    }
-    let mut fit = [(zero, zero, zero); G];
-    for ((((f, s), &sl), &sl2), &sxl) in fit
-        .iter_mut()
-        .zip(&*lanes)
-        .zip(&sum_l)
-        .zip(&sum_l2)
-        .zip(&sum_xl)
-    {
-        let det = _mm256_sub_ps(_mm256_mul_ps(s.sum_w, sl2), _mm256_mul_ps(sl, sl));
-        let this_scale = _mm256_div_ps(
-            _mm256_sub_ps(_mm256_mul_ps(s.sum_w, sxl), _mm256_mul_ps(s.sum_x, sl)),
-            det,
-        );
-        let this_min = _mm256_div_ps(
-            _mm256_sub_ps(_mm256_mul_ps(sl2, s.sum_x), _mm256_mul_ps(sl, sxl)),
-            det,
-        );
-        let positive = _mm256_cmp_ps::<_CMP_GT_OQ>(this_min, zero);
-        let this_scale = _mm256_blendv_ps(this_scale, _mm256_div_ps(sxl, sl2), positive);
-        let this_min = _mm256_blendv_ps(this_min, zero, positive);
-        *f = (_mm256_cmp_ps::<_CMP_GT_OQ>(det, zero), this_scale, this_min);
-    }
-    let mut error = [zero; G];
-    for i in 0..SUB {
-        for g in 0..G {
-            let (Some(s), Some(l), Some(&(_, this_scale, this_min)), Some(e)) =
-                (lanes.get(g), levels.get(g), fit.get(g), error.get_mut(g))
-            else {
-                continue;
-            };
-            let (Some(&xi), Some(&wi), Some(&l)) = (s.x.get(i), s.w.get(i), l.get(i)) else {
-                continue;
-            };
-            *e = _mm256_add_ps(
-                *e,
-                error_term(this_scale, l, this_min, xi, wi, search.use_mad),
-            );
-        }
-    }
-    for (((s, l), &(fits, this_scale, this_min)), &e) in
-        lanes.iter_mut().zip(&levels).zip(&fit).zip(&error)
-    {
-        let better = _mm256_and_ps(fits, _mm256_cmp_ps::<_CMP_LT_OQ>(e, s.best_error));
-        for (b, &l) in s.best.iter_mut().zip(l) {
-            *b = _mm256_blendv_ps(*b, l, better);
-        }
-        s.best_error = _mm256_blendv_ps(s.best_error, e, better);
-        s.scale = _mm256_blendv_ps(s.scale, this_scale, better);
-        s.min = _mm256_blendv_ps(s.min, this_min, better);
-    }
-}
-
 /// The search's results in the scalar twin's form.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fits(s: &Lanes) -> SubBlockFits {
-    let zero = _mm256_setzero_ps();
-    let scale = _mm256_blendv_ps(s.scale, zero, s.flat);
-    let min = _mm256_blendv_ps(s.min, s.flat_min, s.flat);
-    let neg_min = _mm256_xor_ps(min, _mm256_set1_ps(-0.0));
+fn fits(search: Qkx2Search, s: &Lanes) -> SubBlockFits {
+    let (scale, neg_min, levels) = finish(search, s);
     let mut out = SubBlockFits {
         scales: [0.0; LANES],
         mins: [0.0; LANES],
@@ -253,9 +225,8 @@ fn fits(s: &Lanes) -> SubBlockFits {
         _mm256_storeu_ps(out.scales.as_mut_ptr(), scale);
         _mm256_storeu_ps(out.mins.as_mut_ptr(), neg_min);
     }
-    for (i, &b) in s.best.iter().enumerate() {
+    for (i, &l) in levels.iter().enumerate() {
         let mut lane = [0i32; LANES];
-        let l = _mm256_cvtps_epi32(_mm256_blendv_ps(b, zero, s.flat));
         // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
         unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), l) };
         for (j, &l) in lane.iter().enumerate() {
@@ -278,7 +249,7 @@ fn fit_super_blocks<const G: usize>(search: Qkx2Search, x: [&[f32; QK_K]; G]) ->
             trial(search, is, &mut lanes);
         }
     }
-    lanes.map(|s| fits(&s))
+    lanes.map(|s| fits(search, &s))
 }
 
 /// The twin's `block_from_fits` with the re-quantization in SIMD: each sub-block's values against
@@ -626,6 +597,65 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The guard of the float levels: wherever `level_form` allows the float form, its levels
+    /// equal the integer trick's in every lane (up to a `-0.0` for `+0.0` without the low clamp,
+    /// which the sums do not see), for minimums and inverse scales around and beyond the search's.
+    #[test]
+    fn avx2_float_levels_equal_the_integer_levels_where_the_guard_allows() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x1405_7b7e_f767_814f);
+        let mut float_forms = 0;
+        for round in 0..3000 {
+            // All lanes of one kind, or each its own.
+            let x: Vec<f32> = (0..LANES as u64)
+                .flat_map(|j| {
+                    let kind = if round % 2 == 0 { round / 2 } else { j + round };
+                    sub_block(&mut rng, kind % 17)
+                })
+                .collect();
+            let x: &[f32; QK_K] = x.as_slice().try_into().unwrap();
+            // SAFETY: AVX2 is available (checked above).
+            unsafe {
+                let mut s = start(Q4K_SEARCH, columns(x));
+                // A winning trial's minimum: zero, a little above or below the smallest value, or
+                // far off.
+                let shift = [0.0, 0.01, -0.01, 0.5, -3.0, 1e30][(round % 6) as usize];
+                let mut lanes_min = [0.0f32; LANES];
+                _mm256_storeu_ps(lanes_min.as_mut_ptr(), s.x_min);
+                let moved = lanes_min.map(|m| (m - shift * m.abs() - shift).min(0.0));
+                if round % 3 != 0 {
+                    s.min = _mm256_loadu_ps(moved.as_ptr());
+                }
+                let offset = 14.0 + 0.1 * (round % 21) as f32;
+                let offset = if round % 7 == 0 { offset * 1e8 } else { offset };
+                let iscale = div(splat(offset), sub(s.max, s.min));
+                let form = level_form(Q4K_SEARCH.nmax, &[s], &[iscale]);
+                if form.exact {
+                    continue;
+                }
+                float_forms += 1;
+                for &column in &s.x {
+                    let float = level_in_form(form, iscale, column, s.min, Q4K_SEARCH.nmax);
+                    let exact = exact_level(iscale, column, s.min, Q4K_SEARCH.nmax);
+                    let (mut f, mut e) = ([0.0f32; LANES], [0.0f32; LANES]);
+                    _mm256_storeu_ps(f.as_mut_ptr(), float);
+                    _mm256_storeu_ps(e.as_mut_ptr(), exact);
+                    for (f, e) in f.iter().zip(&e) {
+                        let same = f.to_bits() == e.to_bits()
+                            || (*f == 0.0 && *e == 0.0 && !form.clamp_low);
+                        assert!(same, "round {round}: float {f:?}, integer {e:?}");
+                    }
+                }
+            }
+        }
+        assert!(
+            float_forms > 1000,
+            "{float_forms} trials took the float form"
+        );
     }
 
     #[test]
