@@ -13,7 +13,6 @@ mod plain;
 mod q3_k;
 mod qkx2_lanes;
 mod quantize_k;
-mod quantize_k512;
 mod quantize_legacy;
 mod rows;
 
@@ -123,10 +122,6 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
     q8_0: Ops {
         vec_dot: Some(avx512::vec_dot_q8_0),
         rows: Some(rows::rows_q8_0_vnni),
-        ..Ops::NONE
-    },
-    q4_k: Ops {
-        quantize: Some(quantize_k512::quantize_q4_k),
         ..Ops::NONE
     },
     q4_0: Ops {
