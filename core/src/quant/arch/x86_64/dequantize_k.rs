@@ -131,6 +131,39 @@ pub(super) fn dequantize_q2_k(blocks: &[BlockQ2K], out: &mut [f32]) {
     unsafe { dequantize_q2_k_impl(blocks, out) }
 }
 
+/// Q4_K's and Q5_K's eight `dl = d·sc_j` and `ml = dmin·m_j` (the scalar twin's products) from
+/// the 12 packed scale bytes.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn k4_scales(packed: &[u8; 12], d: [u8; 2], dmin: [u8; 2]) -> ([f32; 8], [f32; 8]) {
+    let (scales, mins) = scales_and_mins(packed);
+    let mut dl = [0.0f32; 8];
+    let mut ml = [0.0f32; 8];
+    store_at(
+        &mut dl,
+        0,
+        scaled8(&scales, false, _mm256_set1_ps(f16_le(d))),
+    );
+    store_at(
+        &mut ml,
+        0,
+        scaled8(&mins, false, _mm256_set1_ps(f16_le(dmin))),
+    );
+    (dl, ml)
+}
+
+/// Sub-block pair `pair`'s `[dl, ml]` of its first and second sub-block, broadcast.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn pair_scales(dl: &[f32; 8], ml: &[f32; 8], pair: usize) -> [__m256; 4] {
+    [
+        _mm256_set1_ps(scale_of(dl, 2 * pair)),
+        _mm256_set1_ps(scale_of(ml, 2 * pair)),
+        _mm256_set1_ps(scale_of(dl, 2 * pair + 1)),
+        _mm256_set1_ps(scale_of(ml, 2 * pair + 1)),
+    ]
+}
+
 /// `dequantize_row_q5_K` for one block: sub-block `j` (32 values) is `dl·q − ml` with
 /// `dl = d·sc_j`, `ml = dmin·m_j` and `q = nibble | fifth bit << 4`: pair `p` of sub-blocks reads
 /// the 32 `qs` bytes at `32p`, low nibbles for `2p`, high for `2p + 1`; sub-block `j` takes bit `j`
@@ -141,27 +174,12 @@ pub(super) fn dequantize_q2_k(blocks: &[BlockQ2K], out: &mut [f32]) {
 fn dequantize_q5_k_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
     let nibble = _mm256_set1_epi32(0x0f);
     let fifth = _mm256_set1_epi32(0x10);
-    let (scales, mins) = scales_and_mins(&block.scales);
-    let mut dl = [0.0f32; 8];
-    let mut ml = [0.0f32; 8];
-    store_at(
-        &mut dl,
-        0,
-        scaled8(&scales, false, _mm256_set1_ps(f16_le(block.d))),
-    );
-    store_at(
-        &mut ml,
-        0,
-        scaled8(&mins, false, _mm256_set1_ps(f16_le(block.dmin))),
-    );
+    let (dl, ml) = k4_scales(&block.scales, block.d, block.dmin);
     // Lane i of `qh[g]`: byte 8g + i, shifted right by 2 per pair so that bits 2p and 2p + 1 sit
     // at bits 0 and 1.
     let mut qh = [0, 8, 16, 24].map(|at| widen8(part(&block.qh, at)));
     for pair in 0..4 {
-        let (d1, m1) = (scale_of(&dl, 2 * pair), scale_of(&ml, 2 * pair));
-        let (d2, m2) = (scale_of(&dl, 2 * pair + 1), scale_of(&ml, 2 * pair + 1));
-        let (d1, m1) = (_mm256_set1_ps(d1), _mm256_set1_ps(m1));
-        let (d2, m2) = (_mm256_set1_ps(d2), _mm256_set1_ps(m2));
+        let [d1, m1, d2, m2] = pair_scales(&dl, &ml, pair);
         for (g, h) in qh.iter_mut().enumerate() {
             let q = widen8(part(&block.qs, 32 * pair + 8 * g));
             let low = _mm256_or_si256(
@@ -202,24 +220,9 @@ pub(super) fn dequantize_q5_k(blocks: &[BlockQ5K], out: &mut [f32]) {
 #[target_feature(enable = "avx2,f16c")]
 fn dequantize_q4_k_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
     let nibble = _mm256_set1_epi32(0x0f);
-    let (scales, mins) = scales_and_mins(&block.scales);
-    let mut dl = [0.0f32; 8];
-    let mut ml = [0.0f32; 8];
-    store_at(
-        &mut dl,
-        0,
-        scaled8(&scales, false, _mm256_set1_ps(f16_le(block.d))),
-    );
-    store_at(
-        &mut ml,
-        0,
-        scaled8(&mins, false, _mm256_set1_ps(f16_le(block.dmin))),
-    );
+    let (dl, ml) = k4_scales(&block.scales, block.d, block.dmin);
     for pair in 0..4 {
-        let (d1, m1) = (scale_of(&dl, 2 * pair), scale_of(&ml, 2 * pair));
-        let (d2, m2) = (scale_of(&dl, 2 * pair + 1), scale_of(&ml, 2 * pair + 1));
-        let (d1, m1) = (_mm256_set1_ps(d1), _mm256_set1_ps(m1));
-        let (d2, m2) = (_mm256_set1_ps(d2), _mm256_set1_ps(m2));
+        let [d1, m1, d2, m2] = pair_scales(&dl, &ml, pair);
         for g in 0..4 {
             let q = widen8(part(&block.qs, 32 * pair + 8 * g));
             let low = _mm256_cvtepi32_ps(_mm256_and_si256(q, nibble));
