@@ -49,17 +49,20 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q4_1: Ops {
         vec_dot: Some(avx2::vec_dot_q4_1),
         dequantize: Some(avx2::dequantize_q4_1),
+        rows: Some(rows::rows_q4_1_avx2),
         ..Ops::NONE
     },
     q5_0: Ops {
         vec_dot: Some(avx2::vec_dot_q5_0),
         dequantize: Some(avx2::dequantize_q5_0),
         quantize: Some(quantize_legacy::quantize_q5_0),
+        rows: Some(rows::rows_q5_0_avx2),
         ..Ops::NONE
     },
     q5_1: Ops {
         vec_dot: Some(avx2::vec_dot_q5_1),
         dequantize: Some(avx2::dequantize_q5_1),
+        rows: Some(rows::rows_q5_1_avx2),
         ..Ops::NONE
     },
     q2_k: Ops {

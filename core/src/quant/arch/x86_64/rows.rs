@@ -19,63 +19,62 @@
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, f16x8, load16, load32, part, q4_0_nibbles, transpose_sums,
+    accumulate, add_lanes, hsum_i32, load16, load32, part, q4_0_nibbles, transpose_sums,
 };
 use super::avx512::dpbusd;
-use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::BlockQ6K;
-use crate::quant::legacy::BlockQ4_0;
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// Rows per group of the legacy kernels (one per f32 lane).
 const LANES: usize = 8;
 
-/// Eight rows' `row_blocks`-block slices out of a group of `8 * row_blocks` blocks.
-#[inline(always)]
-fn eight_rows<W>(group: &[W], row_blocks: usize) -> [&[W]; LANES] {
-    let mut rows = group.chunks_exact(row_blocks.max(1));
-    core::array::from_fn(|_| rows.next().unwrap_or(&[]))
-}
-
-/// The legacy rows driver. `prepare` turns an activation block into what `partial` needs (done
-/// once per block for all rows); `partial` gives one weight block's eight i32 partial sums
-/// against it; `correction` is subtracted from every row's block total (an activation-only
-/// integer term, e.g. VNNI's bias); `term` forms the eight rows' float terms from their integer
-/// sums (as f32, exact) and their block `k`; the terms are added to the lanes' `sumf` in block
-/// order. Rows past the last whole group run `single`.
+/// The legacy rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Per
+/// activation block `prepare` runs once for all rows; `sums` gives the eight rows' exact integer
+/// sums of their block against it, in row order; `term` forms the eight float terms from
+/// those sums (as f32, exact) and the blocks; the terms are added to the lanes' `sumf` in block
+/// order, so every row keeps its scalar twin's serial sum. Rows past the last whole group run
+/// `single`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn legacy_rows<W, P: Copy>(
+fn legacy_rows<W, X, P: Copy>(
     w: &[W],
     row_blocks: usize,
-    x: &[BlockQ8_0],
+    x: &[X],
     out: &mut [f32],
-    prepare: impl Fn(&BlockQ8_0) -> (P, i32),
-    partial: impl Fn(&W, P) -> __m256i,
-    term: impl Fn(__m256, [&W; LANES], &BlockQ8_0) -> __m256,
-    single: fn(&[W], &[BlockQ8_0]) -> f32,
+    prepare: impl Fn(&X) -> P,
+    sums: impl Fn([&W; LANES], P) -> __m256i,
+    term: impl Fn(__m256, [&W; LANES], &X) -> __m256,
+    single: fn(&[W], &[X]) -> f32,
 ) {
     let group_blocks = row_blocks.saturating_mul(LANES).max(1);
+    let blocks = row_blocks.min(x.len());
+    let x = x.get(..blocks).unwrap_or(&[]);
+    // The next group is read while this one is summed: eight rows side by side are eight short
+    // streams (a row of a small matrix is a few cache lines), too short for the hardware
+    // prefetcher to follow, so a matrix larger than the cache would otherwise wait on memory at
+    // every group. Each block step asks for its share of the next group, in address order.
+    let group_bytes = group_blocks.saturating_mul(core::mem::size_of::<W>());
+    let step_bytes = LANES * core::mem::size_of::<W>();
     let mut groups = w.chunks_exact(group_blocks);
     let mut outs = out.chunks_exact_mut(LANES);
     for (group, out8) in (&mut groups).zip(&mut outs) {
-        let rows = eight_rows(group, row_blocks);
+        let mut row_iter = group.chunks_exact(row_blocks.max(1));
+        let rows: [&[W]; LANES] =
+            core::array::from_fn(|_| row_iter.next().and_then(|r| r.get(..blocks)).unwrap_or(&[]));
+        let next_group = group.as_ptr().cast::<i8>().wrapping_add(group_bytes);
         let mut sumf = _mm256_setzero_ps();
-        for (k, xb) in x.iter().enumerate().take(row_blocks) {
-            let (prepared, correction) = prepare(xb);
-            let blocks: [Option<&W>; LANES] = core::array::from_fn(|r| rows[r].get(k));
+        for (k, xb) in x.iter().enumerate() {
+            prefetch_range(next_group.wrapping_add(k * step_bytes), step_bytes);
             let [Some(b0), Some(b1), Some(b2), Some(b3), Some(b4), Some(b5), Some(b6), Some(b7)] =
-                blocks
+                rows.map(|row| row.get(k))
             else {
                 continue;
             };
             let bs = [b0, b1, b2, b3, b4, b5, b6, b7];
-            let partials = bs.map(|b| partial(b, prepared));
-            let sumi = _mm256_cvtepi32_ps(_mm256_sub_epi32(
-                transpose_sums(&partials),
-                _mm256_set1_epi32(correction),
-            ));
+            let sumi = _mm256_cvtepi32_ps(sums(bs, prepare(xb)));
             sumf = _mm256_add_ps(sumf, term(sumi, bs, xb));
         }
         if let Some(out8) = out8.first_chunk_mut::<LANES>() {
@@ -89,11 +88,41 @@ fn legacy_rows<W, P: Copy>(
     }
 }
 
-/// The eight rows' f16 `d` of their block `k`, as f32.
+/// Asks for the cache lines of `len` bytes from `start` (a hint: a prefetch never faults, and the
+/// address is only formed, never read, so it may lie past the end of the weights).
+#[inline(always)]
+fn prefetch_range(start: *const i8, len: usize) {
+    for offset in (0..len).step_by(64) {
+        // SAFETY: a prefetch reads nothing architecturally and cannot fault on any address; SSE
+        // is part of the x86_64 baseline.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
+    }
+}
+
+/// One f16 field of eight blocks as eight halves: the halves are packed in general
+/// registers and converted in one step (not assembled through memory or word inserts).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn row_scales<W>(bs: [&W; LANES], d: impl Fn(&W) -> [u8; 2]) -> __m256 {
-    f16x8(&bs.map(d))
+fn lane_f16<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m128i {
+    let h = bs.map(|b| u64::from(u16::from_le_bytes(field(b))));
+    let low = h[0] | (h[1] << 16) | (h[2] << 32) | (h[3] << 48);
+    let high = h[4] | (h[5] << 16) | (h[6] << 32) | (h[7] << 48);
+    _mm_set_epi64x(high as i64, low as i64)
+}
+
+/// The eight blocks' f16 `d` (or any f16 field) as f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn row_scales<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m256 {
+    _mm256_cvtph_ps(lane_f16(bs, field))
+}
+
+/// Eight rows' integer sums in row order from eight vectors of partial sums, less an
+/// activation-only `correction`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transposed_less(partials: &[__m256i; LANES], correction: i32) -> __m256i {
+    _mm256_sub_epi32(transpose_sums(partials), _mm256_set1_epi32(correction))
 }
 
 /// The sixteen Q8 bytes at `start`, widened to i16.
@@ -111,12 +140,15 @@ fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         // The activation widened once; every row's products are exact i16 pairs through madd.
-        |xb| ((widen16(&xb.qs, 0), widen16(&xb.qs, 16)), 0),
-        |wb, (x_lo, x_hi)| {
-            _mm256_add_epi32(
-                _mm256_madd_epi16(widen16(&wb.qs, 0), x_lo),
-                _mm256_madd_epi16(widen16(&wb.qs, 16), x_hi),
-            )
+        |xb| (widen16(&xb.qs, 0), widen16(&xb.qs, 16)),
+        |bs, (x_lo, x_hi)| {
+            let partials = bs.map(|wb| {
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(widen16(&wb.qs, 0), x_lo),
+                    _mm256_madd_epi16(widen16(&wb.qs, 16), x_hi),
+                )
+            });
+            transpose_sums(&partials)
         },
         // `sumi * (dx * dy)`, the scalar order.
         |sumi, bs, xb| {
@@ -134,6 +166,109 @@ pub(super) fn rows_q8_0_avx2(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0]
     unsafe { rows_q8_0_avx2_impl(w, row_blocks, x, out) }
 }
 
+/// An activation block prepared for [`pair_sums`]: its bytes 0..16 in both 128-bit halves, its
+/// bytes 16..32 likewise, and `bias · Σ y` (the activation's part of `Σ (q - bias)·y`).
+#[derive(Clone, Copy)]
+struct SplitActivation {
+    low: __m256i,
+    high: __m256i,
+    bias_sum: i32,
+}
+
+/// Splits an activation block for [`pair_sums`] (`bias`: the quants' offset, 0 for none).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn split_activation(qs: &[i8; 32], bias: i8) -> SplitActivation {
+    let low = _mm256_broadcastsi128_si256(load16(part(qs, 0)));
+    let high = _mm256_broadcastsi128_si256(load16(part(qs, 16)));
+    let bias_sum = if bias == 0 {
+        0
+    } else {
+        let by = _mm256_maddubs_epi16(_mm256_set1_epi8(bias), load32(qs));
+        hsum_i32(_mm256_madd_epi16(by, _mm256_set1_epi16(1)))
+    };
+    SplitActivation {
+        low,
+        high,
+        bias_sum,
+    }
+}
+
+/// The 4-bit quants of two blocks (`a` in the low 128-bit half, `b` in the high one), elements
+/// `j` and `j + 16` of each as the low and high nibbles of byte `j` (the Q4_0/Q4_1/Q5 layout):
+/// returns (elements 0..16, elements 16..32) of both blocks, as bytes below 16.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn nibble_pair(a: &[u8; 16], b: &[u8; 16]) -> (__m256i, __m256i) {
+    let both = _mm256_set_m128i(load16(b), load16(a));
+    let mask = _mm256_set1_epi8(0x0f);
+    let low = _mm256_and_si256(both, mask);
+    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(both), mask);
+    (low, high)
+}
+
+/// The fifth bits of two Q5 blocks in the layout of [`nibble_pair`]: `0x10` in each byte whose
+/// element has its bit set in `qh` (bit `i` for element `i`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fifth_bit_pair(qh_a: [u8; 4], qh_b: [u8; 4]) -> (__m256i, __m256i) {
+    let bits = _mm256_set_m128i(
+        _mm_set1_epi32(i32::from_le_bytes(qh_b)),
+        _mm_set1_epi32(i32::from_le_bytes(qh_a)),
+    );
+    // Byte i of the low vector tests bit i (qh byte i / 8); of the high vector bit 16 + i.
+    let spread_low = _mm256_shuffle_epi8(
+        bits,
+        _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+            1, 1, 1,
+        ),
+    );
+    let spread_high = _mm256_shuffle_epi8(
+        bits,
+        _mm256_setr_epi8(
+            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        ),
+    );
+    let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let fifth = _mm256_set1_epi8(0x10);
+    let test = |spread| {
+        _mm256_and_si256(
+            _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask),
+            fifth,
+        )
+    };
+    (test(spread_low), test(spread_high))
+}
+
+/// Eight blocks' `Σ q·y − bias·Σ y` (exact), block `l` in lane `l`, for unsigned quants below 32
+/// given as [`nibble_pair`]-layout vectors by `quants(a, b)`. Blocks `p` and `p + 4` share a
+/// vector (its two halves), so one nibble split serves two rows and each row's products sit in
+/// four i32 lanes; three `hadd` levels then leave block `l`'s total in lane `l`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pair_sums<W>(
+    bs: [&W; LANES],
+    y: SplitActivation,
+    quants: impl Fn(&W, &W) -> (__m256i, __m256i),
+) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    let pair = |p: usize| {
+        let (low, high) = quants(bs[p], bs[p + 4]);
+        // Each maddubs pair is below 2·31·128, their sum below 2^15: exact in i16.
+        let products = _mm256_add_epi16(
+            _mm256_maddubs_epi16(low, y.low),
+            _mm256_maddubs_epi16(high, y.high),
+        );
+        _mm256_madd_epi16(products, ones)
+    };
+    let (p0, p1, p2, p3) = (pair(0), pair(1), pair(2), pair(3));
+    // [b0 b0 b1 b1 | b4 b4 b5 b5], [b2 b2 b3 b3 | b6 b6 b7 b7], then [b0..b3 | b4..b7].
+    let totals = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    _mm256_sub_epi32(totals, _mm256_set1_epi32(y.bias_sum))
+}
+
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
     legacy_rows(
@@ -142,17 +277,8 @@ fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         // Σ (q - 8)·y = Σ q·y - 8·Σ y: the second part is the activation's, once per block.
-        // maddubs pairs of q < 16 and y stay below 2^15 (exact).
-        |xb| {
-            let y = load32(&xb.qs);
-            let ones = _mm256_set1_epi16(1);
-            let eight_y = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y), ones);
-            (y, super::avx2::hsum_i32(eight_y))
-        },
-        |wb, y| {
-            let qy = _mm256_maddubs_epi16(q4_0_nibbles(&wb.qs), y);
-            _mm256_madd_epi16(qy, _mm256_set1_epi16(1))
-        },
+        |xb| split_activation(&xb.qs, 8),
+        |bs, y| pair_sums(bs, y, |a, b| nibble_pair(&a.qs, &b.qs)),
         // `(sumi * dx) * dy`, the scalar order.
         |sumi, bs, xb| {
             let dy = _mm256_set1_ps(f16_le(xb.d));
@@ -168,6 +294,98 @@ pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0]
     unsafe { rows_q4_0_avx2_impl(w, row_blocks, x, out) }
 }
 
+/// `(dx * dy) * sumi + m * s`, the scalar order of the Q4_1 and Q5_1 terms.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn term_with_min<W>(
+    sumi: __m256,
+    bs: [&W; LANES],
+    xb: &BlockQ8_1,
+    d: impl Fn(&W) -> [u8; 2],
+    m: impl Fn(&W) -> [u8; 2],
+) -> __m256 {
+    let dd = _mm256_mul_ps(row_scales(bs, d), _mm256_set1_ps(f16_le(xb.d)));
+    let ms = _mm256_mul_ps(row_scales(bs, m), _mm256_set1_ps(f16_le(xb.s)));
+    _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| split_activation(&xb.qs, 0),
+        |bs, y| pair_sums(bs, y, |a, b| nibble_pair(&a.qs, &b.qs)),
+        |sumi, bs, xb| term_with_min(sumi, bs, xb, |b| b.d, |b| b.m),
+        super::avx2::vec_dot_q4_1,
+    )
+}
+
+/// Q4_1 rows, AVX2.
+pub(super) fn rows_q4_1_avx2(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q4_1_avx2_impl(w, row_blocks, x, out) }
+}
+
+/// Two Q5 blocks' 5-bit quants in the [`nibble_pair`] layout.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_pair(qs: (&[u8; 16], &[u8; 16]), qh: ([u8; 4], [u8; 4])) -> (__m256i, __m256i) {
+    let (low, high) = nibble_pair(qs.0, qs.1);
+    let (bits_low, bits_high) = fifth_bit_pair(qh.0, qh.1);
+    (
+        _mm256_or_si256(low, bits_low),
+        _mm256_or_si256(high, bits_high),
+    )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        // Σ (q - 16)·y = Σ q·y - 16·Σ y, the second part once per activation block.
+        |xb| split_activation(&xb.qs, 16),
+        |bs, y| pair_sums(bs, y, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh))),
+        // `(dx * dy) * sumi`, the scalar order.
+        |sumi, bs, xb| {
+            let dd = _mm256_mul_ps(row_scales(bs, |b| b.d), _mm256_set1_ps(f16_le(xb.d)));
+            _mm256_mul_ps(dd, sumi)
+        },
+        super::avx2::vec_dot_q5_0,
+    )
+}
+
+/// Q5_0 rows, AVX2.
+pub(super) fn rows_q5_0_avx2(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q5_0_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| split_activation(&xb.qs, 0),
+        |bs, y| pair_sums(bs, y, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh))),
+        |sumi, bs, xb| term_with_min(sumi, bs, xb, |b| b.d, |b| b.m),
+        super::avx2::vec_dot_q5_1,
+    )
+}
+
+/// Q5_1 rows, AVX2.
+pub(super) fn rows_q5_1_avx2(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q5_1_avx2_impl(w, row_blocks, x, out) }
+}
+
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
     legacy_rows(
@@ -180,11 +398,14 @@ fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
             let y = load32(&xb.qs);
             let zero = _mm256_setzero_si256();
             let bias_y = dpbusd(zero, _mm256_set1_epi8(-128), y);
-            (y, super::avx2::hsum_i32(bias_y))
+            (y, hsum_i32(bias_y))
         },
-        |wb, y| {
-            let biased = _mm256_xor_si256(load32(&wb.qs), _mm256_set1_epi8(-128));
-            dpbusd(_mm256_setzero_si256(), biased, y)
+        |bs, (y, correction)| {
+            let partials = bs.map(|wb| {
+                let biased = _mm256_xor_si256(load32(&wb.qs), _mm256_set1_epi8(-128));
+                dpbusd(_mm256_setzero_si256(), biased, y)
+            });
+            transposed_less(&partials, correction)
         },
         |sumi, bs, xb| {
             let dx = _mm256_set1_ps(f16_le(xb.d));
@@ -211,9 +432,12 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         |xb| {
             let y = load32(&xb.qs);
             let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), y);
-            (y, super::avx2::hsum_i32(eight_y))
+            (y, hsum_i32(eight_y))
         },
-        |wb, y| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y),
+        |bs, (y, correction)| {
+            let partials = bs.map(|wb| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y));
+            transposed_less(&partials, correction)
+        },
         |sumi, bs, xb| {
             let dy = _mm256_set1_ps(f16_le(xb.d));
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
