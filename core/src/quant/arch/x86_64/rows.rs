@@ -64,7 +64,7 @@ fn legacy_rows<W, X, P: Copy>(
         let mut row_iter = group.chunks_exact(row_blocks.max(1));
         let rows: [&[W]; LANES] =
             core::array::from_fn(|_| row_iter.next().and_then(|r| r.get(..blocks)).unwrap_or(&[]));
-        let next_group = group.as_ptr().cast::<i8>().wrapping_add(group_bytes);
+        let next_group = group.as_ptr().cast::<i8>().wrapping_add(group_bytes.saturating_mul(2));
         let mut sumf = _mm256_setzero_ps();
         for (k, xb) in x.iter().enumerate() {
             prefetch_range(next_group.wrapping_add(k * step_bytes), step_bytes);
