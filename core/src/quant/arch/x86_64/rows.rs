@@ -64,7 +64,10 @@ fn legacy_rows<W, X, P: Copy>(
         let mut row_iter = group.chunks_exact(row_blocks.max(1));
         let rows: [&[W]; LANES] =
             core::array::from_fn(|_| row_iter.next().and_then(|r| r.get(..blocks)).unwrap_or(&[]));
-        let next_group = group.as_ptr().cast::<i8>().wrapping_add(group_bytes.saturating_mul(2));
+        let next_group = group
+            .as_ptr()
+            .cast::<i8>()
+            .wrapping_add(group_bytes.saturating_mul(2));
         let mut sumf = _mm256_setzero_ps();
         for (k, xb) in x.iter().enumerate() {
             prefetch_range(next_group.wrapping_add(k * step_bytes), step_bytes);
@@ -99,8 +102,48 @@ fn prefetch_range(start: *const i8, len: usize) {
     }
 }
 
-/// One f16 field of eight blocks as eight halves: the halves are packed in general
-/// registers and converted in one step (not assembled through memory or word inserts).
+/// The first four bytes of eight blocks (one per lane): the f16 `d` and `m` of Q4_1/Q5_1 blocks.
+#[derive(Clone, Copy)]
+struct Heads(__m256i);
+
+impl Heads {
+    /// The heads of eight blocks, in vector registers (four-byte loads and unpacks: for two
+    /// halves a block this beat packing them in general registers, which spills the row
+    /// pointers, and a gather; for `d` alone, [`row_scales`] is faster).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn of<W>(bs: [&W; LANES]) -> Heads {
+        const { assert!(core::mem::size_of::<W>() >= 4) };
+        // SAFETY: each block has at least four bytes; `loadu_si32` has no alignment requirement.
+        let v = bs.map(|b| unsafe { _mm_loadu_si32((b as *const W).cast()) });
+        let quad =
+            |a, b, c, d| _mm_unpacklo_epi64(_mm_unpacklo_epi32(a, b), _mm_unpacklo_epi32(c, d));
+        Heads(_mm256_set_m128i(
+            quad(v[4], v[5], v[6], v[7]),
+            quad(v[0], v[1], v[2], v[3]),
+        ))
+    }
+
+    /// The eight `d` and the eight `m` as f32 (F16C, exact).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    fn halves(self) -> (__m256, __m256) {
+        // Per 128-bit chunk: the four first halves, then the four second halves; then the
+        // chunks' first halves together, and their second halves.
+        let order = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3,
+            6, 7, 10, 11, 14, 15,
+        );
+        let split = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(self.0, order));
+        (
+            _mm256_cvtph_ps(_mm256_castsi256_si128(split)),
+            _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(split)),
+        )
+    }
+}
+
+/// One f16 field of eight blocks as eight halves, packed in general registers (one vector
+/// insert in all, not one per half).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn lane_f16<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m128i {
@@ -110,7 +153,7 @@ fn lane_f16<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m128i {
     _mm_set_epi64x(high as i64, low as i64)
 }
 
-/// The eight blocks' f16 `d` (or any f16 field) as f32.
+/// The eight blocks' f16 `d` as f32.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn row_scales<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m256 {
@@ -297,15 +340,10 @@ pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0]
 /// `(dx * dy) * sumi + m * s`, the scalar order of the Q4_1 and Q5_1 terms.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn term_with_min<W>(
-    sumi: __m256,
-    bs: [&W; LANES],
-    xb: &BlockQ8_1,
-    d: impl Fn(&W) -> [u8; 2],
-    m: impl Fn(&W) -> [u8; 2],
-) -> __m256 {
-    let dd = _mm256_mul_ps(row_scales(bs, d), _mm256_set1_ps(f16_le(xb.d)));
-    let ms = _mm256_mul_ps(row_scales(bs, m), _mm256_set1_ps(f16_le(xb.s)));
+fn term_with_min<W>(sumi: __m256, bs: [&W; LANES], xb: &BlockQ8_1) -> __m256 {
+    let (d, m) = Heads::of(bs).halves();
+    let dd = _mm256_mul_ps(d, _mm256_set1_ps(f16_le(xb.d)));
+    let ms = _mm256_mul_ps(m, _mm256_set1_ps(f16_le(xb.s)));
     _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
 }
 
@@ -318,7 +356,7 @@ fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out:
         out,
         |xb| split_activation(&xb.qs, 0),
         |bs, y| pair_sums(bs, y, |a, b| nibble_pair(&a.qs, &b.qs)),
-        |sumi, bs, xb| term_with_min(sumi, bs, xb, |b| b.d, |b| b.m),
+        |sumi, bs, xb| term_with_min(sumi, bs, xb),
         super::avx2::vec_dot_q4_1,
     )
 }
@@ -375,7 +413,7 @@ fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out:
         out,
         |xb| split_activation(&xb.qs, 0),
         |bs, y| pair_sums(bs, y, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh))),
-        |sumi, bs, xb| term_with_min(sumi, bs, xb, |b| b.d, |b| b.m),
+        |sumi, bs, xb| term_with_min(sumi, bs, xb),
         super::avx2::vec_dot_q5_1,
     )
 }
