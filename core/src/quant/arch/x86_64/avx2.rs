@@ -68,6 +68,30 @@ pub(super) fn f16x8(halves: &[[u8; 2]; 8]) -> __m256 {
     _mm256_cvtph_ps(load16(&bits))
 }
 
+/// Asks for the cache lines of `len` bytes from `start` (a hint: a prefetch never faults, and the
+/// address is only formed, never read, so it may lie past the end of the weights).
+#[inline(always)]
+pub(super) fn prefetch_range(start: *const i8, len: usize) {
+    for offset in (0..len).step_by(64) {
+        // SAFETY: a prefetch reads nothing architecturally and cannot fault on any address; SSE
+        // is part of the x86_64 baseline.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
+    }
+}
+
+/// How far ahead of the block being summed a K-quant kernel asks for weights: a matvec reads its
+/// rows back to back, so this runs into the next row, as the summing will.
+const K_PREFETCH_BYTES: usize = 2048;
+
+/// Asks for the lines of the block `K_PREFETCH_BYTES` past `block`.
+#[inline(always)]
+pub(super) fn prefetch_block_ahead<W>(block: &W) {
+    let start = (block as *const W)
+        .cast::<i8>()
+        .wrapping_add(K_PREFETCH_BYTES);
+    prefetch_range(start, core::mem::size_of::<W>());
+}
+
 /// Sum of the eight i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -326,6 +350,7 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
     let nibble = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
     for (wb, xb) in w.iter().zip(x) {
+        prefetch_block_ahead(wb);
         let (packed, qs_all, qh, d, dmin) = parts(wb);
         let (scales, mins) = scales_and_mins(packed);
         // Σ bsums·mins: each min covers two bsums (16 i16 · 16 i16 in one madd, exact).
@@ -418,6 +443,7 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     let nibble = _mm256_set1_epi8(0x0f);
     let bias = _mm256_set1_epi8(32);
     for (wb, xb) in w.iter().zip(x) {
+        prefetch_block_ahead(wb);
         let mut acc = LaneAcc::new();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
         let halves = halves

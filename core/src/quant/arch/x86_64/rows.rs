@@ -19,7 +19,8 @@
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, hsum_i32, load16, load32, part, q4_0_nibbles, transpose_sums,
+    accumulate, add_lanes, hsum_i32, load16, load32, part, prefetch_range, q4_0_nibbles,
+    transpose_sums,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -88,17 +89,6 @@ fn legacy_rows<W, X, P: Copy>(
     let rest = groups.remainder().chunks_exact(row_blocks.max(1));
     for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
         *o = single(row, x);
-    }
-}
-
-/// Asks for the cache lines of `len` bytes from `start` (a hint: a prefetch never faults, and the
-/// address is only formed, never read, so it may lie past the end of the weights).
-#[inline(always)]
-fn prefetch_range(start: *const i8, len: usize) {
-    for offset in (0..len).step_by(64) {
-        // SAFETY: a prefetch reads nothing architecturally and cannot fault on any address; SSE
-        // is part of the x86_64 baseline.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
     }
 }
 
