@@ -253,16 +253,9 @@ impl LaneAcc {
         }
     }
 
-    /// Adds `scale_a · a + scale_b · b` lane by lane (`a`, `b` in `[lanes | lanes]` layout).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    pub(super) fn add_pair(&mut self, a: __m256i, b: __m256i, scale_a: i16, scale_b: i16) {
-        let scales = _mm256_set1_epi32(scale_pair(scale_a, scale_b));
-        self.add_pair_scaled(a, b, scales);
-    }
-
-    /// Like [`LaneAcc::add_pair`], with the scales as a vector: each 32-bit element holds
-    /// `(scale_a, scale_b)` for its half (so the halves may have different scales).
+    /// Adds `scale_a · a + scale_b · b` lane by lane (`a`, `b` in `[lanes | lanes]` layout), the
+    /// scales as a vector: each 32-bit element holds `(scale_a, scale_b)` as two i16 for its half
+    /// (so the halves may have different scales).
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(super) fn add_pair_scaled(&mut self, a: __m256i, b: __m256i, scales: __m256i) {
@@ -280,12 +273,6 @@ impl LaneAcc {
         let second = _mm256_permute2x128_si256::<0x31>(self.low, self.high);
         _mm256_add_epi32(first, second)
     }
-}
-
-/// Two i16 scales packed for `madd` against interleaved `(a, b)` pairs.
-#[inline(always)]
-fn scale_pair(scale_a: i16, scale_b: i16) -> i32 {
-    (i32::from(scale_b) << 16) | i32::from(scale_a as u16)
 }
 
 /// In each 16-byte half, element `k` next to element `k + 8`, so that `maddubs` adds two products
@@ -361,9 +348,15 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
         // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
         let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
+        // The eight scales as i16; pair p (scales 2p, 2p+1) is 32-bit element p, broadcast by
+        // one permute per pair.
+        let scale_words = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi64x(
+            0,
+            i64::from_le_bytes(scales),
+        )));
         let mut acc = LaneAcc::new();
         let pairs = qs_all.chunks_exact(32).zip(xb.qs.chunks_exact(64));
-        for (p, ((qs, xq), sc)) in pairs.zip(scales.chunks_exact(2)).enumerate() {
+        for (p, (qs, xq)) in pairs.enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
             // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
             // One shuffle for both nibbles (the nibble split is bytewise, so it commutes).
@@ -383,9 +376,8 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
             let x1 = pair_lanes(load32(part(xq, 32)));
             let s0 = _mm256_maddubs_epi16(low, x0);
             let s1 = _mm256_maddubs_epi16(high, x1);
-            if let [sc0, sc1] = *sc {
-                acc.add_pair(s0, s1, i16::from(sc0), i16::from(sc1));
-            }
+            let pair = _mm256_permutevar8x32_epi32(scale_words, _mm256_set1_epi32(p as i32));
+            acc.add_pair_scaled(s0, s1, pair);
         }
         let d = f16_le(d) * xb.scale();
         sums = accumulate(sums, d, acc.lanes());
