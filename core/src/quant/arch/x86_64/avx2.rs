@@ -314,12 +314,32 @@ pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 /// `sumf -= (dmin·dx) · Σ bsums·mins`; the lanes added to `sumf` last.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins(w, x, |b| (&b.scales, &b.qs, None, b.d, b.dmin))
+    dot_with_mins(w, x, x, q4_k_parts, |xb, at| paired_activation(xb, at))
+}
+
+/// A Q4_K block as [`dot_with_mins`] reads it.
+#[inline(always)]
+pub(super) fn q4_k_parts(b: &BlockQ4K) -> MinsBlock<'_> {
+    (&b.scales, &b.qs, None, b.d, b.dmin)
+}
+
+/// A Q5_K block as [`dot_with_mins`] reads it.
+#[inline(always)]
+pub(super) fn q5_k_parts(b: &BlockQ5K) -> MinsBlock<'_> {
+    (&b.scales, &b.qs, Some(&b.qh), b.d, b.dmin)
+}
+
+/// The 32 activation bytes at `at` of block `xb`, through [`pair_lanes`] (the activation as
+/// [`dot_with_mins`] takes it when it is not prepared ahead).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn paired_activation(xb: &BlockQ8K, at: usize) -> __m256i {
+    pair_lanes(load32(part(&xb.qs, at)))
 }
 
 /// One Q4_K/Q5_K block as [`dot_with_mins`] reads it: packed scales, the 4-bit quants, the fifth
 /// bits (Q5_K), `d` and `dmin`.
-type MinsBlock<'a> = (
+pub(super) type MinsBlock<'a> = (
     &'a [u8; 12],
     &'a [u8; 128],
     Option<&'a [u8; 32]>,
@@ -329,14 +349,22 @@ type MinsBlock<'a> = (
 
 /// The dot shared by Q4_K and Q5_K (`vec_dot_with_mins` of the scalar twins): lanes scaled by
 /// `d·dx` into `sums` per block, `sumf -= (dmin·dx)·Σ bsums·mins`, lanes added to `sumf` last.
+/// `activation(&paired[k], at)` gives the 32 bytes at `at` of activation block `k` through
+/// [`pair_lanes`] (`paired` is `x` itself, shuffled here, or a copy prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>) -> f32 {
+pub(super) fn dot_with_mins<W, A>(
+    w: &[W],
+    x: &[BlockQ8K],
+    paired: &[A],
+    parts: impl Fn(&W) -> MinsBlock<'_>,
+    activation: impl Fn(&A, usize) -> __m256i,
+) -> f32 {
     let mut sums = _mm256_setzero_ps();
     let mut sumf = 0.0f32;
     let nibble = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
-    for (wb, xb) in w.iter().zip(x) {
+    for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         let (packed, qs_all, qh, d, dmin) = parts(wb);
         let (scales, mins) = scales_and_mins(packed);
@@ -348,15 +376,14 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
         // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
         let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
-        // The eight scales as i16; pair p (scales 2p, 2p+1) is 32-bit element p, broadcast by
-        // one permute per pair.
-        let scale_words = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi64x(
-            0,
-            i64::from_le_bytes(scales),
-        )));
+        // The eight scales as i16 in both halves; pair p (scales 2p, 2p+1) is 32-bit element p
+        // of each half, broadcast by one in-half shuffle per pair.
+        // (Widened from both halves of one register rather than broadcast: LLVM turns an
+        // in-half shuffle of a broadcast into a shuffle plus a broadcast, two uops.)
+        let scales = i64::from_le_bytes(scales);
+        let scale_words = _mm256_cvtepu8_epi16(_mm_set_epi64x(scales, scales));
         let mut acc = LaneAcc::new();
-        let pairs = qs_all.chunks_exact(32).zip(xb.qs.chunks_exact(64));
-        for (p, (qs, xq)) in pairs.enumerate() {
+        for (p, qs) in qs_all.chunks_exact(32).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
             // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
             // One shuffle for both nibbles (the nibble split is bytewise, so it commutes).
@@ -372,11 +399,16 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
                 low = _mm256_or_si256(low, _mm256_slli_epi16::<4>(bit_low));
                 high = _mm256_or_si256(high, _mm256_slli_epi16::<4>(bit_high));
             }
-            let x0 = pair_lanes(load32(part(xq, 0)));
-            let x1 = pair_lanes(load32(part(xq, 32)));
+            let x0 = activation(xp, 64 * p);
+            let x1 = activation(xp, 64 * p + 32);
             let s0 = _mm256_maddubs_epi16(low, x0);
             let s1 = _mm256_maddubs_epi16(high, x1);
-            let pair = _mm256_permutevar8x32_epi32(scale_words, _mm256_set1_epi32(p as i32));
+            let pair = match p {
+                0 => _mm256_shuffle_epi32::<0x00>(scale_words),
+                1 => _mm256_shuffle_epi32::<0x55>(scale_words),
+                2 => _mm256_shuffle_epi32::<0xaa>(scale_words),
+                _ => _mm256_shuffle_epi32::<0xff>(scale_words),
+            };
             acc.add_pair_scaled(s0, s1, pair);
         }
         let d = f16_le(d) * xb.scale();
@@ -390,7 +422,7 @@ fn dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -> MinsBlock<'_>
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins(w, x, |b| (&b.scales, &b.qs, Some(&b.qh), b.d, b.dmin))
+    dot_with_mins(w, x, x, q5_k_parts, |xb, at| paired_activation(xb, at))
 }
 
 /// Safe entry of [`vec_dot_q5_k_impl`].
@@ -430,18 +462,38 @@ pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 /// in lane order at the end.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+    dot_q6_k(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
+}
+
+/// Activation group `g` (bytes `32g..32g + 32`) as the Q6_K dot takes it: through
+/// [`pair_lanes`], and `maddubs(32, x)` of that (the bias part of `Σ (u - 32)·x`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q6_k_activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
+    let x = pair_lanes(load32(part(qs, 32 * g)));
+    (x, _mm256_maddubs_epi16(_mm256_set1_epi8(32), x))
+}
+
+/// `ggml_vec_dot_q6_K_q8_K_generic`'s order over `paired`, whose block `k` gives activation group
+/// `g` of `x[k]` as [`q6_k_activation_group`] does (computed here, or prepared once for many
+/// rows).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn dot_q6_k<A>(
+    w: &[BlockQ6K],
+    x: &[BlockQ8K],
+    paired: &[A],
+    group: impl Fn(&A, usize) -> (__m256i, __m256i),
+) -> f32 {
     let mut sums = _mm256_setzero_ps();
     let low2 = _mm256_set1_epi8(0x03);
     let nibble = _mm256_set1_epi8(0x0f);
-    let bias = _mm256_set1_epi8(32);
-    for (wb, xb) in w.iter().zip(x) {
+    for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         let mut acc = LaneAcc::new();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
-        let halves = halves
-            .zip(xb.qs.chunks_exact(128))
-            .zip(wb.scales.chunks_exact(8));
-        for (((ql, qh), xq), half_scales) in halves {
+        let halves = halves.zip(wb.scales.chunks_exact(8));
+        for (half, ((ql, qh), half_scales)) in halves.enumerate() {
             // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles, not
             // one per group of 32 values.
             let a = pair_lanes(load32(part(ql, 0)));
@@ -465,10 +517,9 @@ fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
             ];
             // Σ (u - 32)·x per lane = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact.
             let mut lane_sums = [_mm256_setzero_si256(); 4];
-            for ((sum, group), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
-                let x = pair_lanes(load32(part(xq, 32 * g)));
-                let ux = _mm256_maddubs_epi16(group, x);
-                *sum = _mm256_sub_epi16(ux, _mm256_maddubs_epi16(bias, x));
+            for ((sum, quants), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
+                let (x, bias_x) = group(xp, 4 * half + g);
+                *sum = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
             }
             // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
             // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and

@@ -38,12 +38,14 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
         vec_dot: Some(avx2::vec_dot_q4_k),
         dequantize: Some(dequantize_k::dequantize_q4_k),
         quantize: Some(quantize_k::quantize_q4_k),
+        rows: Some(rows::rows_q4_k_avx2),
         ..Ops::NONE
     },
     q6_k: Ops {
         vec_dot: Some(avx2::vec_dot_q6_k),
         dequantize: Some(avx2::dequantize_q6_k),
         quantize: Some(quantize_k::quantize_q6_k),
+        rows: Some(rows::rows_q6_k_avx2),
         ..Ops::NONE
     },
     q4_1: Ops {
@@ -73,6 +75,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q5_k: Ops {
         vec_dot: Some(avx2::vec_dot_q5_k),
         dequantize: Some(dequantize_k::dequantize_q5_k),
+        rows: Some(rows::rows_q5_k_avx2),
         ..Ops::NONE
     },
     q8_k: Ops {

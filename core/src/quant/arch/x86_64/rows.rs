@@ -19,13 +19,14 @@
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, hsum_i32, load16, load32, part, prefetch_range, q4_0_nibbles,
-    transpose_sums,
+    accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, pair_lanes, part,
+    prefetch_range, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group, transpose_sums,
+    MinsBlock,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
-use crate::quant::k_quants::BlockQ6K;
+use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// Rows per group of the legacy kernels (one per f32 lane).
@@ -478,6 +479,121 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
 pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_vnni`.
     unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+/// Activation super-blocks a [`rows_with_mins`] call prepares (64 · 256 B = 16 KiB of stack,
+/// rows of up to 16,384 values; longer rows run one vec_dot per row).
+const PREPARED_BLOCKS: usize = 64;
+
+/// Q4_K/Q5_K rows: the activation's bytes go through [`pair_lanes`] once, into a buffer, instead
+/// of once per row (two shuffles per 64 values of every row); then each row runs the single-row
+/// dot over that buffer, with the same bits.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn rows_with_mins<W>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    parts: impl Fn(&W) -> MinsBlock<'_> + Copy,
+    single: fn(&[W], &[BlockQ8K]) -> f32,
+) {
+    let rows = w.chunks_exact(row_blocks.max(1));
+    if row_blocks > PREPARED_BLOCKS {
+        for (o, row) in out.iter_mut().zip(rows) {
+            *o = single(row, x);
+        }
+        return;
+    }
+    let mut prepared = [[0i8; 256]; PREPARED_BLOCKS];
+    for (buffer, xb) in prepared.iter_mut().zip(x) {
+        for (to, from) in buffer.chunks_exact_mut(32).zip(xb.qs.chunks_exact(32)) {
+            if let (Some(to), Some(from)) = (to.first_chunk_mut::<32>(), from.first_chunk::<32>()) {
+                let shuffled = pair_lanes(load32(from));
+                // SAFETY: `to` holds 32 bytes; `storeu` has no alignment requirement.
+                unsafe { _mm256_storeu_si256(to.as_mut_ptr().cast(), shuffled) };
+            }
+        }
+    }
+    let paired = prepared.get(..row_blocks).unwrap_or(&[]);
+    for (o, row) in out.iter_mut().zip(rows) {
+        *o = dot_with_mins(row, x, paired, parts, |xp, at| load32(part(xp, at)));
+    }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    rows_with_mins(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
+}
+
+/// Q4_K rows, AVX2.
+pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q4_k_avx2_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    rows_with_mins(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
+}
+
+/// Q5_K rows, AVX2.
+pub(super) fn rows_q5_k_avx2(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q5_k_avx2_impl(w, row_blocks, x, out) }
+}
+
+/// An activation super-block prepared for the Q6_K dot: each group of 32 bytes through
+/// [`pair_lanes`], and its `maddubs(32, x)`.
+#[derive(Clone, Copy)]
+struct PairedQ6 {
+    x: [[i8; 32]; 8],
+    bias_x: [[i8; 32]; 8],
+}
+
+/// Q6_K rows: the activation's shuffles and bias products (two of the five vector steps per
+/// group that do not depend on the weights) computed once, into a buffer (32 KiB of stack for
+/// [`PREPARED_BLOCKS`]), then each row runs the single-row dot over it, with the same bits.
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    let rows = w.chunks_exact(row_blocks.max(1));
+    if row_blocks > PREPARED_BLOCKS {
+        for (o, row) in out.iter_mut().zip(rows) {
+            *o = super::avx2::vec_dot_q6_k(row, x);
+        }
+        return;
+    }
+    let empty = PairedQ6 {
+        x: [[0; 32]; 8],
+        bias_x: [[0; 32]; 8],
+    };
+    let mut prepared = [empty; PREPARED_BLOCKS];
+    for (paired, xb) in prepared.iter_mut().zip(x) {
+        for (g, (to_x, to_bias)) in paired.x.iter_mut().zip(&mut paired.bias_x).enumerate() {
+            let (x, bias_x) = q6_k_activation_group(&xb.qs, g);
+            // SAFETY: each destination holds 32 bytes; `storeu` has no alignment requirement.
+            unsafe {
+                _mm256_storeu_si256(to_x.as_mut_ptr().cast(), x);
+                _mm256_storeu_si256(to_bias.as_mut_ptr().cast(), bias_x);
+            }
+        }
+    }
+    let paired = prepared.get(..row_blocks).unwrap_or(&[]);
+    let group = |p: &PairedQ6, g: usize| {
+        let zeros = &[0i8; 32];
+        let x = p.x.get(g).unwrap_or(zeros);
+        let bias_x = p.bias_x.get(g).unwrap_or(zeros);
+        (load32(x), load32(bias_x))
+    };
+    for (o, row) in out.iter_mut().zip(rows) {
+        *o = dot_q6_k(row, x, paired, group);
+    }
+}
+
+/// Q6_K rows, AVX2.
+pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q6_k_avx2_impl(w, row_blocks, x, out) }
 }
 
 /// Rows per group of the K-quant kernels.
