@@ -4,7 +4,7 @@
 //! whichever thread computes it, so the result has the same bits for any thread count (and equals
 //! `miniquant::quant::matvec`).
 //!
-//! Four measures keep a multi-threaded call from costing more than it gains:
+//! Three measures keep a multi-threaded call from costing more than it gains:
 //!
 //! - **Persistent workers.** The workers are a [`rayon_core`] pool built on the first
 //!   multi-threaded call and kept for the process (grown, never shrunk, when a call asks for more
@@ -24,22 +24,15 @@
 //!   one at about 32–75 KB of weights (Q5_0 and Q4_1 earlier, Q4_K, whose kernel is faster per byte,
 //!   later); 64 KiB per thread leaves a margin, and a smaller matrix is computed by the caller
 //!   alone, as fast as with `threads = 1`.
-//! - **A back-off under load.** When other processes keep the cores busy, two threads cannot
-//!   gain, and a worker that starts late or is descheduled holding a chunk makes the call wait.
-//!   So each call on the pool is timed against what the caller alone would have needed at its own
-//!   rate; after one that did not gain 10 %, calls run on the caller alone for 1 ms, then 2, 4, …
-//!   up to 128 ms while they keep missing. On the VM at load average 6.7, 2-thread
-//!   calls of the 737 KB Q4_K tensor ran at 12.4 GB/s best, 12.3 median, as on one thread
-//!   (without the back-off 11.0 and 9.8; with the per-call spawn 7.4 and 7.2), at the price of a
-//!   gain forgone while the load lasts.
 //!
 //! Measured there, idle, best of 5: the 737 KB Q4_K tensor 12.4 GB/s on one thread, 18–21 GB/s on
-//! two; a 2048×640 Q5_0 tensor (901 KB) 6.6 and 11–13 GB/s. Each row is computed the same way
-//! whichever path a call takes, so none of this changes a result's bits.
+//! two; a 2048×640 Q5_0 tensor (901 KB) 6.6 and 11–13 GB/s. When another process keeps the second
+//! core busy, two threads cannot gain, and a worker that is descheduled holding a chunk still
+//! makes the call wait: the 737 KB Q4_K tensor then ran at 10–11 GB/s best, 7–10 median, against
+//! 12.4 on one thread (the per-call spawn: 7.4 and 7.2). On a machine known to be loaded, one
+//! thread is the faster choice for small tensors.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use miniquant::quant::matvec::{matvec_quantized, matvec_scratch_bytes, quantize_activations};
 use miniquant::quant::{bytes_for, Level};
@@ -63,27 +56,9 @@ pub fn default_threads() -> usize {
 /// `y = W x` for a row-major `rows × cols` matrix `w` of type `t`, with up to `threads` threads
 /// (the caller and `threads - 1` pool workers; at least one; never more than there are rows or
 /// [`MIN_BYTES_PER_THREAD`] shares of `w`) and the kernels of `level`. If the worker pool cannot be
-/// started, or recent calls on it did not pay off (see the module documentation), the caller
-/// computes every row itself.
+/// started, the caller computes every row itself.
 #[allow(clippy::too_many_arguments)]
 pub fn matvec(
-    level: Level,
-    t: GgmlType,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    x: &[f32],
-    threads: usize,
-    y: &mut [f32],
-) -> Result<(), Error> {
-    matvec_with(Some(&BACKOFF), level, t, w, rows, cols, x, threads, y)
-}
-
-/// [`matvec`], with `backoff` deciding whether to use the pool (`None`: whenever the matrix is
-/// large enough; for tests).
-#[allow(clippy::too_many_arguments)]
-fn matvec_with(
-    backoff: Option<&Backoff>,
     level: Level,
     t: GgmlType,
     w: &[u8],
@@ -116,143 +91,42 @@ fn matvec_with(
     // What does not depend on the rows (the level, the type's kernels) fails here, on no rows,
     // before any worker is woken.
     matvec_quantized(level, t, &[], 0, cols, xq, &mut [])?;
-    if backoff.is_some_and(|b| b.solo(now())) {
-        return matvec_quantized(level, t, w, rows, cols, xq, y);
-    }
     let Some(pool) = pool(threads - 1) else {
         return matvec_quantized(level, t, w, rows, cols, xq, y);
     };
     let chunk_bytes = CHUNK_BYTES.max(weight_bytes.div_ceil(threads * 8));
     let chunk_rows = chunk_bytes.div_ceil(row_bytes);
-    let chunk_count = rows.div_ceil(chunk_rows);
     let chunks = Mutex::new(
         w.chunks(chunk_rows * row_bytes)
             .zip(y.chunks_mut(chunk_rows)),
     );
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    // Takes chunks until none is left or a thread has failed (the first error is kept); returns
-    // how many it computed.
-    let work = || {
-        let mut done = 0;
-        loop {
-            let next = chunks.lock().unwrap_or_else(PoisonError::into_inner).next();
-            let Some((w, y)) = next else { return done };
-            if let Err(e) = matvec_quantized(level, t, w, y.len(), cols, xq, y) {
-                // Leave no chunk for the other threads, then report.
-                let mut rest = chunks.lock().unwrap_or_else(PoisonError::into_inner);
-                rest.by_ref().for_each(drop);
-                drop(rest);
-                failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert(e);
-                return done;
-            }
-            done += 1;
+    // Takes chunks until none is left or a thread has failed; the first error is kept.
+    let work = || loop {
+        let next = chunks.lock().unwrap_or_else(PoisonError::into_inner).next();
+        let Some((w, y)) = next else { return };
+        if let Err(e) = matvec_quantized(level, t, w, y.len(), cols, xq, y) {
+            // Leave no chunk for the other threads, then report.
+            let mut rest = chunks.lock().unwrap_or_else(PoisonError::into_inner);
+            rest.by_ref().for_each(drop);
+            drop(rest);
+            failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(e);
+            return;
         }
     };
     // A panic in a worker is re-raised here once every spawned job has ended, as `join` did.
-    let start = Instant::now();
-    let (own_chunks, own_time) = pool.in_place_scope(|scope| {
+    pool.in_place_scope(|scope| {
         for _ in 1..threads {
-            scope.spawn(|_| {
-                work();
-            });
+            scope.spawn(|_| work());
         }
-        (work(), start.elapsed())
+        work();
     });
-    if let Some(backoff) = backoff {
-        let paid = paid_off(start.elapsed(), own_time, own_chunks, chunk_count);
-        backoff.record(now(), paid);
-    }
     match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
         Some(e) => Err(e),
         None => Ok(()),
-    }
-}
-
-/// Whether a call on the pool beat the caller alone by 10 %: its `total` time against the `own`
-/// time the caller took for `own_chunks` of the `chunks`, scaled to all of them. (A call whose
-/// workers took no chunk did not pay off: the caller did everything, then waited for them.)
-fn paid_off(total: Duration, own: Duration, own_chunks: usize, chunks: usize) -> bool {
-    own_chunks == 0
-        || total.as_nanos() * 10 * (own_chunks as u128) < own.as_nanos() * 9 * (chunks as u128)
-}
-
-/// The back-off of [`matvec`] after calls on the pool that did not pay off.
-static BACKOFF: Backoff = Backoff::new();
-
-/// Nanoseconds since the first call, the clock of [`Backoff`].
-fn now() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let nanos = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
-    u64::try_from(nanos).unwrap_or(u64::MAX)
-}
-
-/// After a multi-threaded call that did not pay off (see [`paid_off`]; typically because another
-/// process holds the workers' cores, so a worker starts late or is descheduled holding a chunk),
-/// calls run on the caller alone for [`BACKOFF_FIRST`], doubling with each further miss up to
-/// [`BACKOFF_MAX`]; a call that pays off ends the back-off. The first call on the pool after a
-/// period alone is not judged: its workers have gone to sleep meanwhile, and waking them is no
-/// measure of the machine's load. Being a matter of time, not of calls, the back-off costs a large
-/// matrix (tens of ms per call) at most a few single-threaded calls per miss.
-#[derive(Debug)]
-struct Backoff {
-    /// [`now`] before which calls run on the caller alone.
-    solo_until: AtomicU64,
-    /// Calls on the pool in a row that did not pay off.
-    misses: AtomicU32,
-    /// Whether a call ran alone since the last call on the pool.
-    idled: AtomicBool,
-}
-
-/// The first back-off period.
-const BACKOFF_FIRST: Duration = Duration::from_millis(1);
-
-/// The longest back-off period.
-const BACKOFF_MAX: Duration = Duration::from_millis(128);
-
-impl Backoff {
-    const fn new() -> Self {
-        Backoff {
-            solo_until: AtomicU64::new(0),
-            misses: AtomicU32::new(0),
-            idled: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether a call at `now` runs on the caller alone.
-    fn solo(&self, now: u64) -> bool {
-        let solo = now < self.solo_until.load(Ordering::Relaxed);
-        if solo {
-            self.idled.store(true, Ordering::Relaxed);
-        }
-        solo
-    }
-
-    /// Records a call on the pool that ended at `now`.
-    fn record(&self, now: u64, paid_off: bool) {
-        if self.idled.swap(false, Ordering::Relaxed) {
-            return;
-        }
-        if paid_off {
-            self.misses.store(0, Ordering::Relaxed);
-            return;
-        }
-        let misses = self
-            .misses
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
-                Some(m.saturating_add(1))
-            })
-            .unwrap_or(u32::MAX)
-            .min(31);
-        let period = BACKOFF_FIRST
-            .saturating_mul(1 << misses)
-            .min(BACKOFF_MAX)
-            .as_nanos();
-        let period = u64::try_from(period).unwrap_or(u64::MAX);
-        self.solo_until
-            .store(now.saturating_add(period), Ordering::Relaxed);
     }
 }
 
@@ -315,15 +189,12 @@ mod tests {
                 quant::matvec::matvec_at(lvl, t, &w, rows, cols, &x, &mut scratch, &mut want)
                     .unwrap();
                 for threads in [1, 2, 3, 4, 7, 64, usize::MAX] {
-                    // Always on the pool, then as `matvec` decides (perhaps alone, after misses).
-                    for backoff in [None, Some(&BACKOFF)] {
-                        let mut y = vec![f32::NAN; rows];
-                        matvec_with(backoff, lvl, t, &w, rows, cols, &x, threads, &mut y).unwrap();
-                        assert!(
-                            y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{t} at {lvl:?} on {threads} threads differs from one call"
-                        );
-                    }
+                    let mut y = vec![f32::NAN; rows];
+                    matvec(lvl, t, &w, rows, cols, &x, threads, &mut y).unwrap();
+                    assert!(
+                        y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{t} at {lvl:?} on {threads} threads differs from one call"
+                    );
                 }
             }
         }
@@ -377,50 +248,6 @@ mod tests {
             let huge = matvec(lvl, t, &w, usize::MAX, cols, &x, threads, &mut y);
             assert!(huge.is_err());
         }
-    }
-
-    #[test]
-    fn paid_off_compares_with_the_caller_alone() {
-        let ms = Duration::from_millis;
-        // The caller did 4 of 8 chunks in 4 ms: alone it would have needed 8 ms.
-        assert!(paid_off(ms(5), ms(4), 4, 8));
-        assert!(!paid_off(ms(8), ms(4), 4, 8));
-        // The workers took no chunk: the call only added a wait.
-        assert!(!paid_off(ms(4), ms(4), 8, 8));
-        assert!(!paid_off(ms(9), ms(4), 8, 8));
-        // The workers took every chunk: nothing to scale by.
-        assert!(paid_off(ms(9), ms(0), 0, 8));
-    }
-
-    #[test]
-    fn the_backoff_doubles_up_to_its_maximum_and_ends_on_a_paying_call() {
-        let first = BACKOFF_FIRST.as_nanos() as u64;
-        let max = BACKOFF_MAX.as_nanos() as u64;
-        let b = Backoff::new();
-        assert!(!b.solo(0));
-        b.record(1000, true);
-        assert!(!b.solo(1000));
-        // A miss: alone for the first period.
-        b.record(1000, false);
-        assert!(!b.solo(1000 + first) && b.solo(1000 + first - 1));
-        // The first call on the pool after a call alone is not judged.
-        b.record(2000, false);
-        assert!(!b.solo(1000 + first));
-        // The next miss doubles the period.
-        b.record(2000, false);
-        assert!(!b.solo(2000 + 2 * first) && b.solo(2000 + 2 * first - 1));
-        b.record(3000, false);
-        for _ in 0..40 {
-            b.record(3000, false);
-        }
-        assert!(!b.solo(3000 + max) && b.solo(3000 + max - 1));
-        b.record(5000, false);
-        b.record(5000, true);
-        b.record(5000, false);
-        assert!(
-            !b.solo(5000 + first) && b.solo(5000 + first - 1),
-            "a paying call restarts at the first period"
-        );
     }
 
     #[test]
