@@ -15,7 +15,8 @@ use crate::stats::Stats;
 /// How to run the product: threads and kernel level.
 #[derive(Debug, Clone, Args)]
 pub struct MatvecOptions {
-    /// Threads to split the rows over [default: all cores]. Any count gives the same bytes.
+    /// Threads to split the rows over [default: all cores]; a tensor gets at most one per 64 KiB
+    /// of weights. Any count gives the same bytes.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni (a level this CPU lacks
