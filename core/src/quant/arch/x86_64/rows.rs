@@ -17,11 +17,12 @@
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 use super::avx2::{
-    accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, pair_lanes, part,
-    prefetch_range, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group, transpose_sums,
-    MinsBlock,
+    accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation,
+    part, prefetch_range, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group,
+    transpose_sums,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -481,21 +482,24 @@ pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0]
     unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
 }
 
-/// Activation super-blocks a [`rows_with_mins`] call prepares (64 · 256 B = 16 KiB of stack,
-/// rows of up to 16,384 values; longer rows run one vec_dot per row).
+/// Activation super-blocks a K-quant rows call prepares (rows of up to 16,384 values; longer
+/// rows run one vec_dot per row).
 const PREPARED_BLOCKS: usize = 64;
 
-/// Q4_K/Q5_K rows: the activation's bytes go through [`pair_lanes`] once, into a buffer, instead
-/// of once per row (two shuffles per 64 values of every row); then each row runs the single-row
-/// dot over that buffer, with the same bits.
+/// The K-quant rows driver: `prepare` turns each activation super-block into what the dot needs
+/// from it alone (its lane shuffles; for Q6_K also its bias products) once for all rows, into a
+/// stack buffer that is written only as far as the row reaches (no zero fill: a threaded matvec
+/// calls this once per chunk of a few rows); then `dot` runs each row over it, with the bits of
+/// the single-row kernel. Rows longer than [`PREPARED_BLOCKS`] run `single` per row.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_with_mins<W>(
+fn prepared_rows<W, P>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
     out: &mut [f32],
-    parts: impl Fn(&W) -> MinsBlock<'_> + Copy,
+    prepare: impl Fn(&BlockQ8K) -> P,
+    dot: impl Fn(&[W], &[P]) -> f32,
     single: fn(&[W], &[BlockQ8K]) -> f32,
 ) {
     let rows = w.chunks_exact(row_blocks.max(1));
@@ -505,25 +509,44 @@ fn rows_with_mins<W>(
         }
         return;
     }
-    let mut prepared = [[0i8; 256]; PREPARED_BLOCKS];
-    for (buffer, xb) in prepared.iter_mut().zip(x) {
-        for (to, from) in buffer.chunks_exact_mut(32).zip(xb.qs.chunks_exact(32)) {
-            if let (Some(to), Some(from)) = (to.first_chunk_mut::<32>(), from.first_chunk::<32>()) {
-                let shuffled = pair_lanes(load32(from));
-                // SAFETY: `to` holds 32 bytes; `storeu` has no alignment requirement.
-                unsafe { _mm256_storeu_si256(to.as_mut_ptr().cast(), shuffled) };
-            }
-        }
+    let mut storage = [const { MaybeUninit::<P>::uninit() }; PREPARED_BLOCKS];
+    let mut filled = 0;
+    for (slot, xb) in storage.iter_mut().zip(x.iter().take(row_blocks)) {
+        slot.write(prepare(xb));
+        filled += 1;
     }
-    let paired = prepared.get(..row_blocks).unwrap_or(&[]);
+    // SAFETY: the first `filled` slots were written just above, and `MaybeUninit<P>` has the
+    // layout of `P`.
+    let prepared = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast::<P>(), filled) };
     for (o, row) in out.iter_mut().zip(rows) {
-        *o = dot_with_mins(row, x, paired, parts, |xp, at| load32(part(xp, at)));
+        *o = dot(row, prepared);
     }
+}
+
+/// An activation super-block's eight 32-byte groups through [`pair_lanes`].
+#[inline]
+#[target_feature(enable = "avx2")]
+fn paired_groups(xb: &BlockQ8K) -> [__m256i; 8] {
+    core::array::from_fn(|g| paired_activation(xb, 32 * g))
+}
+
+/// Group `at / 32` of a prepared super-block (`at` is below 256 at every call).
+#[inline(always)]
+fn group_at(groups: &[__m256i; 8], at: usize) -> __m256i {
+    groups.get(at / 32).copied().unwrap_or(groups[0])
 }
 
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    rows_with_mins(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
+    prepared_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| paired_groups(xb),
+        |row, paired| dot_with_mins(row, x, paired, q4_k_parts, group_at),
+        super::avx2::vec_dot_q4_k,
+    )
 }
 
 /// Q4_K rows, AVX2.
@@ -534,7 +557,15 @@ pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], 
 
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    rows_with_mins(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
+    prepared_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| paired_groups(xb),
+        |row, paired| dot_with_mins(row, x, paired, q5_k_parts, group_at),
+        super::avx2::vec_dot_q5_k,
+    )
 }
 
 /// Q5_K rows, AVX2.
@@ -543,51 +574,25 @@ pub(super) fn rows_q5_k_avx2(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], 
     unsafe { rows_q5_k_avx2_impl(w, row_blocks, x, out) }
 }
 
-/// An activation super-block prepared for the Q6_K dot: each group of 32 bytes through
-/// [`pair_lanes`], and its `maddubs(32, x)`.
-#[derive(Clone, Copy)]
-struct PairedQ6 {
-    x: [[i8; 32]; 8],
-    bias_x: [[i8; 32]; 8],
-}
-
-/// Q6_K rows: the activation's shuffles and bias products (two of the five vector steps per
-/// group that do not depend on the weights) computed once, into a buffer (32 KiB of stack for
-/// [`PREPARED_BLOCKS`]), then each row runs the single-row dot over it, with the same bits.
+/// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
+/// five vector steps per group that do not depend on the weights).
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    let rows = w.chunks_exact(row_blocks.max(1));
-    if row_blocks > PREPARED_BLOCKS {
-        for (o, row) in out.iter_mut().zip(rows) {
-            *o = super::avx2::vec_dot_q6_k(row, x);
-        }
-        return;
-    }
-    let empty = PairedQ6 {
-        x: [[0; 32]; 8],
-        bias_x: [[0; 32]; 8],
-    };
-    let mut prepared = [empty; PREPARED_BLOCKS];
-    for (paired, xb) in prepared.iter_mut().zip(x) {
-        for (g, (to_x, to_bias)) in paired.x.iter_mut().zip(&mut paired.bias_x).enumerate() {
-            let (x, bias_x) = q6_k_activation_group(&xb.qs, g);
-            // SAFETY: each destination holds 32 bytes; `storeu` has no alignment requirement.
-            unsafe {
-                _mm256_storeu_si256(to_x.as_mut_ptr().cast(), x);
-                _mm256_storeu_si256(to_bias.as_mut_ptr().cast(), bias_x);
-            }
-        }
-    }
-    let paired = prepared.get(..row_blocks).unwrap_or(&[]);
-    let group = |p: &PairedQ6, g: usize| {
-        let zeros = &[0i8; 32];
-        let x = p.x.get(g).unwrap_or(zeros);
-        let bias_x = p.bias_x.get(g).unwrap_or(zeros);
-        (load32(x), load32(bias_x))
-    };
-    for (o, row) in out.iter_mut().zip(rows) {
-        *o = dot_q6_k(row, x, paired, group);
-    }
+    prepared_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| -> [(__m256i, __m256i); 8] {
+            core::array::from_fn(|g| q6_k_activation_group(&xb.qs, g))
+        },
+        |row, paired| {
+            dot_q6_k(row, x, paired, |groups, g| {
+                groups.get(g).copied().unwrap_or(groups[0])
+            })
+        },
+        super::avx2::vec_dot_q6_k,
+    )
 }
 
 /// Q6_K rows, AVX2.
