@@ -244,13 +244,19 @@ impl RawEvent {
     }
 }
 
+/// The `N` bytes at `at` in `input` (zeros if `input` is too short).
+#[inline(always)]
+fn bytes_at<const N: usize>(input: &[u8], at: usize) -> [u8; N] {
+    input
+        .get(at..at.saturating_add(N))
+        .and_then(|s| s.try_into().ok())
+        .unwrap_or([0; N])
+}
+
 /// The `u32` at `at` in `input` (0 if `input` is too short), in byte order `order`.
 #[inline(always)]
 fn u32_at(input: &[u8], at: usize, order: ByteOrder) -> u32 {
-    let bytes: [u8; 4] = input
-        .get(at..at.saturating_add(4))
-        .and_then(|s| s.try_into().ok())
-        .unwrap_or([0; 4]);
+    let bytes = bytes_at(input, at);
     match order {
         ByteOrder::Little => u32::from_le_bytes(bytes),
         ByteOrder::Big => u32::from_be_bytes(bytes),
@@ -260,10 +266,7 @@ fn u32_at(input: &[u8], at: usize, order: ByteOrder) -> u32 {
 /// The `u64` at `at` in `input` (0 if `input` is too short), in byte order `order`.
 #[inline(always)]
 fn u64_at(input: &[u8], at: usize, order: ByteOrder) -> u64 {
-    let bytes: [u8; 8] = input
-        .get(at..at.saturating_add(8))
-        .and_then(|s| s.try_into().ok())
-        .unwrap_or([0; 8]);
+    let bytes = bytes_at(input, at);
     match order {
         ByteOrder::Little => u64::from_le_bytes(bytes),
         ByteOrder::Big => u64::from_be_bytes(bytes),
