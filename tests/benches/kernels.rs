@@ -67,6 +67,29 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
         .unwrap_or_default()
 }
 
+/// Best wall times of `runs` calls each of `ours` and `anchor`, the calls alternated (after one
+/// warm-up each) so that both see the same machine: on a shared machine whose speed drifts over
+/// seconds, timing one side's runs and then the other's moves the ratio by more than the kernels
+/// differ.
+fn best_of_alternated(
+    runs: usize,
+    mut ours: impl FnMut(),
+    mut anchor: impl FnMut(),
+) -> (Duration, Duration) {
+    ours();
+    anchor();
+    let time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    };
+    (0..runs)
+        .map(|_| (time(&mut ours), time(&mut anchor)))
+        .fold((Duration::MAX, Duration::MAX), |(a, b), (x, y)| {
+            (a.min(x), b.min(y))
+        })
+}
+
 /// One measured operation: the amount of work per call, its unit, and the best times.
 struct Row {
     op: String,
@@ -221,45 +244,54 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
     let cached_blocks = &blocks[..CACHED_ROWS * row_blocks];
     let mut y_cached = vec![0f32; CACHED_ROWS];
     let work = (cached.len() * REPEAT) as f64 / 1e3;
-    let candle = best_of(runs, || {
+    // Candle's time is taken alternately with each of ours (see `best_of_alternated`).
+    let candle = || {
         for _ in 0..REPEAT {
             for row in cached_blocks.chunks_exact(row_blocks) {
                 black_box(T::vec_dot(COLS, black_box(row), &x_blocks));
             }
         }
-    });
+    };
     let named_levels = [("auto".to_string(), level::detect())]
         .into_iter()
         .chain(level::available().map(|l| (l.to_string(), l)));
     for (name, level) in named_levels {
-        let single = best_of(runs, || {
-            for _ in 0..REPEAT {
-                for row in cached.chunks_exact(row_bytes) {
-                    black_box(quant::vec_dot_at(level, t, black_box(row), &xq).unwrap());
+        let (single, candle_single) = best_of_alternated(
+            runs,
+            || {
+                for _ in 0..REPEAT {
+                    for row in cached.chunks_exact(row_bytes) {
+                        black_box(quant::vec_dot_at(level, t, black_box(row), &xq).unwrap());
+                    }
                 }
-            }
-        });
+            },
+            candle,
+        );
         rows.push(Row {
             op: format!("1-row {CACHED_ROWS}x {name}"),
             unit: "GB/s",
             work,
             ours: single,
+            candle: candle_single,
+        });
+        let (multi, candle) = best_of_alternated(
+            runs,
+            || {
+                for _ in 0..REPEAT {
+                    quant::matvec::matvec_quantized(
+                        level,
+                        t,
+                        black_box(cached),
+                        CACHED_ROWS,
+                        COLS,
+                        &xq,
+                        &mut y_cached,
+                    )
+                    .unwrap();
+                }
+            },
             candle,
-        });
-        let multi = best_of(runs, || {
-            for _ in 0..REPEAT {
-                quant::matvec::matvec_quantized(
-                    level,
-                    t,
-                    black_box(cached),
-                    CACHED_ROWS,
-                    COLS,
-                    &xq,
-                    &mut y_cached,
-                )
-                .unwrap();
-            }
-        });
+        );
         rows.push(Row {
             op: format!("rows {CACHED_ROWS}x {name}"),
             unit: "GB/s",

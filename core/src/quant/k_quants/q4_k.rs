@@ -200,15 +200,27 @@ pub(crate) fn block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
     block
 }
 
-/// The 8 scales and 8 mins of a Q4_K/Q5_K block.
+/// The 8 scales and 8 mins of a Q4_K/Q5_K block ([`scale_min_k4`] for `j = 0..8`), unpacked
+/// four at a time with whole-word masks, as ggml's SIMD kernels do. (A byte-by-byte loop here
+/// let LLVM, compiling for AMD Zen, pick SSE4a's `insertq` amid AVX code: the scalar Q4_K dot ran
+/// 20x slower than the scalar Q6_K one.)
 #[inline(always)]
 pub(crate) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let mut scales = [0u8; 8];
-    let mut mins = [0u8; 8];
-    for (j, (sc, m)) in scales.iter_mut().zip(&mut mins).enumerate() {
-        (*sc, *m) = scale_min_k4(j, packed);
-    }
-    (scales, mins)
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let word = |i: usize| {
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(packed.get(4 * i..4 * i + 4).unwrap_or(&[0; 4]));
+        u32::from_le_bytes(bytes)
+    };
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let scales_low = w0 & LOW6;
+    let scales_high = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
+    let mins_low = w1 & LOW6;
+    let mins_high = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
+    let join = |a: u32, b: u32| (u64::from(a) | (u64::from(b) << 32)).to_le_bytes();
+    (join(scales_low, scales_high), join(mins_low, mins_high))
 }
 
 /// One Q4_K/Q5_K block as the shared dot product needs it: its 256 quants (unsigned, below 32) in
@@ -277,6 +289,30 @@ pub fn vec_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_unpacking_is_scale_min_k4() {
+        // Every byte value in every position (a position's other bytes vary with it).
+        for v in 0..=255u8 {
+            for at in 0..12 {
+                let packed: [u8; 12] = core::array::from_fn(|i| {
+                    if i == at {
+                        v
+                    } else {
+                        v.wrapping_mul(i as u8 + 7)
+                    }
+                });
+                let (scales, mins) = scales_and_mins(&packed);
+                for j in 0..8 {
+                    assert_eq!(
+                        (scales[j], mins[j]),
+                        scale_min_k4(j, &packed),
+                        "{packed:?} j={j}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn exact_grid_block_by_hand() {

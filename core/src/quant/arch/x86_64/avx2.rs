@@ -8,6 +8,7 @@ use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
+use crate::quant::k_quants::q4_k::scales_and_mins;
 use crate::quant::k_quants::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
@@ -98,10 +99,10 @@ pub(super) fn prefetch_block_ahead<W>(block: &W) {
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn hsum_i32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
+    hsum4_i32(_mm_add_epi32(
+        _mm256_castsi256_si128(v),
+        _mm256_extracti128_si256::<1>(v),
+    ))
 }
 
 /// Eight vectors of eight i32 to the vector of their eight totals (lane `i` = sum of `v[i]`).
@@ -316,19 +317,26 @@ pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 /// `sumf -= (dmin·dx) · Σ bsums·mins`; the lanes added to `sumf` last.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins(w, x, x, q4_k_parts, |xb, at| paired_activation(xb, at))
+    dot_with_mins(
+        w,
+        x,
+        x,
+        q4_k_parts,
+        |xb, at| paired_activation(xb, at),
+        |xb, mins| min_products(xb, mins),
+    )
 }
 
 /// A Q4_K block as [`dot_with_mins`] reads it.
 #[inline(always)]
 pub(super) fn q4_k_parts(b: &BlockQ4K) -> MinsBlock<'_> {
-    (&b.scales, &b.qs, None, b.d, b.dmin)
+    (&b.scales, &b.qs, None, d_and_dmin(b))
 }
 
 /// A Q5_K block as [`dot_with_mins`] reads it.
 #[inline(always)]
 pub(super) fn q5_k_parts(b: &BlockQ5K) -> MinsBlock<'_> {
-    (&b.scales, &b.qs, Some(&b.qh), b.d, b.dmin)
+    (&b.scales, &b.qs, Some(&b.qh), d_and_dmin(b))
 }
 
 /// The 32 activation bytes at `at` of block `xb`, through [`pair_lanes`] (the activation as
@@ -340,19 +348,25 @@ pub(super) fn paired_activation(xb: &BlockQ8K, at: usize) -> __m256i {
 }
 
 /// One Q4_K/Q5_K block as [`dot_with_mins`] reads it: packed scales, the 4-bit quants, the fifth
-/// bits (Q5_K), `d` and `dmin`.
+/// bits (Q5_K), and the f16 `d` then `dmin` (the block's first four bytes).
 pub(super) type MinsBlock<'a> = (
     &'a [u8; 12],
     &'a [u8; 128],
     Option<&'a [u8; 32]>,
-    [u8; 2],
-    [u8; 2],
+    &'a [u8; 4],
 );
+
+/// The first four bytes of a Q4_K/Q5_K block: `d` and `dmin`, read as one word.
+#[inline(always)]
+fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
+    bytemuck::bytes_of(b).first_chunk().unwrap_or(&[0; 4])
+}
 
 /// The dot shared by Q4_K and Q5_K (`vec_dot_with_mins` of the scalar twins): lanes scaled by
 /// `d·dx` into `sums` per block, `sumf -= (dmin·dx)·Σ bsums·mins`, lanes added to `sumf` last.
 /// `activation(&paired[k], at)` gives the 32 bytes at `at` of activation block `k` through
-/// [`pair_lanes`] (`paired` is `x` itself, shuffled here, or a copy prepared once for many rows).
+/// [`pair_lanes`], and `mins_dot(&paired[k], mins)` its `Σ bsums·mins` as four i32 partial sums
+/// (`paired` is `x` itself, worked here, or a copy prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn dot_with_mins<W, A>(
@@ -361,6 +375,7 @@ pub(super) fn dot_with_mins<W, A>(
     paired: &[A],
     parts: impl Fn(&W) -> MinsBlock<'_>,
     activation: impl Fn(&A, usize) -> __m256i,
+    mins_dot: impl Fn(&A, [u8; 8]) -> __m128i,
 ) -> f32 {
     let mut sums = _mm256_setzero_ps();
     let mut sumf = 0.0f32;
@@ -368,22 +383,16 @@ pub(super) fn dot_with_mins<W, A>(
     let one = _mm256_set1_epi8(1);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let (packed, qs_all, qh, d, dmin) = parts(wb);
+        let (packed, qs_all, qh, d_dmin) = parts(wb);
         let (scales, mins) = scales_and_mins(packed);
-        // Σ bsums·mins: each min covers two bsums (16 i16 · 16 i16 in one madd, exact).
-        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
-        let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
-        let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
-        let sumi = hsum_i32(_mm256_madd_epi16(load32(bsums), min_pairs));
+        let sumi = hsum4_i32(mins_dot(xp, mins));
         // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
         let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
-        // The eight scales as i16 in both halves; pair p (scales 2p, 2p+1) is 32-bit element p
-        // of each half, broadcast by one in-half shuffle per pair.
-        // (Widened from both halves of one register rather than broadcast: LLVM turns an
-        // in-half shuffle of a broadcast into a shuffle plus a broadcast, two uops.)
-        let scales = i64::from_le_bytes(scales);
-        let scale_words = _mm256_cvtepu8_epi16(_mm_set_epi64x(scales, scales));
+        // The eight scale bytes in every 64-bit element; pair p (scales 2p, 2p+1, as i16) is
+        // taken into every 32-bit element by one byte shuffle. (Zen 3 runs shuffles on two of its
+        // four vector pipes; a widening `vpmovzxbw` to 256 bits costs two of those slots.)
+        let scale_bytes = _mm256_set1_epi64x(i64::from_le_bytes(scales));
         let mut acc = LaneAcc::new();
         for (p, qs) in qs_all.chunks_exact(32).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
@@ -405,53 +414,115 @@ pub(super) fn dot_with_mins<W, A>(
             let x1 = activation(xp, 64 * p + 32);
             let s0 = _mm256_maddubs_epi16(low, x0);
             let s1 = _mm256_maddubs_epi16(high, x1);
-            let pair = match p {
-                0 => _mm256_shuffle_epi32::<0x00>(scale_words),
-                1 => _mm256_shuffle_epi32::<0x55>(scale_words),
-                2 => _mm256_shuffle_epi32::<0xaa>(scale_words),
-                _ => _mm256_shuffle_epi32::<0xff>(scale_words),
-            };
-            acc.add_pair_scaled(s0, s1, pair);
+            acc.add_pair_scaled(s0, s1, scale_pair(scale_bytes, p));
         }
-        let d = f16_le(d) * xb.scale();
-        sums = accumulate(sums, d, acc.lanes());
-        let dmin = f16_le(dmin) * xb.scale();
-        sumf -= dmin * sumi as f32;
+        // `d·dx` and `dmin·dx` in one conversion and one multiply (lanes 0 and 1).
+        let heads = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes(*d_dmin)));
+        let scaled = _mm_mul_ps(heads, _mm_set1_ps(xb.scale()));
+        sums = _mm256_add_ps(
+            sums,
+            _mm256_mul_ps(
+                _mm256_broadcastss_ps(scaled),
+                _mm256_cvtepi32_ps(acc.lanes()),
+            ),
+        );
+        sumf -= _mm_cvtss_f32(_mm_movehdup_ps(scaled)) * sumi as f32;
     }
     add_lanes(sumf, sums)
+}
+
+/// Scales `2p` and `2p + 1` of `scale_bytes` (eight scale bytes in every 64-bit element) as
+/// the i16 pair `(s[2p], s[2p + 1])` in every 32-bit element.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale_pair(scale_bytes: __m256i, p: usize) -> __m256i {
+    // Byte 2p to the low byte of the first i16, 2p + 1 to the second; -1 (bit 7 set) zeroes.
+    let pick = |p: i8| {
+        _mm256_setr_epi8(
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+            2 * p,
+            -1,
+            2 * p + 1,
+            -1,
+        )
+    };
+    let control = match p {
+        0 => pick(0),
+        1 => pick(1),
+        2 => pick(2),
+        _ => pick(3),
+    };
+    _mm256_shuffle_epi8(scale_bytes, control)
+}
+
+/// `Σ bsums·mins` of an activation block as four i32 partial sums: each min covers two bsums
+/// (16 i16 · 16 i16 in one madd, exact).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
+    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+    let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
+    let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
+    let products = _mm256_madd_epi16(load32(bsums), min_pairs);
+    _mm_add_epi32(
+        _mm256_castsi256_si128(products),
+        _mm256_extracti128_si256::<1>(products),
+    )
+}
+
+/// Sum of the four i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum4_i32(s: __m128i) -> i32 {
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
 }
 
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins(w, x, x, q5_k_parts, |xb, at| paired_activation(xb, at))
+    dot_with_mins(
+        w,
+        x,
+        x,
+        q5_k_parts,
+        |xb, at| paired_activation(xb, at),
+        |xb, mins| min_products(xb, mins),
+    )
 }
 
 /// Safe entry of [`vec_dot_q5_k_impl`].
 pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q5_k_impl(w, x) }
-}
-
-/// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block (the scalar
-/// `scale_min_k4` for `j = 0..8`), unpacked with whole-word masks as ggml's SIMD kernels do.
-#[inline(always)]
-pub(super) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    const LOW6: u32 = 0x3f3f_3f3f;
-    const LOW4: u32 = 0x0f0f_0f0f;
-    const LOW2: u32 = 0x0303_0303;
-    let word = |i: usize| {
-        let mut bytes = [0u8; 4];
-        bytes.copy_from_slice(packed.get(4 * i..4 * i + 4).unwrap_or(&[0; 4]));
-        u32::from_le_bytes(bytes)
-    };
-    let (w0, w1, w2) = (word(0), word(1), word(2));
-    let scales_low = w0 & LOW6;
-    let scales_high = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
-    let mins_low = w1 & LOW6;
-    let mins_high = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
-    let join = |a: u32, b: u32| (u64::from(a) | (u64::from(b) << 32)).to_le_bytes();
-    (join(scales_low, scales_high), join(mins_low, mins_high))
 }
 
 /// Safe entry of [`vec_dot_q4_k_impl`].
@@ -488,7 +559,6 @@ pub(super) fn dot_q6_k<A>(
     group: impl Fn(&A, usize) -> (__m256i, __m256i),
 ) -> f32 {
     let mut sums = _mm256_setzero_ps();
-    let low2 = _mm256_set1_epi8(0x03);
     let nibble = _mm256_set1_epi8(0x0f);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
@@ -501,13 +571,7 @@ pub(super) fn dot_q6_k<A>(
             let a = pair_lanes(load32(part(ql, 0)));
             let b = pair_lanes(load32(part(ql, 32)));
             let h = pair_lanes(load32(part(qh, 0)));
-            // (h >> shift) & 3, moved to bits 4..5 (16-bit shifts are fine: the mask comes after).
-            let high_bits = [
-                _mm256_slli_epi16::<4>(_mm256_and_si256(h, low2)),
-                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(h), low2)),
-                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(h), low2)),
-                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(h), low2)),
-            ];
+            let high_bits = q6_k_high_bits(h);
             let a_high = _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble);
             let b_high = _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble);
             // Four groups of 32 values (each two sub-blocks of 16) as unsigned q + 32 (0..63).
@@ -535,6 +599,21 @@ pub(super) fn dot_q6_k<A>(
         sums = accumulate(sums, d, acc.lanes());
     }
     add_lanes(0.0, sums)
+}
+
+/// The four 2-bit fields of each Q6_K `qh` byte (bits `2g..2g + 2` for group `g`) at bits 4..5,
+/// where they join the group's low nibble: one shift and one mask each. (16-bit shifts are
+/// fine: bits crossing into the other byte land outside the mask.)
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q6_k_high_bits(h: __m256i) -> [__m256i; 4] {
+    let bits45 = _mm256_set1_epi8(0x30);
+    [
+        _mm256_and_si256(_mm256_slli_epi16::<4>(h), bits45),
+        _mm256_and_si256(_mm256_slli_epi16::<2>(h), bits45),
+        _mm256_and_si256(h, bits45),
+        _mm256_and_si256(_mm256_srli_epi16::<2>(h), bits45),
+    ]
 }
 
 /// A Q6_K half's eight scales as the `madd` pairs of [`LaneAcc::add_pair_scaled`]: group 0 with
@@ -630,7 +709,6 @@ pub(super) fn dequantize_q4_0(blocks: &[BlockQ4_0], out: &mut [f32]) {
 /// `dequantize_row_q6_K`: `(d * sc) * q` with `q` in -32..31.
 #[target_feature(enable = "avx2,f16c")]
 fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {
-    let low2 = _mm256_set1_epi8(0x03);
     let nibble = _mm256_set1_epi8(0x0f);
     let bias = _mm256_set1_epi8(32);
     for (block, values) in blocks.iter().zip(out.chunks_exact_mut(256)) {
@@ -641,12 +719,6 @@ fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {
             let a = load32(part(ql, 0));
             let b = load32(part(ql, 32));
             let h = load32(part(qh, 0));
-            let shifted = [
-                h,
-                _mm256_srli_epi16::<2>(h),
-                _mm256_srli_epi16::<4>(h),
-                _mm256_srli_epi16::<6>(h),
-            ];
             let lows = [
                 _mm256_and_si256(a, nibble),
                 _mm256_and_si256(b, nibble),
@@ -655,9 +727,8 @@ fn dequantize_q6_k_impl(blocks: &[BlockQ6K], out: &mut [f32]) {
             ];
             let groups = values
                 .chunks_exact_mut(32)
-                .zip(lows.into_iter().zip(shifted));
+                .zip(lows.into_iter().zip(q6_k_high_bits(h)));
             for ((values, (low, high)), sc) in groups.zip(scales.chunks_exact(2)) {
-                let high = _mm256_slli_epi16::<4>(_mm256_and_si256(high, low2));
                 let q = _mm256_sub_epi8(_mm256_or_si256(low, high), bias);
                 let (first, second) = values.split_at_mut(16);
                 let &[sc1, sc2] = sc else {

@@ -11,10 +11,11 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{load32, part, scales_and_mins};
+use super::avx2::{load32, part};
 use crate::quant::activation::QK_K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
+use crate::quant::k_quants::q4_k::scales_and_mins;
 use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K};
 
 /// Eight bytes, each zero-extended to a 32-bit lane.

@@ -523,17 +523,51 @@ fn prepared_rows<W, P>(
     }
 }
 
-/// An activation super-block's eight 32-byte groups through [`pair_lanes`].
-#[inline]
-#[target_feature(enable = "avx2")]
-fn paired_groups(xb: &BlockQ8K) -> [__m256i; 8] {
-    core::array::from_fn(|g| paired_activation(xb, 32 * g))
+/// An activation super-block as the Q4_K/Q5_K rows kernels read it.
+#[derive(Clone, Copy)]
+struct MinsActivation {
+    /// The eight 32-byte groups through `pair_lanes`.
+    groups: [__m256i; 8],
+    /// The even bsums (`bsums[2j]`) and the odd ones, as eight i16 each: min `j` multiplies
+    /// `bsums[2j]` and `bsums[2j + 1]`. (Not their sums in i16: a Q8_K block's `bsums` are
+    /// data, and two of them can add past i16.)
+    even_bsums: __m128i,
+    odd_bsums: __m128i,
 }
 
-/// Group `at / 32` of a prepared super-block (`at` is below 256 at every call).
-#[inline(always)]
-fn group_at(groups: &[__m256i; 8], at: usize) -> __m256i {
-    groups.get(at / 32).copied().unwrap_or(groups[0])
+impl MinsActivation {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn of(xb: &BlockQ8K) -> MinsActivation {
+        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+        // Per 128-bit half: the four even i16, then the four odd ones.
+        let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+        let first = _mm_shuffle_epi8(load16(part(bsums, 0)), split);
+        let second = _mm_shuffle_epi8(load16(part(bsums, 16)), split);
+        MinsActivation {
+            groups: core::array::from_fn(|g| paired_activation(xb, 32 * g)),
+            even_bsums: _mm_unpacklo_epi64(first, second),
+            odd_bsums: _mm_unpackhi_epi64(first, second),
+        }
+    }
+
+    /// Group `at / 32` (`at` is below 256 at every call).
+    #[inline(always)]
+    fn group_at(&self, at: usize) -> __m256i {
+        self.groups.get(at / 32).copied().unwrap_or(self.groups[0])
+    }
+
+    /// `Σ bsums·mins` as four i32 partial sums: one 128-bit widening, two madds (exact: each
+    /// product is below 2^21 in magnitude).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mins_dot(&self, mins: [u8; 8]) -> __m128i {
+        let mins = _mm_cvtepu8_epi16(_mm_set_epi64x(0, i64::from_le_bytes(mins)));
+        _mm_add_epi32(
+            _mm_madd_epi16(mins, self.even_bsums),
+            _mm_madd_epi16(mins, self.odd_bsums),
+        )
+    }
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -543,8 +577,17 @@ fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &
         row_blocks,
         x,
         out,
-        |xb| paired_groups(xb),
-        |row, paired| dot_with_mins(row, x, paired, q4_k_parts, group_at),
+        |xb| MinsActivation::of(xb),
+        |row, prepared| {
+            dot_with_mins(
+                row,
+                x,
+                prepared,
+                q4_k_parts,
+                MinsActivation::group_at,
+                |a, mins| a.mins_dot(mins),
+            )
+        },
         super::avx2::vec_dot_q4_k,
     )
 }
@@ -562,8 +605,17 @@ fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &
         row_blocks,
         x,
         out,
-        |xb| paired_groups(xb),
-        |row, paired| dot_with_mins(row, x, paired, q5_k_parts, group_at),
+        |xb| MinsActivation::of(xb),
+        |row, prepared| {
+            dot_with_mins(
+                row,
+                x,
+                prepared,
+                q5_k_parts,
+                MinsActivation::group_at,
+                |a, mins| a.mins_dot(mins),
+            )
+        },
         super::avx2::vec_dot_q5_k,
     )
 }
