@@ -378,14 +378,14 @@ pub(super) fn dot_with_mins<W, A>(
     mins_dot: impl Fn(&A, [u8; 8]) -> __m128i,
 ) -> f32 {
     let mut sums = _mm256_setzero_ps();
-    let mut sumf = 0.0f32;
+    // The scalar `sumf` is lane 1 (where `dmin·dx` is); the other lanes are never read.
+    let mut sumf = _mm_setzero_ps();
     let nibble = _mm256_set1_epi8(0x0f);
-    let one = _mm256_set1_epi8(1);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         let (packed, qs_all, qh, d_dmin) = parts(wb);
         let (scales, mins) = scales_and_mins(packed);
-        let sumi = hsum4_i32(mins_dot(xp, mins));
+        let sumi = _mm_cvtepi32_ps(hsum4_splat(mins_dot(xp, mins)));
         // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
         let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
@@ -402,13 +402,9 @@ pub(super) fn dot_with_mins<W, A>(
             let mut low = _mm256_and_si256(q, nibble);
             let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
             if let Some(h) = high_bits {
-                // Fifth bits: bit 2p of qh[l] for element l, bit 2p+1 for element l + 32.
-                let shift = _mm_cvtsi32_si128(2 * p as i32);
-                let bit_low = _mm256_and_si256(_mm256_srl_epi16(h, shift), one);
-                let shift = _mm_cvtsi32_si128(2 * p as i32 + 1);
-                let bit_high = _mm256_and_si256(_mm256_srl_epi16(h, shift), one);
-                low = _mm256_or_si256(low, _mm256_slli_epi16::<4>(bit_low));
-                high = _mm256_or_si256(high, _mm256_slli_epi16::<4>(bit_high));
+                let (bit_low, bit_high) = q5_k_fifth_bits(h, p);
+                low = _mm256_or_si256(low, bit_low);
+                high = _mm256_or_si256(high, bit_high);
             }
             let x0 = activation(xp, 64 * p);
             let x1 = activation(xp, 64 * p + 32);
@@ -426,9 +422,26 @@ pub(super) fn dot_with_mins<W, A>(
                 _mm256_cvtepi32_ps(acc.lanes()),
             ),
         );
-        sumf -= _mm_cvtss_f32(_mm_movehdup_ps(scaled)) * sumi as f32;
+        sumf = _mm_sub_ps(sumf, _mm_mul_ps(scaled, sumi));
     }
-    add_lanes(sumf, sums)
+    add_lanes(_mm_cvtss_f32(_mm_movehdup_ps(sumf)), sums)
+}
+
+/// Q5_K's fifth bits for the 64 values of pair `p`, as `0x10` in each byte ([`pair_lanes`]
+/// layout, as `h`): bit `2p` of `qh[l]` for element `l`, bit `2p + 1` for element `l + 32`.
+/// One shift and one mask each (16-bit shifts of at most 4: bit 4 of either byte only receives
+/// bits of its own byte).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_k_fifth_bits(h: __m256i, p: usize) -> (__m256i, __m256i) {
+    let (low, high) = match p {
+        0 => (_mm256_slli_epi16::<4>(h), _mm256_slli_epi16::<3>(h)),
+        1 => (_mm256_slli_epi16::<2>(h), _mm256_slli_epi16::<1>(h)),
+        2 => (h, _mm256_srli_epi16::<1>(h)),
+        _ => (_mm256_srli_epi16::<2>(h), _mm256_srli_epi16::<3>(h)),
+    };
+    let fifth = _mm256_set1_epi8(0x10);
+    (_mm256_and_si256(low, fifth), _mm256_and_si256(high, fifth))
 }
 
 /// Scales `2p` and `2p + 1` of `scale_bytes` (eight scale bytes in every 64-bit element) as
@@ -501,9 +514,15 @@ pub(super) fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn hsum4_i32(s: __m128i) -> i32 {
+    _mm_cvtsi128_si32(hsum4_splat(s))
+}
+
+/// Sum of the four i32 lanes, in every lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum4_splat(s: __m128i) -> __m128i {
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
+    _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s))
 }
 
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
