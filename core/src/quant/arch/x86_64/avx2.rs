@@ -449,49 +449,11 @@ fn q5_k_fifth_bits(h: __m256i, p: usize) -> (__m256i, __m256i) {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn scale_pair(scale_bytes: __m256i, p: usize) -> __m256i {
-    // Byte 2p to the low byte of the first i16, 2p + 1 to the second; -1 (bit 7 set) zeroes.
-    let pick = |p: i8| {
-        _mm256_setr_epi8(
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-            2 * p,
-            -1,
-            2 * p + 1,
-            -1,
-        )
-    };
-    let control = match p {
-        0 => pick(0),
-        1 => pick(1),
-        2 => pick(2),
-        _ => pick(3),
-    };
+    // Every 32-bit element: byte 2p to the low byte of the first i16, 2p + 1 to the second's;
+    // 0xff (bit 7 set) zeroes the high bytes. (`p` is below 4; the loop is unrolled, so this is
+    // a constant.)
+    let first = 2 * (p & 3) as u8;
+    let control = _mm256_set1_epi32(i32::from_le_bytes([first, 0xff, first + 1, 0xff]));
     _mm256_shuffle_epi8(scale_bytes, control)
 }
 
