@@ -317,11 +317,22 @@ pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 /// `sumf -= (dmin·dx) · Σ bsums·mins`; the lanes added to `sumf` last.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    dot_with_mins_unprepared(w, x, q4_k_parts)
+}
+
+/// [`dot_with_mins`] with the activation worked block by block as it is read (one vec_dot).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn dot_with_mins_unprepared<W>(
+    w: &[W],
+    x: &[BlockQ8K],
+    parts: impl Fn(&W) -> MinsBlock<'_>,
+) -> f32 {
     dot_with_mins(
         w,
         x,
         x,
-        q4_k_parts,
+        parts,
         |xb, at| paired_activation(xb, at),
         |xb, mins| min_products(xb, mins),
     )
@@ -461,7 +472,7 @@ fn scale_pair(scale_bytes: __m256i, p: usize) -> __m256i {
 /// (16 i16 · 16 i16 in one madd, exact).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
+fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
     let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
     let mins = _mm_set_epi64x(0, i64::from_le_bytes(mins));
     let min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
@@ -490,14 +501,7 @@ fn hsum4_splat(s: __m128i) -> __m128i {
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins(
-        w,
-        x,
-        x,
-        q5_k_parts,
-        |xb, at| paired_activation(xb, at),
-        |xb, mins| min_products(xb, mins),
-    )
+    dot_with_mins_unprepared(w, x, q5_k_parts)
 }
 
 /// Safe entry of [`vec_dot_q5_k_impl`].

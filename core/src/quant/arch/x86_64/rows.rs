@@ -22,7 +22,7 @@ use core::mem::MaybeUninit;
 use super::avx2::{
     accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation,
     part, prefetch_range, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group,
-    transpose_sums,
+    transpose_sums, MinsBlock,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -570,8 +570,18 @@ impl MinsActivation {
     }
 }
 
+/// The Q4_K/Q5_K rows kernels: [`prepared_rows`] over [`MinsActivation`], each row through
+/// [`dot_with_mins`] (`parts` reads a block, `single` is the type's vec_dot).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+fn mins_rows<W>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    parts: impl Fn(&W) -> MinsBlock<'_> + Copy,
+    single: fn(&[W], &[BlockQ8K]) -> f32,
+) {
     prepared_rows(
         w,
         row_blocks,
@@ -583,13 +593,18 @@ fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &
                 row,
                 x,
                 prepared,
-                q4_k_parts,
+                parts,
                 MinsActivation::group_at,
                 |a, mins| a.mins_dot(mins),
             )
         },
-        super::avx2::vec_dot_q4_k,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    mins_rows(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
 }
 
 /// Q4_K rows, AVX2.
@@ -600,24 +615,7 @@ pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], 
 
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    prepared_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        |xb| MinsActivation::of(xb),
-        |row, prepared| {
-            dot_with_mins(
-                row,
-                x,
-                prepared,
-                q5_k_parts,
-                MinsActivation::group_at,
-                |a, mins| a.mins_dot(mins),
-            )
-        },
-        super::avx2::vec_dot_q5_k,
-    )
+    mins_rows(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
 }
 
 /// Q5_K rows, AVX2.
