@@ -391,12 +391,21 @@ pub(super) fn dot_with_mins<W, A>(
     let mut sums = _mm256_setzero_ps();
     // The scalar `sumf` is lane 1 (where `dmin·dx` is); the other lanes are never read.
     let mut sumf = _mm_setzero_ps();
+    // The previous block's integer results, whose float steps run one block late: in program
+    // order they then come after this block's integer work, whose loads they would otherwise
+    // wait behind, holding scheduler entries. Starting from zeros adds `+0·0` to `+0`: the
+    // scalar twin's bits. (Zen 3's 64-entry vector scheduler was full half the time.)
+    let mut pending = (
+        _mm256_setzero_si256(),
+        _mm_setzero_ps(),
+        _mm_setzero_si128(),
+    );
     let nibble = _mm256_set1_epi8(0x0f);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         let (packed, qs_all, qh, d_dmin) = parts(wb);
         let (scales, mins) = scales_and_mins(packed);
-        let sumi = _mm_cvtepi32_ps(hsum4_splat(mins_dot(xp, mins)));
+        let mins_sum = mins_dot(xp, mins);
         // Shuffled once for the block: the bit extraction below is bytewise, so it commutes.
         let high_bits = qh.map(|h| pair_lanes(load32(h)));
 
@@ -426,16 +435,33 @@ pub(super) fn dot_with_mins<W, A>(
         // `d·dx` and `dmin·dx` in one conversion and one multiply (lanes 0 and 1).
         let heads = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes(*d_dmin)));
         let scaled = _mm_mul_ps(heads, _mm_set1_ps(xb.scale()));
-        sums = _mm256_add_ps(
-            sums,
-            _mm256_mul_ps(
-                _mm256_broadcastss_ps(scaled),
-                _mm256_cvtepi32_ps(acc.lanes()),
-            ),
-        );
-        sumf = _mm_sub_ps(sumf, _mm_mul_ps(scaled, sumi));
+        let (lanes, scaled_before, mins_before) = pending;
+        (sums, sumf) = mins_block_floats(sums, sumf, lanes, scaled_before, mins_before);
+        pending = (acc.lanes(), scaled, mins_sum);
     }
+    let (lanes, scaled, mins_sum) = pending;
+    (sums, sumf) = mins_block_floats(sums, sumf, lanes, scaled, mins_sum);
     add_lanes(_mm_cvtss_f32(_mm_movehdup_ps(sumf)), sums)
+}
+
+/// The float steps of one Q4_K/Q5_K block: `sums[l] += (d·dx)·lanes[l]`, then
+/// `sumf -= (dmin·dx)·Σ bsums·mins` (in lane 1 of `sumf`; `scaled` is `[d·dx, dmin·dx, ..]`,
+/// `mins_sum` the four partial sums of `Σ bsums·mins`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mins_block_floats(
+    sums: __m256,
+    sumf: __m128,
+    lanes: __m256i,
+    scaled: __m128,
+    mins_sum: __m128i,
+) -> (__m256, __m128) {
+    let sums = _mm256_add_ps(
+        sums,
+        _mm256_mul_ps(_mm256_broadcastss_ps(scaled), _mm256_cvtepi32_ps(lanes)),
+    );
+    let sumi = _mm_cvtepi32_ps(hsum4_splat(mins_sum));
+    (sums, _mm_sub_ps(sumf, _mm_mul_ps(scaled, sumi)))
 }
 
 /// Q5_K's fifth bits for the 64 values of pair `p`, as `0x10` in each byte ([`pair_lanes`]
@@ -544,6 +570,9 @@ pub(super) fn dot_q6_k<A>(
     group: impl Fn(&A, usize) -> (__m256i, __m256i),
 ) -> f32 {
     let mut sums = _mm256_setzero_ps();
+    // The previous block's lanes and `d·dx`, whose float steps run one block late (see
+    // `dot_with_mins`; starting from zeros adds `+0·0` to `+0`).
+    let mut pending = (_mm256_setzero_si256(), 0.0);
     let nibble = _mm256_set1_epi8(0x0f);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
@@ -581,9 +610,12 @@ pub(super) fn dot_q6_k<A>(
             acc.add_pair_scaled(g2, g3, pairs_23);
         }
         let d = crate::quant::cast::f16_le(wb.d) * xb.scale();
-        sums = accumulate(sums, d, acc.lanes());
+        let (lanes, d_before) = pending;
+        sums = accumulate(sums, d_before, lanes);
+        pending = (acc.lanes(), d);
     }
-    add_lanes(0.0, sums)
+    let (lanes, d) = pending;
+    add_lanes(0.0, accumulate(sums, d, lanes))
 }
 
 /// The four 2-bit fields of each Q6_K `qh` byte (bits `2g..2g + 2` for group `g`) at bits 4..5,
