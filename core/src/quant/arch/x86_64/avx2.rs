@@ -578,8 +578,9 @@ pub(super) fn dot_q6_k<A>(
         prefetch_block_ahead(wb);
         let mut acc = LaneAcc::new();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
-        let halves = halves.zip(wb.scales.chunks_exact(8));
-        for (half, ((ql, qh), half_scales)) in halves.enumerate() {
+        // The sixteen scales in both 128-bit halves: a load, no shuffle.
+        let all_scales = _mm256_broadcastsi128_si256(load16(&wb.scales));
+        for (half, (ql, qh)) in halves.enumerate() {
             // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles, not
             // one per group of 32 values.
             let a = pair_lanes(load32(part(ql, 0)));
@@ -605,7 +606,7 @@ pub(super) fn dot_q6_k<A>(
             // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
             // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
             let [g0, g1, g2, g3] = lane_sums;
-            let (pairs_01, pairs_23) = q6_k_scale_pairs(part::<i8, 8>(half_scales, 0));
+            let (pairs_01, pairs_23) = q6_k_scale_pairs(all_scales, half);
             acc.add_pair_scaled(g0, g1, pairs_01);
             acc.add_pair_scaled(g2, g3, pairs_23);
         }
@@ -635,30 +636,58 @@ fn q6_k_high_bits(h: __m256i) -> [__m256i; 4] {
 
 /// A Q6_K half's eight scales as the `madd` pairs of [`LaneAcc::add_pair_scaled`]: group 0 with
 /// group 1 as `(sc0, sc2)` (low half) and `(sc1, sc3)` (high half), groups 2 and 3 as `(sc4, sc6)`
-/// and `(sc5, sc7)`.
+/// and `(sc5, sc7)`, the scales numbered from `8·half` in `all` (the sixteen scales in both
+/// 128-bit halves).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn q6_k_scale_pairs(scales: &[i8; 8]) -> (__m256i, __m256i) {
-    let scales8 = _mm_cvtepi8_epi16(_mm_set_epi64x(
-        0,
-        i64::from_le_bytes(bytemuck::cast(*scales)),
-    ));
-    let scales8 = _mm256_broadcastsi128_si256(scales8);
-    let pairs_01 = _mm256_shuffle_epi8(
-        scales8,
+pub(super) fn q6_k_scale_pairs(all: __m256i, half: usize) -> (__m256i, __m256i) {
+    // Each scale byte goes to the high byte of its i16 (0x80 zeroes the low one), and an
+    // arithmetic shift brings it down sign-extended: two shuffle-pipe uops a vector. (Widening
+    // first, LLVM picks a two-uop `vpermq` per vector on Zen 3 to spread the widened scales.)
+    let b = 8 * (half & 1) as i8;
+    let z = -128i8;
+    let control = |i: i8, j: i8, k: i8, l: i8| {
         _mm256_setr_epi8(
-            0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7, 2, 3, 6, 7, 2,
-            3, 6, 7,
-        ),
-    );
-    let pairs_23 = _mm256_shuffle_epi8(
-        scales8,
-        _mm256_setr_epi8(
-            8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 8, 9, 12, 13, 10, 11, 14, 15, 10, 11, 14, 15,
-            10, 11, 14, 15, 10, 11, 14, 15,
-        ),
-    );
-    (pairs_01, pairs_23)
+            z,
+            b + i,
+            z,
+            b + j,
+            z,
+            b + i,
+            z,
+            b + j,
+            z,
+            b + i,
+            z,
+            b + j,
+            z,
+            b + i,
+            z,
+            b + j,
+            z,
+            b + k,
+            z,
+            b + l,
+            z,
+            b + k,
+            z,
+            b + l,
+            z,
+            b + k,
+            z,
+            b + l,
+            z,
+            b + k,
+            z,
+            b + l,
+        )
+    };
+    let pairs_01 = _mm256_shuffle_epi8(all, control(0, 2, 1, 3));
+    let pairs_23 = _mm256_shuffle_epi8(all, control(4, 6, 5, 7));
+    (
+        _mm256_srai_epi16::<8>(pairs_01),
+        _mm256_srai_epi16::<8>(pairs_23),
+    )
 }
 
 /// Safe entry of [`vec_dot_q6_k_impl`].
