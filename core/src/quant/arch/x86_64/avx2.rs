@@ -644,43 +644,13 @@ pub(super) fn q6_k_scale_pairs(all: __m256i, half: usize) -> (__m256i, __m256i) 
     // Each scale byte goes to the high byte of its i16 (0x80 zeroes the low one), and an
     // arithmetic shift brings it down sign-extended: two shuffle-pipe uops a vector. (Widening
     // first, LLVM picks a two-uop `vpermq` per vector on Zen 3 to spread the widened scales.)
-    let b = 8 * (half & 1) as i8;
-    let z = -128i8;
-    let control = |i: i8, j: i8, k: i8, l: i8| {
-        _mm256_setr_epi8(
-            z,
-            b + i,
-            z,
-            b + j,
-            z,
-            b + i,
-            z,
-            b + j,
-            z,
-            b + i,
-            z,
-            b + j,
-            z,
-            b + i,
-            z,
-            b + j,
-            z,
-            b + k,
-            z,
-            b + l,
-            z,
-            b + k,
-            z,
-            b + l,
-            z,
-            b + k,
-            z,
-            b + l,
-            z,
-            b + k,
-            z,
-            b + l,
-        )
+    let first = 8 * (half & 1) as u8;
+    // Scales `i, j` as the i16 pair of every 32-bit element of the low 128-bit half, `k, l` of
+    // the high half.
+    let control = |i: u8, j: u8, k: u8, l: u8| {
+        let pair =
+            |a: u8, b: u8| _mm_set1_epi32(i32::from_le_bytes([0x80, first + a, 0x80, first + b]));
+        _mm256_set_m128i(pair(k, l), pair(i, j))
     };
     let pairs_01 = _mm256_shuffle_epi8(all, control(0, 2, 1, 3));
     let pairs_23 = _mm256_shuffle_epi8(all, control(4, 6, 5, 7));
