@@ -4,6 +4,9 @@
 //! tensor of Q8_0, Q4_0, Q4_K, Q6_K, Q4_1 and Q5_0 in the two model files (1 and 2 threads), as a
 //! fraction of the memory read bandwidth measured in the same run.
 //!
+//! For Q4_K and Q6_K a kernel that adds in any order (`free_order`, not ggml's bits, only here)
+//! runs beside them, so the summary can say what keeping ggml's order costs.
+//!
 //! Both sides work on the same bytes (ours quantized). candle runs single-threaded
 //! (`CANDLE_NUM_THREADS=1`) and, unless this crate is built with SIMD target features, on its
 //! scalar kernels; the header says which (build with `RUSTFLAGS="-C target-cpu=native"` for its AVX2
@@ -13,6 +16,7 @@
 
 #[path = "../tests/candle_common/mod.rs"]
 mod candle_common;
+mod free_order;
 
 use candle_common::{
     blocks_from_bytes, bytes_of_blocks, candle_dtype, candle_simd_in_build, gaussian_rows,
@@ -252,6 +256,40 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
             }
         }
     };
+    // The price of ggml's order: a kernel that sums in any order (not our bits; see
+    // `free_order`), one call per row as candle's, timed alternately with candle.
+    if let Some(free) =
+        free_order::for_type(t).filter(|free| free(&cached[..row_bytes], &xq).is_some())
+    {
+        // A sanity bound, not a bit check: the free order may round differently, but not by
+        // more than a few units in the last place of the row's magnitude.
+        for row in cached.chunks_exact(row_bytes).take(8) {
+            let exact = quant::vec_dot(t, row, &xq).unwrap();
+            let loose = free(row, &xq).unwrap();
+            assert!(
+                (exact - loose).abs() <= 1e-4 * exact.abs().max(1.0),
+                "{t} free-order kernel off: {loose} vs {exact}"
+            );
+        }
+        let (ours, candle) = best_of_alternated(
+            runs,
+            || {
+                for _ in 0..REPEAT {
+                    for row in cached.chunks_exact(row_bytes) {
+                        black_box(free(black_box(row), &xq));
+                    }
+                }
+            },
+            candle,
+        );
+        rows.push(Row {
+            op: format!("1-row {CACHED_ROWS}x free order"),
+            unit: "GB/s",
+            work,
+            ours,
+            candle,
+        });
+    }
     let named_levels = [("auto".to_string(), level::detect())]
         .into_iter()
         .chain(level::available().map(|l| (l.to_string(), l)));
@@ -413,6 +451,26 @@ fn main() {
             ratio(&format!("rows {CACHED_ROWS}x auto")),
             ratio("matvec")
         );
+    }
+
+    // Each figure is a ratio to candle timed alternately with it, so dividing two of them
+    // compares ours with ours across the VM's slow and fast phases.
+    let free_label = format!("1-row {CACHED_ROWS}x free order");
+    for (t, rows) in &summary {
+        let ratio = |op: &str| rows.iter().find(|r| r.op == op).map(Row::ratio);
+        if let (Some(free), Some(single), Some(multi)) = (
+            ratio(&free_label),
+            ratio(&format!("1-row {CACHED_ROWS}x auto")),
+            ratio(&format!("rows {CACHED_ROWS}x auto")),
+        ) {
+            println!(
+                "  {:<6} price of ggml's order: a free-order kernel is {free:.2}x candle; ours \
+                 1-row {single:.2}x ({:.2}x slower than it), rows {multi:.2}x ({:.2}x)",
+                t.name(),
+                free / single,
+                free / multi
+            );
+        }
     }
 
     real_tensors(runs, &picked);
