@@ -917,17 +917,22 @@ pub(super) fn vec_dot_q5_1(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
 /// `q * d + m` for sixteen unsigned bytes into `out[..16]` (multiply, then add).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
+fn scale_add_u8x16<const NAN_PRODUCTS: bool>(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
     let (first, second) = out.split_at_mut(8.min(out.len()));
     let low = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
     let high = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(q)));
-    // When `q·d` is NaN the result is that NaN (its payload), as the scalar code, candle and ggml
-    // give on x86 when `m` is NaN too; LLVM may commute the vector add, so pick it explicitly.
     for (out, q) in [(first, low), (second, high)] {
         let product = _mm256_mul_ps(q, d);
         let sum = _mm256_add_ps(product, m);
-        let product_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(product, product);
-        store8(out, _mm256_blendv_ps(sum, product, product_nan));
+        if NAN_PRODUCTS {
+            // When `q·d` is NaN the result is that NaN (its payload), as the scalar code, candle
+            // and ggml give on x86 when `m` is NaN too; LLVM may commute the vector add, so pick
+            // it explicitly.
+            let product_nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(product, product);
+            store8(out, _mm256_blendv_ps(sum, product, product_nan));
+        } else {
+            store8(out, sum);
+        }
     }
 }
 
@@ -935,10 +940,20 @@ fn scale_add_u8x16(out: &mut [f32], q: __m128i, d: __m256, m: __m256) {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn scale_add_block(values: &mut [f32], q: __m256i, d: f32, m: f32) {
+    // With a finite `d` no product is NaN (the quants are small integers), so only `m` can
+    // make a NaN, and the add gives its payload in either operand order: the operand choice
+    // below is needed only for the rare block whose `d` is NaN or infinite.
+    let finite = d.is_finite();
     let (d, m) = (_mm256_set1_ps(d), _mm256_set1_ps(m));
     let (first, second) = values.split_at_mut(16.min(values.len()));
-    scale_add_u8x16(first, _mm256_castsi256_si128(q), d, m);
-    scale_add_u8x16(second, _mm256_extracti128_si256::<1>(q), d, m);
+    let (low, high) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+    if finite {
+        scale_add_u8x16::<false>(first, low, d, m);
+        scale_add_u8x16::<false>(second, high, d, m);
+    } else {
+        scale_add_u8x16::<true>(first, low, d, m);
+        scale_add_u8x16::<true>(second, high, d, m);
+    }
 }
 
 /// Thirty-two signed quants in element order times `d` (`q * d`).
