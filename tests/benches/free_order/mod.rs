@@ -14,44 +14,39 @@ const Q6_K_BYTES: usize = 210;
 /// Q8_K block: f32 `d`, 256 i8 quants, 16 i16 sums of 16 quants each.
 const Q8_K_BYTES: usize = 292;
 
-/// A free-order dot of one weight row and its Q8_K activation, `None` where the CPU lacks the
-/// kernel's features.
-pub type FreeOrderDot = fn(&[u8], &[u8]) -> Option<f32>;
+use miniquant::GgmlType;
 
-/// The free-order kernel for `t`, if this benchmark has one.
-pub fn for_type(t: miniquant::GgmlType) -> Option<FreeOrderDot> {
-    match t {
-        miniquant::GgmlType::Q4_K => Some(q4_k),
-        miniquant::GgmlType::Q6_K => Some(q6_k),
-        _ => None,
-    }
+/// Whether this CPU has what the free-order kernels use: AVX2, FMA and F16C.
+fn has_features() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
-/// Free-order Q4_K · Q8_K over one row, or `None` without AVX2, FMA and F16C.
-pub fn q4_k(w: &[u8], x: &[u8]) -> Option<f32> {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c")
-    {
-        // SAFETY: the features the function enables were detected just above.
-        return Some(unsafe { avx2::q4_k(w, x) });
-    }
-    let _ = (w, x);
-    None
+/// Whether [`dot`] has a kernel for `t` on this CPU.
+pub fn has_kernel(t: GgmlType) -> bool {
+    matches!(t, GgmlType::Q4_K | GgmlType::Q6_K) && has_features()
 }
 
-/// Free-order Q6_K · Q8_K over one row, or `None` without AVX2, FMA and F16C.
-pub fn q6_k(w: &[u8], x: &[u8]) -> Option<f32> {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c")
-    {
-        // SAFETY: the features the function enables were detected just above.
-        return Some(unsafe { avx2::q6_k(w, x) });
+/// The free-order dot of one weight row of type `t` (Q4_K or Q6_K) and its Q8_K activation, or
+/// `None` where [`has_kernel`] is false.
+pub fn dot(t: GgmlType, w: &[u8], x: &[u8]) -> Option<f32> {
+    if !has_kernel(t) {
+        return None;
     }
-    let _ = (w, x);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `has_kernel` checked the features these functions enable.
+    return Some(unsafe {
+        if t == GgmlType::Q4_K {
+            avx2::q4_k(w, x)
+        } else {
+            avx2::q6_k(w, x)
+        }
+    });
+    #[cfg(not(target_arch = "x86_64"))]
     None
 }
 
