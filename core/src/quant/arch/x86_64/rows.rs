@@ -97,12 +97,18 @@ fn legacy_rows<W, X, P: Copy>(
 
 /// The first four bytes of eight blocks (one per lane): the f16 `d` and `m` of Q4_1/Q5_1 blocks.
 #[derive(Clone, Copy)]
-struct Heads(__m256i);
+struct Heads {
+    /// The heads of rows 0, 1, 4, 5.
+    first: __m128i,
+    /// The heads of rows 2, 3, 6, 7.
+    second: __m128i,
+}
 
 impl Heads {
     /// The heads of eight blocks, in vector registers (four-byte loads and unpacks: for two
     /// halves a block this beat packing them in general registers, which spills the row
-    /// pointers, and a gather; for `d` alone, [`row_scales`] is faster).
+    /// pointers, and a gather; for `d` alone, [`row_scales`] is faster). The rows are taken in
+    /// the order that [`Heads::halves`]' in-lane shuffles put back in row order.
     #[inline]
     #[target_feature(enable = "avx2")]
     fn of<W>(bs: [&W; LANES]) -> Heads {
@@ -111,26 +117,24 @@ impl Heads {
         let v = bs.map(|b| unsafe { _mm_loadu_si32((b as *const W).cast()) });
         let quad =
             |a, b, c, d| _mm_unpacklo_epi64(_mm_unpacklo_epi32(a, b), _mm_unpacklo_epi32(c, d));
-        Heads(_mm256_set_m128i(
-            quad(v[4], v[5], v[6], v[7]),
-            quad(v[0], v[1], v[2], v[3]),
-        ))
+        Heads {
+            first: quad(v[0], v[1], v[4], v[5]),
+            second: quad(v[2], v[3], v[6], v[7]),
+        }
     }
 
-    /// The eight `d` and the eight `m` as f32 (F16C, exact).
+    /// The eight `d` and the eight `m` as f32 (F16C, exact), in row order.
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     fn halves(self) -> (__m256, __m256) {
-        // Per 128-bit chunk: the four first halves, then the four second halves; then the
-        // chunks' first halves together, and their second halves.
-        let order = _mm256_setr_epi8(
-            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3,
-            6, 7, 10, 11, 14, 15,
-        );
-        let split = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(self.0, order));
+        // [d0 m0 d1 m1 | d4 m4 d5 m5] and [d2 m2 d3 m3 | d6 m6 d7 m7]; one in-lane shuffle each
+        // picks [d0 d1 d2 d3 | d4 d5 d6 d7] and the m likewise (before: a byte shuffle and two
+        // two-uop `vpermq` on Zen 3).
+        let first = _mm256_cvtph_ps(self.first);
+        let second = _mm256_cvtph_ps(self.second);
         (
-            _mm256_cvtph_ps(_mm256_castsi256_si128(split)),
-            _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(split)),
+            _mm256_shuffle_ps::<0b10_00_10_00>(first, second),
+            _mm256_shuffle_ps::<0b11_01_11_01>(first, second),
         )
     }
 }
