@@ -178,16 +178,21 @@ fn bench_type<T: CandleBlock>(t: GgmlType, inputs: &Inputs, runs: usize) -> Vec<
     let cached_q = &ours_q[..quant::bytes_for(t, cached_elements).unwrap()];
     let cached_blocks = &blocks[..cached_elements / T::BLCK_SIZE];
     let cached_out = &mut out[..cached_elements];
-    let candle = best_of(runs, || {
-        for _ in 0..REPEAT {
-            T::to_float(black_box(cached_blocks), cached_out);
-        }
-    });
-    let ours = best_of(runs, || {
-        for _ in 0..REPEAT {
-            quant::dequantize(t, black_box(cached_q), cached_out).unwrap();
-        }
-    });
+    // Timed alternately (see `best_of_alternated`), each side into its own buffer.
+    let mut candle_out = vec![0f32; cached_elements];
+    let (ours, candle) = best_of_alternated(
+        runs,
+        || {
+            for _ in 0..REPEAT {
+                quant::dequantize(t, black_box(cached_q), cached_out).unwrap();
+            }
+        },
+        || {
+            for _ in 0..REPEAT {
+                T::to_float(black_box(cached_blocks), &mut candle_out);
+            }
+        },
+    );
     rows.push(Row {
         op: "dequantize L2".into(),
         unit: "Melem/s",
