@@ -70,17 +70,31 @@ pub fn dequantize_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
     }
 }
 
+/// The sub-block search of `quantize_row_q5_K_ref` (`make_qkx2_quants(32, 31, ..., -0.5, 0.1,
+/// 15, false)`).
+pub(crate) const Q5K_SEARCH: Qkx2Search = Qkx2Search {
+    nmax: 31,
+    rmin: -0.5,
+    rdelta: 0.1,
+    nstep: 15,
+    use_mad: false,
+};
+
 /// `quantize_row_q5_K_ref` for one block.
 pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ5K {
-    let search = Qkx2Search {
-        nmax: 31,
-        rmin: -0.5,
-        rdelta: 0.1,
-        nstep: 15,
-        use_mad: false,
-    };
-    let (scales, d, dmin, mut levels) = search_sub_blocks(x, search);
+    let (scales, d, dmin, mut levels) = search_sub_blocks(x, Q5K_SEARCH);
     requantize(x, &scales, d, dmin, 31, &mut levels);
+    block_from_levels(d, dmin, scales, &levels)
+}
+
+/// A block from its packed scales and its final levels (`0..32`): low nibbles as Q4_K's, fifth
+/// bits in `qh`.
+pub(crate) fn block_from_levels(
+    d: [u8; 2],
+    dmin: [u8; 2],
+    scales: [u8; 12],
+    levels: &[u8; QK_K],
+) -> BlockQ5K {
     let mut block = BlockQ5K {
         d,
         dmin,

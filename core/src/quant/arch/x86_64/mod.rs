@@ -75,6 +75,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q5_k: Ops {
         vec_dot: Some(avx2::vec_dot_q5_k),
         dequantize: Some(dequantize_k::dequantize_q5_k),
+        quantize: Some(quantize_k::quantize_q5_k),
         rows: Some(rows::rows_q5_k_avx2),
         ..Ops::NONE
     },

@@ -1,5 +1,5 @@
-//! AVX2 K-quant quantizers: the per-sub-block searches of Q4_K (`make_qkx2_quants`, 8 sub-blocks of
-//! 32) and Q6_K (`make_qx_quants`, 16 sub-blocks of 16) run side by side, one sub-block per lane.
+//! AVX2 K-quant quantizers: the per-sub-block searches of Q4_K and Q5_K (`make_qkx2_quants`, 8
+//! sub-blocks of 32, levels to 15 and to 31) and Q6_K (`make_qx_quants`, 16 sub-blocks of 16) run side by side, one sub-block per lane.
 //!
 //! The sub-blocks' searches are independent (each its own minimum, trials and verdicts), so each
 //! lane runs exactly its sub-block's scalar search: the same float operations on the same values
@@ -17,7 +17,8 @@ use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::scale_min_k4;
 use crate::quant::k_quants::common::{Qkx2Search, GROUP_MAX_EPS};
 use crate::quant::k_quants::q4_k::{pack_fits, SubBlockFits, Q4K_SEARCH};
-use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ6K};
+use crate::quant::k_quants::q5_k::{self, Q5K_SEARCH};
+use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ5K, BlockQ6K};
 
 /// Sub-blocks in a super-block, one per lane.
 const LANES: usize = QK_K / SUB;
@@ -252,23 +253,28 @@ fn fit_super_blocks<const G: usize>(search: Qkx2Search, x: [&[f32; QK_K]; G]) ->
     lanes.map(|s| fits(search, &s))
 }
 
-/// The twin's `block_from_fits` with the re-quantization in SIMD: each sub-block's values against
-/// its rounded scale and min, `clamp(nearest_int((x + dm) / d), 0, 15)`, eight at a time (a vector
-/// division rounds as the scalar one), sub-blocks whose `d` is 0 keeping the search's levels.
+/// The twin's `requantize` in SIMD: each sub-block's values against its rounded scale and min,
+/// `clamp(nearest_int((x + dm) / d), 0, nmax)`, eight at a time (a vector division rounds as the
+/// scalar one), sub-blocks whose `d` is 0 keeping the search's levels.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
-    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+fn requantize_levels(
+    x: &[f32; QK_K],
+    scales: &[u8; 12],
+    d: [u8; 2],
+    dmin: [u8; 2],
+    nmax: i32,
+    levels: &mut [u8; QK_K],
+) {
     let d_all = f16_le(d);
     let dmin_all = f16_le(dmin);
-    let mut levels = fits.levels;
-    let fifteen = _mm256_set1_epi32(15);
+    let top = _mm256_set1_epi32(nmax);
     for (j, (xs, ls)) in x
         .chunks_exact(SUB)
         .zip(levels.chunks_exact_mut(SUB))
         .enumerate()
     {
-        let (sc, m) = scale_min_k4(j, &scales);
+        let (sc, m) = scale_min_k4(j, scales);
         let d = d_all * sc as f32;
         if d == 0.0 {
             continue;
@@ -279,7 +285,7 @@ pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> Block
             // SAFETY: `v` holds eight f32; `loadu` has no alignment requirement.
             let v = unsafe { _mm256_loadu_ps(v.as_ptr()) };
             let q = nearest_int(_mm256_div_ps(_mm256_add_ps(v, dm), d));
-            let q = _mm256_max_epi32(_mm256_min_epi32(q, fifteen), _mm256_setzero_si256());
+            let q = _mm256_max_epi32(_mm256_min_epi32(q, top), _mm256_setzero_si256());
             let mut lane = [0i32; 8];
             // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
             unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), q) };
@@ -288,6 +294,15 @@ pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> Block
             }
         }
     }
+}
+
+/// The twin's `block_from_fits`, the re-quantization in SIMD.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
+    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let mut levels = fits.levels;
+    requantize_levels(x, &scales, d, dmin, 15, &mut levels);
     let mut block = BlockQ4K {
         d,
         dmin,
@@ -303,9 +318,26 @@ pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> Block
     block
 }
 
-/// `quantize_row_q4_K_ref`, two super-blocks at a time.
+/// The rest of `quantize_row_q5_K_ref` after the search, the re-quantization in SIMD.
+#[inline]
 #[target_feature(enable = "avx2")]
-fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
+fn q5_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ5K {
+    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let mut levels = fits.levels;
+    requantize_levels(x, &scales, d, dmin, 31, &mut levels);
+    q5_k::block_from_levels(d, dmin, scales, &levels)
+}
+
+/// A Q4_K/Q5_K quantizer: `search` over two super-blocks at a time (their searches interleaved),
+/// then `finish` per super-block.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn quantize_searched<B>(
+    values: &[f32],
+    blocks: &mut [B],
+    search: Qkx2Search,
+    finish: impl Fn(&[f32; QK_K], SubBlockFits) -> B,
+) {
     let mut pairs = values
         .chunks_exact(2 * QK_K)
         .zip(blocks.chunks_exact_mut(2));
@@ -316,18 +348,40 @@ fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
         let Ok(b) = <&[f32; QK_K]>::try_from(b) else {
             continue;
         };
-        let [fa, fb] = fit_super_blocks(Q4K_SEARCH, [a, b]);
-        *first = q4_k_block_from_fits(a, fa);
-        *second = q4_k_block_from_fits(b, fb);
+        let [fa, fb] = fit_super_blocks(search, [a, b]);
+        *first = finish(a, fa);
+        *second = finish(b, fb);
     }
     let done = blocks.len() / 2 * 2;
     let rest = values.get(done * QK_K..).unwrap_or(&[]);
     for (x, out) in rest.chunks_exact(QK_K).zip(blocks.iter_mut().skip(done)) {
         if let Ok(x) = <&[f32; QK_K]>::try_from(x) {
-            let [fits] = fit_super_blocks(Q4K_SEARCH, [x]);
-            *out = q4_k_block_from_fits(x, fits);
+            let [fits] = fit_super_blocks(search, [x]);
+            *out = finish(x, fits);
         }
     }
+}
+
+/// `quantize_row_q4_K_ref`.
+#[target_feature(enable = "avx2")]
+fn quantize_q4_k_impl(values: &[f32], blocks: &mut [BlockQ4K]) {
+    quantize_searched(values, blocks, Q4K_SEARCH, |x, fits| {
+        q4_k_block_from_fits(x, fits)
+    })
+}
+
+/// `quantize_row_q5_K_ref`.
+#[target_feature(enable = "avx2")]
+fn quantize_q5_k_impl(values: &[f32], blocks: &mut [BlockQ5K]) {
+    quantize_searched(values, blocks, Q5K_SEARCH, |x, fits| {
+        q5_k_block_from_fits(x, fits)
+    })
+}
+
+/// Safe entry of [`quantize_q5_k_impl`].
+pub(super) fn quantize_q5_k(values: &[f32], blocks: &mut [BlockQ5K]) {
+    // SAFETY: only handed out for an available AVX2 level (as the AVX2 kernels of `avx2.rs`).
+    unsafe { quantize_q5_k_impl(values, blocks) }
 }
 
 /// Safe entry of [`quantize_q4_k_impl`].
@@ -593,6 +647,32 @@ mod tests {
                 quantize_q4_k(&values, &mut got);
                 for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
                     let want = q4_k::quantize_block(x.try_into().unwrap());
+                    assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_q5_k_quantizer_gives_the_scalar_bytes() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for n_blocks in [1usize, 2, 3, 8, 33] {
+            for _ in 0..40 {
+                let uniform_kind = rng.next().is_multiple_of(2);
+                let first = rng.next() % 17;
+                let values: Vec<f32> = (0..n_blocks * 8)
+                    .flat_map(|_| {
+                        let kind = if uniform_kind { first } else { rng.next() % 17 };
+                        sub_block(&mut rng, kind)
+                    })
+                    .collect();
+                let mut got = std::vec![BlockQ5K::zeroed(); n_blocks];
+                quantize_q5_k(&values, &mut got);
+                for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
+                    let want = q5_k::quantize_block(x.try_into().unwrap());
                     assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
                 }
             }
