@@ -258,16 +258,10 @@ fn fit_super_blocks<const G: usize>(search: Qkx2Search, x: [&[f32; QK_K]; G]) ->
 /// scalar one), sub-blocks whose `d` is 0 keeping the search's levels.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn requantize_levels(
-    x: &[f32; QK_K],
-    scales: &[u8; 12],
-    d: [u8; 2],
-    dmin: [u8; 2],
-    nmax: i32,
-    levels: &mut [u8; QK_K],
-) {
-    let d_all = f16_le(d);
-    let dmin_all = f16_le(dmin);
+fn requantize_levels(x: &[f32; QK_K], packed: &Packed, nmax: i32, levels: &mut [u8; QK_K]) {
+    let (scales, d, dmin) = packed;
+    let d_all = f16_le(*d);
+    let dmin_all = f16_le(*dmin);
     let top = _mm256_set1_epi32(nmax);
     for (j, (xs, ls)) in x
         .chunks_exact(SUB)
@@ -296,13 +290,17 @@ fn requantize_levels(
     }
 }
 
+/// A Q4_K/Q5_K block's packed scales and mins, `d` and `dmin` (`pack_fits`' result).
+type Packed = ([u8; 12], [u8; 2], [u8; 2]);
+
 /// The twin's `block_from_fits`, the re-quantization in SIMD.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
-    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let packed = pack_fits(&fits.scales, &fits.mins);
     let mut levels = fits.levels;
-    requantize_levels(x, &scales, d, dmin, 15, &mut levels);
+    requantize_levels(x, &packed, 15, &mut levels);
+    let (scales, d, dmin) = packed;
     let mut block = BlockQ4K {
         d,
         dmin,
@@ -322,9 +320,10 @@ pub(super) fn q4_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> Block
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q5_k_block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ5K {
-    let (scales, d, dmin) = pack_fits(&fits.scales, &fits.mins);
+    let packed = pack_fits(&fits.scales, &fits.mins);
     let mut levels = fits.levels;
-    requantize_levels(x, &scales, d, dmin, 31, &mut levels);
+    requantize_levels(x, &packed, 31, &mut levels);
+    let (scales, d, dmin) = packed;
     q5_k::block_from_levels(d, dmin, scales, &levels)
 }
 
@@ -626,13 +625,17 @@ mod tests {
         })
     }
 
-    #[test]
-    fn avx2_q4_k_quantizer_gives_the_scalar_bytes() {
+    /// `simd` over rows of 1 to 33 super-blocks (odd counts exercise the single-super-block tail
+    /// after the interleaved pairs) of sub-blocks of every kind, against `scalar` per block.
+    fn holds_searched_quantizer_to_scalar<B: Zeroable + Copy + PartialEq + core::fmt::Debug>(
+        seed: u64,
+        simd: fn(&[f32], &mut [B]),
+        scalar: fn(&[f32; QK_K]) -> B,
+    ) {
         if !std::is_x86_feature_detected!("avx2") {
             return;
         }
-        let mut rng = Rng(0x853c_49e6_748f_ea9b);
-        // Odd block counts exercise the single-super-block tail after the interleaved pairs.
+        let mut rng = Rng(seed);
         for n_blocks in [1usize, 2, 3, 8, 33] {
             for _ in 0..40 {
                 let uniform_kind = rng.next().is_multiple_of(2);
@@ -643,10 +646,10 @@ mod tests {
                         sub_block(&mut rng, kind)
                     })
                     .collect();
-                let mut got = std::vec![BlockQ4K::zeroed(); n_blocks];
-                quantize_q4_k(&values, &mut got);
+                let mut got = std::vec![B::zeroed(); n_blocks];
+                simd(&values, &mut got);
                 for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
-                    let want = q4_k::quantize_block(x.try_into().unwrap());
+                    let want = scalar(x.try_into().unwrap());
                     assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
                 }
             }
@@ -654,29 +657,21 @@ mod tests {
     }
 
     #[test]
+    fn avx2_q4_k_quantizer_gives_the_scalar_bytes() {
+        holds_searched_quantizer_to_scalar(
+            0x853c_49e6_748f_ea9b,
+            quantize_q4_k,
+            q4_k::quantize_block,
+        );
+    }
+
+    #[test]
     fn avx2_q5_k_quantizer_gives_the_scalar_bytes() {
-        if !std::is_x86_feature_detected!("avx2") {
-            return;
-        }
-        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        for n_blocks in [1usize, 2, 3, 8, 33] {
-            for _ in 0..40 {
-                let uniform_kind = rng.next().is_multiple_of(2);
-                let first = rng.next() % 17;
-                let values: Vec<f32> = (0..n_blocks * 8)
-                    .flat_map(|_| {
-                        let kind = if uniform_kind { first } else { rng.next() % 17 };
-                        sub_block(&mut rng, kind)
-                    })
-                    .collect();
-                let mut got = std::vec![BlockQ5K::zeroed(); n_blocks];
-                quantize_q5_k(&values, &mut got);
-                for (b, (x, got)) in values.chunks_exact(QK_K).zip(&got).enumerate() {
-                    let want = q5_k::quantize_block(x.try_into().unwrap());
-                    assert_eq!(*got, want, "block {b} of {n_blocks}: {x:?}");
-                }
-            }
-        }
+        holds_searched_quantizer_to_scalar(
+            0x2545_f491_4f6c_dd1d,
+            quantize_q5_k,
+            q5_k::quantize_block,
+        );
     }
 
     /// The guard of the float levels: wherever `level_form` allows the float form, its levels
