@@ -1,5 +1,6 @@
 //! AVX2 K-quant quantizers: the per-sub-block searches of Q4_K and Q5_K (`make_qkx2_quants`, 8
-//! sub-blocks of 32, levels to 15 and to 31) and Q6_K (`make_qx_quants`, 16 sub-blocks of 16) run side by side, one sub-block per lane.
+//! sub-blocks of 32, levels to 15 and to 31) and Q6_K (`make_qx_quants`, 16 sub-blocks of 16)
+//! run side by side, one sub-block per lane.
 //!
 //! The sub-blocks' searches are independent (each its own minimum, trials and verdicts), so each
 //! lane runs exactly its sub-block's scalar search: the same float operations on the same values
