@@ -266,6 +266,10 @@ fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
 /// kind of [`activation_rows`].
 struct CheckRows {
     seed: u64,
+    /// Blocks per row.
+    block_counts: &'static [usize],
+    /// Rows per call.
+    row_counts: &'static [usize],
 }
 
 /// Row counts of the rows-kernel checks: below, at and past the group sizes (4 and 8 rows).
@@ -284,10 +288,10 @@ impl Visitor for CheckRows {
             let Some(rows_kernel) = B::rows_kernel(level) else {
                 continue;
             };
-            for n_blocks in [1, 2, 3, 7, 8, 9, 16] {
+            for &n_blocks in self.block_counts {
                 let kinds = weight_rows::<B>(&mut rng, n_blocks);
                 let xs = activation_rows::<B>(&mut rng, n_blocks);
-                for rows in ROW_COUNTS {
+                for &rows in self.row_counts {
                     // Row r takes kind (r + rows) % kinds, so different counts shift the mix.
                     let matrix: Vec<u8> = (0..rows)
                         .flat_map(|r| kinds[(r + rows) % kinds.len()].iter().copied())
@@ -318,13 +322,26 @@ impl Visitor for CheckRows {
 
 #[test]
 fn every_rows_kernel_gives_each_rows_scalar_bits() {
+    check_rows_kernels(&[1, 2, 3, 7, 8, 9, 16], &ROW_COUNTS, 0x5eed_0000);
+}
+
+/// Rows longer than the kernels' activation buffers: the x86 legacy rows kernels summarize the
+/// activation in windows of 1024 blocks, the K-quant ones prepare at most 64 super-blocks.
+#[test]
+fn every_rows_kernel_gives_each_rows_scalar_bits_on_long_rows() {
+    check_rows_kernels(&[64, 65, 1025], &[8, 9], 0x1009_0000);
+}
+
+fn check_rows_kernels(block_counts: &'static [usize], row_counts: &'static [usize], seed: u64) {
     let mut failures = Vec::new();
     let mut checked = 0;
     for (i, t) in GgmlType::ALL.iter().enumerate() {
         if let Some((n, mut f)) = visit(
             *t,
             CheckRows {
-                seed: 0x5eed_0000 + i as u64,
+                seed: seed + i as u64,
+                block_counts,
+                row_counts,
             },
         ) {
             checked += n;

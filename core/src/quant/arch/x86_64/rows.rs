@@ -33,66 +33,141 @@ use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 /// Rows per group of the legacy kernels (one per f32 lane).
 const LANES: usize = 8;
 
-/// The legacy rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Per
-/// activation block `prepare` runs once for all rows; `sums` gives the eight rows' exact integer
-/// sums of their block against it, in row order; `term` forms the eight float terms from
-/// those sums (as f32, exact) and the blocks; the terms are added to the lanes' `sumf` in block
-/// order, so every row keeps its scalar twin's serial sum. Rows past the last whole group run
+/// Activation blocks whose [`Summary`] a legacy rows call holds at once: rows of up to 32,768
+/// values take one pass over the groups, longer ones a pass per window of this many blocks.
+const SUMMARIZED_BLOCKS: usize = 1024;
+
+/// What the legacy rows kernels take from an activation block besides its quants, the same for
+/// every row: its scales as f32 (`d`, and `s` of a Q8_1 block) and `bias · Σ y` for kernels that
+/// sum biased quants. Made once per call instead of once per group of eight rows, it no longer
+/// costs ~12 of the Q5_0 step's ~115 vector uops (a horizontal sum, scalar f16 conversions).
+#[derive(Clone, Copy)]
+struct Summary {
+    d: f32,
+    s: f32,
+    bias_sum: i32,
+}
+
+/// The legacy rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Each
+/// activation block's [`Summary`] is made once (`summarize`); `sums` gives the eight rows' exact
+/// integer sums of their block against it, in row order; `term` forms the eight float terms from
+/// those sums (as f32, exact), the blocks and the summary; the terms are added to the lanes'
+/// `sumf` in block order, so every row keeps its scalar twin's serial sum (across windows too:
+/// a window's sums start from the last one's, kept in `out`). Rows past the last whole group run
 /// `single`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn legacy_rows<W, X, P: Copy>(
+fn legacy_rows<W, X>(
     w: &[W],
     row_blocks: usize,
     x: &[X],
     out: &mut [f32],
-    prepare: impl Fn(&X) -> P,
-    sums: impl Fn([&W; LANES], P) -> __m256i,
-    term: impl Fn(__m256, [&W; LANES], &X) -> __m256,
+    summarize: impl Fn(&X) -> Summary,
+    sums: impl Fn([&W; LANES], &X, &Summary) -> __m256i,
+    term: impl Fn(__m256, [&W; LANES], &Summary) -> __m256,
     single: fn(&[W], &[X]) -> f32,
 ) {
     let group_blocks = row_blocks.saturating_mul(LANES).max(1);
     let blocks = row_blocks.min(x.len());
     let x = x.get(..blocks).unwrap_or(&[]);
+    let whole_groups = w.len() / group_blocks;
     // The next group is read while this one is summed: eight rows side by side are eight short
     // streams (a row of a small matrix is a few cache lines), too short for the hardware
     // prefetcher to follow, so a matrix larger than the cache would otherwise wait on memory at
     // every group. Each block step asks for its share of the next group, in address order.
     let group_bytes = group_blocks.saturating_mul(core::mem::size_of::<W>());
     let step_bytes = LANES * core::mem::size_of::<W>();
-    let mut groups = w.chunks_exact(group_blocks);
-    let mut outs = out.chunks_exact_mut(LANES);
-    for (group, out8) in (&mut groups).zip(&mut outs) {
-        // Row `r`'s block `k` is `group[r·row_blocks + k]`, addressed from one base and one
-        // stride: eight row slices do not fit the general registers beside the loop's own, and
-        // were reloaded from the stack at every block.
-        let base = group.as_ptr();
-        let next_group = group
-            .as_ptr()
-            .cast::<i8>()
-            .wrapping_add(group_bytes.saturating_mul(2));
-        let mut sumf = _mm256_setzero_ps();
-        for (k, xb) in x.iter().enumerate() {
-            // SAFETY: `group` holds `LANES · row_blocks` blocks (`chunks_exact`), `r < LANES`
-            // and `k < x.len() <= row_blocks`, so the index is in bounds.
-            let bs: [&W; LANES] =
-                core::array::from_fn(|r| unsafe { &*base.add(r * row_blocks + k) });
-            let sumi = _mm256_cvtepi32_ps(sums(bs, prepare(xb)));
-            sumf = _mm256_add_ps(sumf, term(sumi, bs, xb));
-            // Last in the step: placed first, LLVM scheduled it among the step's loads, and a
-            // Q8_0 matvec over 680 MiB ran ~15% slower (alternated runs).
-            prefetch_range(next_group.wrapping_add(k * step_bytes), step_bytes);
+    let mut storage = [const { MaybeUninit::<Summary>::uninit() }; SUMMARIZED_BLOCKS];
+    // At least one window, so that rows of no blocks still get their zero.
+    let mut start = 0;
+    while start == 0 || start < blocks {
+        let window = x.get(start..blocks).unwrap_or(&[]);
+        let window = window.get(..SUMMARIZED_BLOCKS).unwrap_or(window);
+        for (slot, xb) in storage.iter_mut().zip(window) {
+            slot.write(summarize(xb));
         }
-        if let Some(out8) = out8.first_chunk_mut::<LANES>() {
+        // SAFETY: the first `window.len()` slots were written just above, and
+        // `MaybeUninit<Summary>` has the layout of `Summary`.
+        let summaries = unsafe {
+            core::slice::from_raw_parts(storage.as_ptr().cast::<Summary>(), window.len())
+        };
+        let groups = w.chunks_exact(group_blocks).take(whole_groups);
+        for (group, out8) in groups.zip(out.chunks_exact_mut(LANES)) {
+            let Some(out8) = out8.first_chunk_mut::<LANES>() else {
+                continue;
+            };
+            // Row `r`'s block `start + i` is `window_base[r·row_blocks + i]`, addressed from one
+            // base and one stride: eight row slices do not fit the general registers beside the
+            // loop's own, and were reloaded from the stack at every block.
+            let window_base = group.as_ptr().wrapping_add(start);
+            let next_window = group
+                .as_ptr()
+                .cast::<i8>()
+                .wrapping_add(group_bytes.saturating_mul(2))
+                .wrapping_add(start.saturating_mul(step_bytes));
+            let mut sumf = if start == 0 {
+                _mm256_setzero_ps()
+            } else {
+                // SAFETY: `out8` holds eight f32; `loadu` has no alignment requirement.
+                unsafe { _mm256_loadu_ps(out8.as_ptr()) }
+            };
+            for (i, (xb, summary)) in window.iter().zip(summaries).enumerate() {
+                // SAFETY: `group` holds `LANES · row_blocks` blocks (`chunks_exact`), `r < LANES`
+                // and `start + i < x.len() <= row_blocks`, so the index is in bounds.
+                let bs: [&W; LANES] =
+                    core::array::from_fn(|r| unsafe { &*window_base.add(r * row_blocks + i) });
+                let sumi = _mm256_cvtepi32_ps(sums(bs, xb, summary));
+                sumf = _mm256_add_ps(sumf, term(sumi, bs, summary));
+                // Last in the step: placed first, LLVM scheduled it among the step's loads, and
+                // a Q8_0 matvec over 680 MiB ran ~15% slower (alternated runs).
+                prefetch_range(next_window.wrapping_add(i * step_bytes), step_bytes);
+            }
             // SAFETY: `out8` holds eight f32; `storeu` has no alignment requirement.
             unsafe { _mm256_storeu_ps(out8.as_mut_ptr(), sumf) };
         }
+        start += SUMMARIZED_BLOCKS;
     }
-    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
-    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
+    let rest_rows = w.get(whole_groups * group_blocks..).unwrap_or(&[]);
+    let rest_out = out.get_mut(whole_groups * LANES..).unwrap_or(&mut []);
+    for (o, row) in rest_out
+        .iter_mut()
+        .zip(rest_rows.chunks_exact(row_blocks.max(1)))
+    {
         *o = single(row, x);
     }
+}
+
+/// The summary of a Q8_0 activation block: its `d`, and `bias · Σ y` (0 for no bias).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn summary_q8_0(xb: &BlockQ8_0, bias: i8) -> Summary {
+    Summary {
+        d: f16_le(xb.d),
+        s: 0.0,
+        bias_sum: bias_sum(&xb.qs, bias),
+    }
+}
+
+/// The summary of a Q8_1 activation block: its `d` and `s`.
+#[inline]
+fn summary_q8_1(xb: &BlockQ8_1) -> Summary {
+    Summary {
+        d: f16_le(xb.d),
+        s: f16_le(xb.s),
+        bias_sum: 0,
+    }
+}
+
+/// `bias · Σ y` of an activation block (exact: below 2^7 · 2^5 · 2^7 in magnitude).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn bias_sum(qs: &[i8; 32], bias: i8) -> i32 {
+    if bias == 0 {
+        return 0;
+    }
+    let by = _mm256_maddubs_epi16(_mm256_set1_epi8(bias), load32(qs));
+    hsum_i32(_mm256_madd_epi16(by, _mm256_set1_epi16(1)))
 }
 
 /// The first four bytes of eight blocks (one per lane): the f16 `d` and `m` of Q4_1/Q5_1 blocks.
@@ -107,8 +182,9 @@ struct Heads {
 impl Heads {
     /// The heads of eight blocks, in vector registers (four-byte loads and unpacks: for two
     /// halves a block this beat packing them in general registers, which spills the row
-    /// pointers, and a gather; for `d` alone, [`row_scales`] is faster). The rows are taken in
-    /// the order that [`Heads::halves`]' in-lane shuffles put back in row order.
+    /// pointers, and a gather; for `d` alone, [`row_scales`] is as fast, except beside Q5_0's
+    /// fifth-bit loads, where this was 9% faster). The rows are taken in the order that
+    /// [`Heads::halves`]' in-lane shuffles put back in row order.
     #[inline]
     #[target_feature(enable = "avx2")]
     fn of<W>(bs: [&W; LANES]) -> Heads {
@@ -179,9 +255,11 @@ fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
         row_blocks,
         x,
         out,
-        // The activation widened once; every row's products are exact i16 pairs through madd.
-        |xb| (widen16(&xb.qs, 0), widen16(&xb.qs, 16)),
-        |bs, (x_lo, x_hi)| {
+        |xb| summary_q8_0(xb, 0),
+        // The activation widened once per step; every row's products are exact i16 pairs
+        // through madd.
+        |bs, xb, _| {
+            let (x_lo, x_hi) = (widen16(&xb.qs, 0), widen16(&xb.qs, 16));
             let partials = bs.map(|wb| {
                 _mm256_add_epi32(
                     _mm256_madd_epi16(widen16(&wb.qs, 0), x_lo),
@@ -191,8 +269,8 @@ fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
             transpose_sums(&partials)
         },
         // `sumi * (dx * dy)`, the scalar order.
-        |sumi, bs, xb| {
-            let dx = _mm256_set1_ps(f16_le(xb.d));
+        |sumi, bs, a| {
+            let dx = _mm256_set1_ps(a.d);
             _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
         },
         super::avx2::vec_dot_q8_0,
@@ -206,31 +284,21 @@ pub(super) fn rows_q8_0_avx2(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0]
     unsafe { rows_q8_0_avx2_impl(w, row_blocks, x, out) }
 }
 
-/// An activation block prepared for [`pair_sums`]: its bytes 0..16 in both 128-bit halves, its
-/// bytes 16..32 likewise, and `bias · Σ y` (the activation's part of `Σ (q - bias)·y`).
+/// An activation block as [`pair_sums`] reads it: its bytes 0..16 in both 128-bit halves, and
+/// its bytes 16..32 likewise.
 #[derive(Clone, Copy)]
 struct SplitActivation {
     low: __m256i,
     high: __m256i,
-    bias_sum: i32,
 }
 
-/// Splits an activation block for [`pair_sums`] (`bias`: the quants' offset, 0 for none).
+/// Splits an activation block for [`pair_sums`] (two broadcast loads).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn split_activation(qs: &[i8; 32], bias: i8) -> SplitActivation {
-    let low = _mm256_broadcastsi128_si256(load16(part(qs, 0)));
-    let high = _mm256_broadcastsi128_si256(load16(part(qs, 16)));
-    let bias_sum = if bias == 0 {
-        0
-    } else {
-        let by = _mm256_maddubs_epi16(_mm256_set1_epi8(bias), load32(qs));
-        hsum_i32(_mm256_madd_epi16(by, _mm256_set1_epi16(1)))
-    };
+fn split_activation(qs: &[i8; 32]) -> SplitActivation {
     SplitActivation {
-        low,
-        high,
-        bias_sum,
+        low: _mm256_broadcastsi128_si256(load16(part(qs, 0))),
+        high: _mm256_broadcastsi128_si256(load16(part(qs, 16))),
     }
 }
 
@@ -282,7 +350,7 @@ fn fifth_bit_pair(qh_a: [u8; 4], qh_b: [u8; 4]) -> (__m256i, __m256i) {
     (test(spread_low), test(spread_high))
 }
 
-/// Eight blocks' `Σ q·y − bias·Σ y` (exact), block `l` in lane `l`, for unsigned quants below 32
+/// Eight blocks' `Σ q·y − bias_sum` (exact), block `l` in lane `l`, for unsigned quants below 32
 /// given as [`nibble_pair`]-layout vectors by `quants(a, b)`. Blocks `p` and `p + 4` share a
 /// vector (its two halves), so one nibble split serves two rows and each row's products sit in
 /// four i32 lanes; three `hadd` levels then leave block `l`'s total in lane `l`.
@@ -291,6 +359,7 @@ fn fifth_bit_pair(qh_a: [u8; 4], qh_b: [u8; 4]) -> (__m256i, __m256i) {
 fn pair_sums<W>(
     bs: [&W; LANES],
     y: SplitActivation,
+    bias_sum: i32,
     quants: impl Fn(&W, &W) -> (__m256i, __m256i),
 ) -> __m256i {
     let ones = _mm256_set1_epi16(1);
@@ -306,7 +375,7 @@ fn pair_sums<W>(
     let (p0, p1, p2, p3) = (pair(0), pair(1), pair(2), pair(3));
     // [b0 b0 b1 b1 | b4 b4 b5 b5], [b2 b2 b3 b3 | b6 b6 b7 b7], then [b0..b3 | b4..b7].
     let totals = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    _mm256_sub_epi32(totals, _mm256_set1_epi32(y.bias_sum))
+    _mm256_sub_epi32(totals, _mm256_set1_epi32(bias_sum))
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -317,11 +386,15 @@ fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         // Σ (q - 8)·y = Σ q·y - 8·Σ y: the second part is the activation's, once per block.
-        |xb| split_activation(&xb.qs, 8),
-        |bs, y| pair_sums(bs, y, |a, b| nibble_pair(&a.qs, &b.qs)),
+        |xb| summary_q8_0(xb, 8),
+        |bs, xb, a| {
+            pair_sums(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+                nibble_pair(&a.qs, &b.qs)
+            })
+        },
         // `(sumi * dx) * dy`, the scalar order.
-        |sumi, bs, xb| {
-            let dy = _mm256_set1_ps(f16_le(xb.d));
+        |sumi, bs, a| {
+            let dy = _mm256_set1_ps(a.d);
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
         },
         super::avx2::vec_dot_q4_0,
@@ -337,10 +410,10 @@ pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0]
 /// `(dx * dy) * sumi + m * s`, the scalar order of the Q4_1 and Q5_1 terms.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn term_with_min<W>(sumi: __m256, bs: [&W; LANES], xb: &BlockQ8_1) -> __m256 {
+fn term_with_min<W>(sumi: __m256, bs: [&W; LANES], a: &Summary) -> __m256 {
     let (d, m) = Heads::of(bs).halves();
-    let dd = _mm256_mul_ps(d, _mm256_set1_ps(f16_le(xb.d)));
-    let ms = _mm256_mul_ps(m, _mm256_set1_ps(f16_le(xb.s)));
+    let dd = _mm256_mul_ps(d, _mm256_set1_ps(a.d));
+    let ms = _mm256_mul_ps(m, _mm256_set1_ps(a.s));
     _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
 }
 
@@ -351,9 +424,13 @@ fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out:
         row_blocks,
         x,
         out,
-        |xb| split_activation(&xb.qs, 0),
-        |bs, y| pair_sums(bs, y, |a, b| nibble_pair(&a.qs, &b.qs)),
-        |sumi, bs, xb| term_with_min(sumi, bs, xb),
+        summary_q8_1,
+        |bs, xb, _| {
+            pair_sums(bs, split_activation(&xb.qs), 0, |a, b| {
+                nibble_pair(&a.qs, &b.qs)
+            })
+        },
+        |sumi, bs, a| term_with_min(sumi, bs, a),
         super::avx2::vec_dot_q4_1,
     )
 }
@@ -384,11 +461,16 @@ fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         // Σ (q - 16)·y = Σ q·y - 16·Σ y, the second part once per activation block.
-        |xb| split_activation(&xb.qs, 16),
-        |bs, y| pair_sums(bs, y, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh))),
-        // `(dx * dy) * sumi`, the scalar order.
-        |sumi, bs, xb| {
-            let dd = _mm256_mul_ps(row_scales(bs, |b| b.d), _mm256_set1_ps(f16_le(xb.d)));
+        |xb| summary_q8_0(xb, 16),
+        |bs, xb, a| {
+            pair_sums(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            })
+        },
+        // `(dx * dy) * sumi`, the scalar order. The `d` from `Heads` (its second half, two qh
+        // bytes, unused).
+        |sumi, bs, a| {
+            let dd = _mm256_mul_ps(Heads::of(bs).halves().0, _mm256_set1_ps(a.d));
             _mm256_mul_ps(dd, sumi)
         },
         super::avx2::vec_dot_q5_0,
@@ -408,9 +490,13 @@ fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out:
         row_blocks,
         x,
         out,
-        |xb| split_activation(&xb.qs, 0),
-        |bs, y| pair_sums(bs, y, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh))),
-        |sumi, bs, xb| term_with_min(sumi, bs, xb),
+        summary_q8_1,
+        |bs, xb, _| {
+            pair_sums(bs, split_activation(&xb.qs), 0, |a, b| {
+                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            })
+        },
+        |sumi, bs, a| term_with_min(sumi, bs, a),
         super::avx2::vec_dot_q5_1,
     )
 }
@@ -430,20 +516,27 @@ fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
         out,
         // Σ w·x = Σ (w + 128)·x − 128·Σ x, the second part once per activation block.
         |xb| {
-            let y = load32(&xb.qs);
-            let zero = _mm256_setzero_si256();
-            let bias_y = dpbusd(zero, _mm256_set1_epi8(-128), y);
-            (y, hsum_i32(bias_y))
+            let bias_y = dpbusd(
+                _mm256_setzero_si256(),
+                _mm256_set1_epi8(-128),
+                load32(&xb.qs),
+            );
+            Summary {
+                d: f16_le(xb.d),
+                s: 0.0,
+                bias_sum: hsum_i32(bias_y),
+            }
         },
-        |bs, (y, correction)| {
+        |bs, xb, a| {
+            let y = load32(&xb.qs);
             let partials = bs.map(|wb| {
                 let biased = _mm256_xor_si256(load32(&wb.qs), _mm256_set1_epi8(-128));
                 dpbusd(_mm256_setzero_si256(), biased, y)
             });
-            transposed_less(&partials, correction)
+            transposed_less(&partials, a.bias_sum)
         },
-        |sumi, bs, xb| {
-            let dx = _mm256_set1_ps(f16_le(xb.d));
+        |sumi, bs, a| {
+            let dx = _mm256_set1_ps(a.d);
             _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
         },
         super::avx512::vec_dot_q8_0,
@@ -465,16 +558,20 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         |xb| {
+            let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), load32(&xb.qs));
+            Summary {
+                d: f16_le(xb.d),
+                s: 0.0,
+                bias_sum: hsum_i32(eight_y),
+            }
+        },
+        |bs, xb, a| {
             let y = load32(&xb.qs);
-            let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), y);
-            (y, hsum_i32(eight_y))
-        },
-        |bs, (y, correction)| {
             let partials = bs.map(|wb| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y));
-            transposed_less(&partials, correction)
+            transposed_less(&partials, a.bias_sum)
         },
-        |sumi, bs, xb| {
-            let dy = _mm256_set1_ps(f16_le(xb.d));
+        |sumi, bs, a| {
+            let dy = _mm256_set1_ps(a.d);
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
         },
         super::avx512::vec_dot_q4_0,
