@@ -96,6 +96,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q3_k: Ops {
         vec_dot: Some(q3_k::vec_dot),
         dequantize: Some(dequantize_k::dequantize_q3_k),
+        rows: Some(rows::rows_q3_k_avx2),
         ..Ops::NONE
     },
     iq4_xs: Ops {

@@ -27,7 +27,7 @@ use super::avx2::{
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
-use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// Rows per group of the legacy kernels (one per f32 lane).
@@ -751,6 +751,32 @@ fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &
 pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_avx2`.
     unsafe { rows_q6_k_avx2_impl(w, row_blocks, x, out) }
+}
+
+/// Q3_K rows: the activation's lane shuffles and its `maddubs(4, x)` prepared once, as for Q6_K.
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q3_k_avx2_impl(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    prepared_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| -> [(__m256i, __m256i); 8] {
+            core::array::from_fn(|g| super::q3_k::activation_group(&xb.qs, g))
+        },
+        |row, paired| {
+            super::q3_k::dot(row, x, paired, |groups, g| {
+                groups.get(g).copied().unwrap_or(groups[0])
+            })
+        },
+        super::q3_k::vec_dot,
+    )
+}
+
+/// Q3_K rows, AVX2.
+pub(super) fn rows_q3_k_avx2(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q3_k_avx2_impl(w, row_blocks, x, out) }
 }
 
 /// Rows per group of the K-quant kernels.
