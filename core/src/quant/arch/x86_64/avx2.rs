@@ -2,6 +2,7 @@
 //! pairwise add, so no `maddubs` saturation and no sign trick that breaks on -128), then the float
 //! steps run in the scalar twin's order, one multiply or add at a time.
 
+use core::arch::asm;
 use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -1268,64 +1269,50 @@ pub(super) fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
 }
 
 /// `ggml_vec_dot_q2_K_q8_K_generic`: one exact integer total per block (each sub-block's sum times
-/// its 4-bit scale), then `sumf += dall * isum - dmin * summs`.
+/// its 4-bit scale), then `sumf += dall * isum - dmin * summs`. Those float steps, and the two
+/// horizontal sums before them, run one block late (as the other K-quant kernels' do), so that the
+/// block's long tail does not hold the scheduler while the next block's loads wait.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
     let low2 = _mm256_set1_epi8(3);
-    let nibble = _mm_set1_epi8(0x0f);
-    // Group g of a half covers sub-blocks 2g (low 128 bits) and 2g + 1 (high): pick their i16
-    // scales (bytes 4g, 4g + 1 and 4g + 2, 4g + 3 of the half's eight scales).
-    let picks = [0i8, 1, 2, 3].map(|g| {
-        let (a, b) = (4 * g, 4 * g + 2);
-        _mm256_setr_epi8(
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-        )
+    let nibble = _mm256_set1_epi8(0x0f);
+    // Group g of half h covers sub-blocks s = 8h + 2g (low 128 bits) and s + 1 (high): their
+    // scale bytes, each into the low byte of every i16 of its half (0x80 zeroes the high byte).
+    let picks = [0i8, 1].map(|h| {
+        [0i8, 1, 2, 3].map(|g| {
+            let (a, b) = (8 * h + 2 * g, 8 * h + 2 * g + 1);
+            let z = -128;
+            _mm256_setr_epi8(
+                a, z, a, z, a, z, a, z, a, z, a, z, a, z, a, z, b, z, b, z, b, z, b, z, b, z, b, z,
+                b, z, b, z,
+            )
+        })
     });
     let mut sumf = 0.0f32;
+    // The previous block's integer sums (as vectors) and its `dall`, `dmin`; zeros at first,
+    // which add `+0·0 − 0·0` to `+0`: the same bits.
+    let mut pending = (
+        _mm256_setzero_si256(),
+        _mm256_setzero_si256(),
+        0.0f32,
+        0.0f32,
+    );
     for (wb, xb) in w.iter().zip(x) {
         let packed = load16(&wb.scales);
-        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), nibble));
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(
+            _mm_srli_epi16::<4>(packed),
+            _mm256_castsi256_si128(nibble),
+        ));
         let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
-        let summs = hsum_i32(_mm256_madd_epi16(load32(bsums), mins));
-        let scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, nibble));
-        let halves_scales = [
-            _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales)),
-            _mm256_broadcastsi128_si256(_mm256_extracti128_si256::<1>(scales)),
-        ];
+        let mins_products = _mm256_madd_epi16(load32(bsums), mins);
+        let mut scales = _mm256_and_si256(_mm256_broadcastsi128_si256(packed), nibble);
+        // An empty `asm!` hides that the halves are equal: seeing it, LLVM turns each 256-bit
+        // scale shuffle into a 128-bit one and a two-uop `vpermq` (Zen 3).
+        // SAFETY: the template is empty; it reads and writes only the named register.
+        unsafe { asm!("/* {0} */", inout(ymm_reg) scales, options(pure, nomem, nostack)) };
         let mut acc = _mm256_setzero_si256();
         let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
-        for ((qs, xq), half_scales) in halves.zip(halves_scales) {
+        for ((qs, xq), half_picks) in halves.zip(picks) {
             let q = load32(part(qs, 0));
             let groups = [
                 q,
@@ -1333,20 +1320,25 @@ fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
                 _mm256_srli_epi16::<4>(q),
                 _mm256_srli_epi16::<6>(q),
             ];
-            for (g, (shifted, pick)) in groups.into_iter().zip(picks).enumerate() {
+            for (g, (shifted, pick)) in groups.into_iter().zip(half_picks).enumerate() {
                 let qg = _mm256_and_si256(shifted, low2);
                 // maddubs of 2-bit quants: pairs below 2·3·128, exact; pairs stay in a sub-block.
                 let products = _mm256_maddubs_epi16(qg, load32(part(xq, 32 * g)));
-                let scale = _mm256_shuffle_epi8(half_scales, pick);
+                let scale = _mm256_shuffle_epi8(scales, pick);
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, scale));
             }
         }
-        let isum = hsum_i32(acc);
-        let dall = xb.scale() * f16_le(wb.d);
-        let dmin = xb.scale() * f16_le(wb.dmin);
-        sumf += dall * isum as f32 - dmin * summs as f32;
+        let (acc_before, mins_before, dall, dmin) = pending;
+        sumf += dall * hsum_i32(acc_before) as f32 - dmin * hsum_i32(mins_before) as f32;
+        pending = (
+            acc,
+            mins_products,
+            xb.scale() * f16_le(wb.d),
+            xb.scale() * f16_le(wb.dmin),
+        );
     }
-    sumf
+    let (acc, mins_products, dall, dmin) = pending;
+    sumf + (dall * hsum_i32(acc) as f32 - dmin * hsum_i32(mins_products) as f32)
 }
 
 /// Safe entry of [`vec_dot_q2_k_impl`].
