@@ -1268,26 +1268,66 @@ pub(super) fn quantize_q8_0(values: &[f32], blocks: &mut [BlockQ8_0]) {
     unsafe { quantize_q8_0_impl(values, blocks) }
 }
 
+/// A Q2_K block's `Σ bsums·mins` against its activation block, as eight i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q2_k_mins_products(wb: &BlockQ2K, xb: &BlockQ8K) -> __m256i {
+    let high = _mm_and_si128(_mm_srli_epi16::<4>(load16(&wb.scales)), _mm_set1_epi8(0x0f));
+    let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
+    _mm256_madd_epi16(load32(bsums), _mm256_cvtepu8_epi16(high))
+}
+
+/// Group g of half h covers sub-blocks `s = 8h + 2g` (low 128 bits) and `s + 1` (high): the
+/// shuffle that puts their scale bytes into the low byte of every i16 of their half (0x80 zeroes
+/// the high byte).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q2_k_scale_pick(s: i8) -> __m256i {
+    let (a, b, z) = (s, s + 1, -128);
+    _mm256_setr_epi8(
+        a, z, a, z, a, z, a, z, a, z, a, z, a, z, a, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z,
+        b, z,
+    )
+}
+
+/// A Q2_K block's `Σ scale·Σ q·x` over its sixteen sub-blocks, as eight i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q2_k_scaled_sums(wb: &BlockQ2K, xb: &BlockQ8K) -> __m256i {
+    let low2 = _mm256_set1_epi8(3);
+    let packed = _mm256_broadcastsi128_si256(load16(&wb.scales));
+    let mut scales = _mm256_and_si256(packed, _mm256_set1_epi8(0x0f));
+    // An empty `asm!` hides that the halves are equal: seeing it, LLVM turns each 256-bit scale
+    // shuffle into a 128-bit one and a two-uop `vpermq` (Zen 3).
+    // SAFETY: the template is empty; it reads and writes only the named register.
+    unsafe { asm!("/* {0} */", inout(ymm_reg) scales, options(pure, nomem, nostack)) };
+    let mut acc = _mm256_setzero_si256();
+    let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
+    for ((qs, xq), h) in halves.zip(0..) {
+        let q = load32(part(qs, 0));
+        let groups = [
+            q,
+            _mm256_srli_epi16::<2>(q),
+            _mm256_srli_epi16::<4>(q),
+            _mm256_srli_epi16::<6>(q),
+        ];
+        for (g, shifted) in groups.into_iter().enumerate() {
+            let qg = _mm256_and_si256(shifted, low2);
+            // maddubs of 2-bit quants: pairs below 2·3·128, exact; pairs stay in a sub-block.
+            let products = _mm256_maddubs_epi16(qg, load32(part(xq, 32 * g)));
+            let scale = _mm256_shuffle_epi8(scales, q2_k_scale_pick(8 * h + 2 * g as i8));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, scale));
+        }
+    }
+    acc
+}
+
 /// `ggml_vec_dot_q2_K_q8_K_generic`: one exact integer total per block (each sub-block's sum times
 /// its 4-bit scale), then `sumf += dall * isum - dmin * summs`. Those float steps, and the two
 /// horizontal sums before them, run one block late (as the other K-quant kernels' do), so that the
 /// block's long tail does not hold the scheduler while the next block's loads wait.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
-    let low2 = _mm256_set1_epi8(3);
-    let nibble = _mm256_set1_epi8(0x0f);
-    // Group g of half h covers sub-blocks s = 8h + 2g (low 128 bits) and s + 1 (high): their
-    // scale bytes, each into the low byte of every i16 of its half (0x80 zeroes the high byte).
-    let picks = [0i8, 1].map(|h| {
-        [0i8, 1, 2, 3].map(|g| {
-            let (a, b) = (8 * h + 2 * g, 8 * h + 2 * g + 1);
-            let z = -128;
-            _mm256_setr_epi8(
-                a, z, a, z, a, z, a, z, a, z, a, z, a, z, a, z, b, z, b, z, b, z, b, z, b, z, b, z,
-                b, z, b, z,
-            )
-        })
-    });
     let mut sumf = 0.0f32;
     // The previous block's integer sums (as vectors) and its `dall`, `dmin`; zeros at first,
     // which add `+0·0 − 0·0` to `+0`: the same bits.
@@ -1298,36 +1338,7 @@ fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
         0.0f32,
     );
     for (wb, xb) in w.iter().zip(x) {
-        let packed = load16(&wb.scales);
-        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(
-            _mm_srli_epi16::<4>(packed),
-            _mm256_castsi256_si128(nibble),
-        ));
-        let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
-        let mins_products = _mm256_madd_epi16(load32(bsums), mins);
-        let mut scales = _mm256_and_si256(_mm256_broadcastsi128_si256(packed), nibble);
-        // An empty `asm!` hides that the halves are equal: seeing it, LLVM turns each 256-bit
-        // scale shuffle into a 128-bit one and a two-uop `vpermq` (Zen 3).
-        // SAFETY: the template is empty; it reads and writes only the named register.
-        unsafe { asm!("/* {0} */", inout(ymm_reg) scales, options(pure, nomem, nostack)) };
-        let mut acc = _mm256_setzero_si256();
-        let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
-        for ((qs, xq), half_picks) in halves.zip(picks) {
-            let q = load32(part(qs, 0));
-            let groups = [
-                q,
-                _mm256_srli_epi16::<2>(q),
-                _mm256_srli_epi16::<4>(q),
-                _mm256_srli_epi16::<6>(q),
-            ];
-            for (g, (shifted, pick)) in groups.into_iter().zip(half_picks).enumerate() {
-                let qg = _mm256_and_si256(shifted, low2);
-                // maddubs of 2-bit quants: pairs below 2·3·128, exact; pairs stay in a sub-block.
-                let products = _mm256_maddubs_epi16(qg, load32(part(xq, 32 * g)));
-                let scale = _mm256_shuffle_epi8(scales, pick);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, scale));
-            }
-        }
+        let (acc, mins_products) = (q2_k_scaled_sums(wb, xb), q2_k_mins_products(wb, xb));
         let (acc_before, mins_before, dall, dmin) = pending;
         sumf += dall * hsum_i32(acc_before) as f32 - dmin * hsum_i32(mins_before) as f32;
         pending = (

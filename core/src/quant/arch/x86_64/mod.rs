@@ -70,6 +70,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q2_k: Ops {
         vec_dot: Some(avx2::vec_dot_q2_k),
         dequantize: Some(dequantize_k::dequantize_q2_k),
+        rows: Some(rows::rows_q2_k_avx2),
         ..Ops::NONE
     },
     q5_k: Ops {

@@ -6,6 +6,11 @@
 //!   per-block float term is formed lane by lane, and added to an accumulator whose lane `r` is
 //!   row `r`'s serial `sumf`. The serial chain of one add per block is then shared by eight rows
 //!   instead of limiting each one, and the activation block is loaded (and widened) once.
+//!   Q2_K runs the same way: its float steps are one scalar term per super-block, like a legacy
+//!   block's, so eight rows share one transpose and one set of float steps instead of two
+//!   horizontal sums and a scalar chain each.
+//! - Q3_K, Q4_K, Q5_K, Q6_K (AVX2): one row at a time over an activation prepared once (its lane
+//!   shuffles, and its bias products where the type has them).
 //! - Q6_K (AVX-512): four rows per activation super-block, with 512-bit integer sums; the
 //!   activation's lane layout and its `32·x` correction computed once for all of them. (Measured
 //!   on this machine and dropped: the same scheme for Q4_K, AVX2 multi-row K-quant kernels, and
@@ -21,13 +26,13 @@ use core::mem::MaybeUninit;
 
 use super::avx2::{
     accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation,
-    part, prefetch_range, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group,
-    transpose_sums, MinsBlock,
+    part, prefetch_range, q2_k_mins_products, q2_k_scaled_sums, q4_0_nibbles, q4_k_parts,
+    q5_k_parts, q6_k_activation_group, transpose_sums, MinsBlock,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
-use crate::quant::k_quants::{BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// Rows per group of the legacy kernels (one per f32 lane).
@@ -48,7 +53,7 @@ struct Summary {
     bias_sum: i32,
 }
 
-/// The legacy rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Each
+/// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Each
 /// activation block's [`Summary`] is made once (`summarize`); `sums` gives the eight rows' exact
 /// integer sums of their block against it, in row order; `term` forms the eight float terms from
 /// those sums (as f32, exact), the blocks and the summary; the terms are added to the lanes'
@@ -65,7 +70,7 @@ fn legacy_rows<W, X>(
     out: &mut [f32],
     summarize: impl Fn(&X) -> Summary,
     sums: impl Fn([&W; LANES], &X, &Summary) -> __m256i,
-    term: impl Fn(__m256, [&W; LANES], &Summary) -> __m256,
+    term: impl Fn(__m256, [&W; LANES], &X, &Summary) -> __m256,
     single: fn(&[W], &[X]) -> f32,
 ) {
     let group_blocks = row_blocks.saturating_mul(LANES).max(1);
@@ -118,7 +123,7 @@ fn legacy_rows<W, X>(
                 let bs: [&W; LANES] =
                     core::array::from_fn(|r| unsafe { &*window_base.add(r * row_blocks + i) });
                 let sumi = _mm256_cvtepi32_ps(sums(bs, xb, summary));
-                sumf = _mm256_add_ps(sumf, term(sumi, bs, summary));
+                sumf = _mm256_add_ps(sumf, term(sumi, bs, xb, summary));
                 // Last in the step: placed first, LLVM scheduled it among the step's loads, and
                 // a Q8_0 matvec over 680 MiB ran ~15% slower (alternated runs).
                 prefetch_range(next_window.wrapping_add(i * step_bytes), step_bytes);
@@ -269,7 +274,7 @@ fn rows_q8_0_avx2_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
             transpose_sums(&partials)
         },
         // `sumi * (dx * dy)`, the scalar order.
-        |sumi, bs, a| {
+        |sumi, bs, _, a| {
             let dx = _mm256_set1_ps(a.d);
             _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
         },
@@ -393,7 +398,7 @@ fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
             })
         },
         // `(sumi * dx) * dy`, the scalar order.
-        |sumi, bs, a| {
+        |sumi, bs, _, a| {
             let dy = _mm256_set1_ps(a.d);
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
         },
@@ -430,7 +435,7 @@ fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out:
                 nibble_pair(&a.qs, &b.qs)
             })
         },
-        |sumi, bs, a| term_with_min(sumi, bs, a),
+        |sumi, bs, _, a| term_with_min(sumi, bs, a),
         super::avx2::vec_dot_q4_1,
     )
 }
@@ -469,7 +474,7 @@ fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out:
         },
         // `(dx * dy) * sumi`, the scalar order. The `d` from `Heads` (its second half, two qh
         // bytes, unused).
-        |sumi, bs, a| {
+        |sumi, bs, _, a| {
             let dd = _mm256_mul_ps(Heads::of(bs).halves().0, _mm256_set1_ps(a.d));
             _mm256_mul_ps(dd, sumi)
         },
@@ -496,7 +501,7 @@ fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out:
                 q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
             })
         },
-        |sumi, bs, a| term_with_min(sumi, bs, a),
+        |sumi, bs, _, a| term_with_min(sumi, bs, a),
         super::avx2::vec_dot_q5_1,
     )
 }
@@ -535,7 +540,7 @@ fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
             });
             transposed_less(&partials, a.bias_sum)
         },
-        |sumi, bs, a| {
+        |sumi, bs, _, a| {
             let dx = _mm256_set1_ps(a.d);
             _mm256_mul_ps(sumi, _mm256_mul_ps(row_scales(bs, |b| b.d), dx))
         },
@@ -570,7 +575,7 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
             let partials = bs.map(|wb| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y));
             transposed_less(&partials, a.bias_sum)
         },
-        |sumi, bs, a| {
+        |sumi, bs, _, a| {
             let dy = _mm256_set1_ps(a.d);
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
         },
@@ -582,6 +587,53 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
 pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_vnni`.
     unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q2_k_avx2_impl(w: &[BlockQ2K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // Q2_K's float steps are per super-block, as the legacy types' are per block: eight rows in
+    // the lanes share one transpose of their integer sums and one set of float steps.
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| Summary {
+            d: xb.scale(),
+            s: 0.0,
+            bias_sum: 0,
+        },
+        // Loops, not `bs.map`: through `map`'s closure LLVM did not inline the block sums.
+        |bs, xb, _| {
+            let mut sums = [_mm256_setzero_si256(); LANES];
+            for (sum, wb) in sums.iter_mut().zip(bs) {
+                *sum = q2_k_scaled_sums(wb, xb);
+            }
+            transpose_sums(&sums)
+        },
+        // `dall * isum - dmin * summs`, `dall = dx * d`, `dmin = dx * dmin`: the scalar order.
+        |isum, bs, xb, a| {
+            let mut products = [_mm256_setzero_si256(); LANES];
+            for (p, wb) in products.iter_mut().zip(bs) {
+                *p = q2_k_mins_products(wb, xb);
+            }
+            let summs = transpose_sums(&products);
+            let dx = _mm256_set1_ps(a.d);
+            let dall = _mm256_mul_ps(dx, row_scales(bs, |b| b.d));
+            let dmin = _mm256_mul_ps(dx, row_scales(bs, |b| b.dmin));
+            _mm256_sub_ps(
+                _mm256_mul_ps(dall, isum),
+                _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)),
+            )
+        },
+        super::avx2::vec_dot_q2_k,
+    )
+}
+
+/// Q2_K rows, AVX2.
+pub(super) fn rows_q2_k_avx2(w: &[BlockQ2K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_avx2`.
+    unsafe { rows_q2_k_avx2_impl(w, row_blocks, x, out) }
 }
 
 /// Activation super-blocks a K-quant rows call prepares (rows of up to 16,384 values; longer
