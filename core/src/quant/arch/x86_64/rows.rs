@@ -512,6 +512,23 @@ pub(super) fn rows_q5_1_avx2(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1]
     unsafe { rows_q5_1_avx2_impl(w, row_blocks, x, out) }
 }
 
+/// The summary of a Q8_0 activation block for the VNNI kernels: `bias · Σ y` by `vpdpbusd`,
+/// `bias` read as unsigned (-128 is 128).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn summary_vnni(xb: &BlockQ8_0, bias: i8) -> Summary {
+    let bias_y = dpbusd(
+        _mm256_setzero_si256(),
+        _mm256_set1_epi8(bias),
+        load32(&xb.qs),
+    );
+    Summary {
+        d: f16_le(xb.d),
+        s: 0.0,
+        bias_sum: hsum_i32(bias_y),
+    }
+}
+
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
     legacy_rows(
@@ -520,18 +537,7 @@ fn rows_q8_0_vnni_impl(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out:
         x,
         out,
         // Σ w·x = Σ (w + 128)·x − 128·Σ x, the second part once per activation block.
-        |xb| {
-            let bias_y = dpbusd(
-                _mm256_setzero_si256(),
-                _mm256_set1_epi8(-128),
-                load32(&xb.qs),
-            );
-            Summary {
-                d: f16_le(xb.d),
-                s: 0.0,
-                bias_sum: hsum_i32(bias_y),
-            }
-        },
+        |xb| summary_vnni(xb, -128),
         |bs, xb, a| {
             let y = load32(&xb.qs);
             let partials = bs.map(|wb| {
@@ -562,14 +568,7 @@ fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         row_blocks,
         x,
         out,
-        |xb| {
-            let eight_y = dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), load32(&xb.qs));
-            Summary {
-                d: f16_le(xb.d),
-                s: 0.0,
-                bias_sum: hsum_i32(eight_y),
-            }
-        },
+        |xb| summary_vnni(xb, 8),
         |bs, xb, a| {
             let y = load32(&xb.qs);
             let partials = bs.map(|wb| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y));
