@@ -11,6 +11,9 @@
 //! (`CANDLE_NUM_THREADS=1`) and, unless this crate is built with SIMD target features, on its
 //! scalar kernels; the header says which (build with `RUSTFLAGS="-C target-cpu=native"` for its AVX2
 //! path). Each figure is the best of N runs (`MINIQUANT_BENCH_RUNS`, default 5) after one warm-up.
+//! The figures that the summary and the one-row matvec ratios compare (cached rows, dequantize
+//! into L2, one-thread matvec at the detected level) time ours and candle's runs alternately, so
+//! that both sides see the same phases of a shared machine.
 //!
 //! Run: `cargo bench -p miniquant-tests --bench kernels` (append `-- Q4_K Q6_K` for some types only).
 
@@ -567,17 +570,40 @@ fn real_tensors(runs: usize, picked: &[String]) {
         let weights = file.data_of(entry).unwrap();
         let mut rng = Rng::new(0x7ea1 + t.code() as u64);
         let x = gaussian_rows(&mut rng, 1, cols);
-        let candle = with_candle_block!(t, candle_matvec(t, weights, rows, cols, &x, runs));
+        let mut candle_run = with_candle_block!(t, candle_matvec(t, weights, rows, cols, &x));
         let gbps = |d: Duration| weights.len() as f64 / d.as_secs_f64() / 1e9;
         let mut y = vec![0f32; rows];
+        // Ours at the detected level on one thread is timed alternately with candle (the ratio
+        // the targets read); the other configurations after.
+        let (auto_one, candle) = best_of_alternated(
+            runs,
+            || {
+                parallel::matvec(
+                    level::detect(),
+                    t,
+                    weights,
+                    rows,
+                    cols,
+                    black_box(&x),
+                    1,
+                    &mut y,
+                )
+                .unwrap();
+            },
+            &mut candle_run,
+        );
         let mut configs: Vec<(String, Level, usize)> = vec![("auto".into(), level::detect(), 1)];
         configs.extend(level::available().map(|l| (l.name().to_string(), l, 1)));
         configs.push(("auto".into(), level::detect(), 2));
-        for (name, lvl, threads) in configs {
-            let ours = best_of(runs, || {
-                parallel::matvec(lvl, t, weights, rows, cols, black_box(&x), threads, &mut y)
-                    .unwrap();
-            });
+        for (i, (name, lvl, threads)) in configs.into_iter().enumerate() {
+            let ours = if i == 0 {
+                auto_one
+            } else {
+                best_of(runs, || {
+                    parallel::matvec(lvl, t, weights, rows, cols, black_box(&x), threads, &mut y)
+                        .unwrap();
+                })
+            };
             println!(
                 "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
                 t.name(),
@@ -623,23 +649,30 @@ fn beyond_cache(
     let big: Vec<u8> = weights.repeat(copies);
     let big_rows = rows * copies;
     let gbps = |d: Duration| big.len() as f64 / d.as_secs_f64() / 1e9;
-    let candle = with_candle_block!(t, candle_matvec(t, &big, big_rows, cols, x, runs));
+    let mut candle_run = with_candle_block!(t, candle_matvec(t, &big, big_rows, cols, x));
     let mut y = vec![0f32; big_rows];
     let name = format!("(x{copies}, {} MiB)", big.len() >> 20);
+    let mut ours_at = |threads: usize| {
+        parallel::matvec(
+            level::detect(),
+            t,
+            &big,
+            big_rows,
+            cols,
+            black_box(x),
+            threads,
+            &mut y,
+        )
+        .unwrap();
+    };
+    // One thread alternately with candle, as in the real-tensor rows.
+    let (one, candle) = best_of_alternated(runs, || ours_at(1), &mut candle_run);
     for threads in [1, 2] {
-        let ours = best_of(runs, || {
-            parallel::matvec(
-                level::detect(),
-                t,
-                &big,
-                big_rows,
-                cols,
-                black_box(x),
-                threads,
-                &mut y,
-            )
-            .unwrap();
-        });
+        let ours = if threads == 1 {
+            one
+        } else {
+            best_of(runs, || ours_at(threads))
+        };
         println!(
             "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
             t.name(),
@@ -664,22 +697,22 @@ fn beyond_cache(
     );
 }
 
-/// candle's QMatMul forward on the same bytes (copied into candle-aligned blocks), one thread.
+/// candle's QMatMul forward on the same bytes (copied into candle-aligned blocks), one thread, as
+/// a call to time.
 fn candle_matvec<T: CandleBlock>(
     t: GgmlType,
     bytes: &[u8],
     rows: usize,
     cols: usize,
     x: &[f32],
-    runs: usize,
-) -> Duration {
+) -> Box<dyn FnMut()> {
     let blocks = blocks_from_bytes::<T>(bytes);
     let dtype = candle_dtype(t).unwrap();
     let storage =
         QStorage::from_data(Cow::Borrowed(bytes_of_blocks(&blocks)), &Device::Cpu, dtype).unwrap();
     let qmatmul = QMatMul::from_qtensor(QTensor::new(storage, (rows, cols)).unwrap()).unwrap();
     let input = Tensor::from_slice(x, (1, cols), &Device::Cpu).unwrap();
-    best_of(runs, || {
+    Box::new(move || {
         black_box(qmatmul.forward(black_box(&input)).unwrap());
     })
 }
