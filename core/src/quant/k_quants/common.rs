@@ -429,6 +429,22 @@ pub(crate) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
     q
 }
 
+/// The largest sub-block scale and the largest min of a K-quant super-block's fits, each from 0
+/// (ggml's `if (x > max) max = x` loop: a NaN is never larger).
+pub(crate) fn largest_scale_and_min(scales: &[f32], mins: &[f32]) -> (f32, f32) {
+    let mut max_scale = 0.0f32;
+    let mut max_min = 0.0f32;
+    for (&scale, &min) in scales.iter().zip(mins) {
+        if scale > max_scale {
+            max_scale = scale;
+        }
+        if min > max_min {
+            max_min = min;
+        }
+    }
+    (max_scale, max_min)
+}
+
 /// Q3_K's 16 six-bit scales (still offset by 32) from its 12 bytes: the low nibbles of scales 0..8
 /// and the high nibbles of scales 8..16 share bytes 0..8, and bytes 8..12 hold the top 2 bits
 /// (scale `j`'s at bit offset `2·(j / 4)` of byte `8 + j % 4`). Worked on four bytes at a time.

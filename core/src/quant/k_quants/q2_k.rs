@@ -1,7 +1,9 @@
 //! Q2_K: 256 values in 16 sub-blocks of 16, 2-bit quants, and per sub-block a 4-bit scale and a
 //! 4-bit min, themselves scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
-use super::common::{make_qkx2_quants, pack_2bit, sub_blocks, sub_blocks_mut, Qkx2Search};
+use super::common::{
+    largest_scale_and_min, make_qkx2_quants, pack_2bit, sub_blocks, sub_blocks_mut, Qkx2Search,
+};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::arrays::map;
@@ -69,40 +71,47 @@ pub fn dequantize_block(block: &BlockQ2K, out: &mut [f32; QK_K]) {
     }
 }
 
+/// Q2_K's `make_qkx2_quants` parameters (the weights are `|x|`).
+pub(crate) const Q2K_SEARCH: Qkx2Search = Qkx2Search {
+    nmax: 3,
+    rmin: -0.5,
+    rdelta: 0.1,
+    nstep: 15,
+    use_mad: true,
+};
+
 /// `quantize_row_q2_K_ref` for one block.
 pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ2K {
-    const Q4SCALE: f32 = 15.0;
-    let search = Qkx2Search {
-        nmax: 3,
-        rmin: -0.5,
-        rdelta: 0.1,
-        nstep: 15,
-        use_mad: true,
-    };
     let mut levels = [0u8; QK_K];
     let mut scales = [0.0f32; QK_K / 16];
     let mut mins = [0.0f32; QK_K / 16];
-    let mut max_scale = 0.0f32;
-    let mut max_min = 0.0f32;
     for (((xs, ls), scale), min) in sub_blocks::<16, _>(x)
         .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&mut scales)
         .zip(&mut mins)
     {
         let weights = map(xs, f32::abs);
-        (*scale, *min) = make_qkx2_quants(search, xs, &weights, ls);
-        if *scale > max_scale {
-            max_scale = *scale;
-        }
-        if *min > max_min {
-            max_min = *min;
-        }
+        (*scale, *min) = make_qkx2_quants(Q2K_SEARCH, xs, &weights, ls);
     }
+    block_from_fits(x, &scales, &mins, levels)
+}
+
+/// The rest of `quantize_row_q2_K_ref` after the sub-blocks' searches (`scales`, `mins` and
+/// `levels` as `make_qkx2_quants` gave them): the 4-bit scales and mins, and the levels again
+/// against the rounded ones.
+pub(crate) fn block_from_fits(
+    x: &[f32; QK_K],
+    scales: &[f32; QK_K / 16],
+    mins: &[f32; QK_K / 16],
+    mut levels: [u8; QK_K],
+) -> BlockQ2K {
+    const Q4SCALE: f32 = 15.0;
+    let (max_scale, max_min) = largest_scale_and_min(scales, mins);
 
     let mut block = BlockQ2K::zeroed();
     if max_scale > 0.0 {
         let iscale = Q4SCALE / max_scale;
-        for (packed, &scale) in block.scales.iter_mut().zip(&scales) {
+        for (packed, &scale) in block.scales.iter_mut().zip(scales) {
             *packed = nearest_int(iscale * scale) as u8;
         }
         block.d = f16_le_bytes(max_scale / Q4SCALE);
@@ -111,7 +120,7 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ2K {
     }
     if max_min > 0.0 {
         let iscale = Q4SCALE / max_min;
-        for (packed, &min) in block.scales.iter_mut().zip(&mins) {
+        for (packed, &min) in block.scales.iter_mut().zip(mins) {
             *packed |= (nearest_int(iscale * min) << 4) as u8;
         }
         block.dmin = f16_le_bytes(max_min / Q4SCALE);

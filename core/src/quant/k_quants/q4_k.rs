@@ -2,7 +2,8 @@
 //! min scaled by the f16 `d` and `dmin`: value = `d*sc * q - dmin*m`.
 
 use super::common::{
-    make_qkx2_quants, pack_scale_min_k4, scale_min_k4, sub_blocks, sub_blocks_mut, Qkx2Search,
+    largest_scale_and_min, make_qkx2_quants, pack_scale_min_k4, scale_min_k4, sub_blocks,
+    sub_blocks_mut, Qkx2Search,
 };
 use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
@@ -100,16 +101,7 @@ pub(crate) fn fit_sub_blocks(x: &[f32; QK_K], search: Qkx2Search) -> SubBlockFit
 /// The 6-bit scales and mins of the sub-blocks' fits, packed, with the super-block's `d` and
 /// `dmin`.
 pub(crate) fn pack_fits(scales: &[f32; 8], mins: &[f32; 8]) -> ([u8; 12], [u8; 2], [u8; 2]) {
-    let mut max_scale = 0.0f32;
-    let mut max_min = 0.0f32;
-    for (&scale, &min) in scales.iter().zip(mins) {
-        if scale > max_scale {
-            max_scale = scale;
-        }
-        if min > max_min {
-            max_min = min;
-        }
-    }
+    let (max_scale, max_min) = largest_scale_and_min(scales, mins);
     let inv_scale = if max_scale > 0.0 {
         63.0 / max_scale
     } else {

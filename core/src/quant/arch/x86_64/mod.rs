@@ -14,6 +14,7 @@ mod q3_k;
 mod qkx2_lanes;
 mod quantize_k;
 mod quantize_legacy;
+mod quantize_q2_k;
 mod rows;
 
 use crate::quant::table::{ArchKernels, Ops};
@@ -70,6 +71,7 @@ pub(crate) const AVX2: ArchKernels = ArchKernels {
     q2_k: Ops {
         vec_dot: Some(avx2::vec_dot_q2_k),
         dequantize: Some(dequantize_k::dequantize_q2_k),
+        quantize: Some(quantize_q2_k::quantize_q2_k),
         rows: Some(rows::rows_q2_k_avx2),
         ..Ops::NONE
     },

@@ -1,5 +1,6 @@
-//! The lane-parallel `make_qkx2_quants` search of the Q4_K quantizer, written once over a lane
-//! vector and expanded by [`qkx2_lane_search`] in `quantize_k.rs` (AVX2, 8 lanes). A 16-lane
+//! The lane-parallel `make_qkx2_quants` search of the Q4_K, Q5_K and Q2_K quantizers, written once
+//! over a lane vector and expanded by [`qkx2_lane_search`] in `quantize_k.rs` (AVX2, 8 lanes,
+//! sub-blocks of 32) and `quantize_q2_k.rs` (sub-blocks of 16). A 16-lane
 //! AVX-512 expansion was written (commit caa3d19) but is not in the tree: the machine it was
 //! written on has no AVX-512, so its lane primitives, layout and output never ran against the
 //! scalar twin; the AVX-512 level uses the AVX2 quantizer until someone can test one.
@@ -29,11 +30,12 @@
 //! `$features`.
 
 /// Expands the search (`Lanes`, `start`, `trial`, `finish`) in the calling module, compiled for
-/// the target features `$features`.
+/// the target features `$features`, over sub-blocks of `$sub` values weighted by `$weights`
+/// (a function of the calling module from the transposed values to their weights).
 macro_rules! qkx2_lane_search {
-    ($features:literal) => {
+    ($features:literal, $sub:literal, $weights:path) => {
         /// Values in a sub-block.
-        const SUB: usize = 32;
+        const SUB: usize = $sub;
 
         /// Sub-blocks transposed: lane `j` of vector `i` is value `i` of the lane's sub-block.
         type Columns = [F; SUB];
@@ -78,19 +80,16 @@ macro_rules! qkx2_lane_search {
             mul(w, if mad { abs(diff) } else { mul(diff, diff) })
         }
 
-        /// The weights `sqrt(Σx²/32) + |x|` and the search up to its first error.
+        /// The weights and the search up to its first error.
         #[inline]
         #[target_feature(enable = $features)]
         fn start(search: Qkx2Search, x: Columns) -> Lanes {
             let zero = splat(0.0);
-            let mut sum_x2 = zero;
             let mut nan = unordered(zero, zero);
             for &v in &x {
-                sum_x2 = add(sum_x2, mul(v, v));
                 nan = or(nan, unordered(v, v));
             }
-            let av_x = sqrt(div(sum_x2, splat(32.0)));
-            let w = x.map(|v| add(av_x, abs(v)));
+            let w: Columns = $weights(&x);
 
             let [x0, ..] = x;
             let [w0, ..] = w;

@@ -25,157 +25,157 @@ use crate::quant::k_quants::{q6_k, BlockQ4K, BlockQ5K, BlockQ6K};
 const LANES: usize = QK_K / SUB;
 
 /// The lane vector of the Q4_K search, its compare masks and its integer lanes.
-type F = __m256;
-type Mask = __m256;
-type I = __m256i;
+pub(super) type F = __m256;
+pub(super) type Mask = __m256;
+pub(super) type I = __m256i;
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn splat(v: f32) -> F {
+pub(super) fn splat(v: f32) -> F {
     _mm256_set1_ps(v)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn add(a: F, b: F) -> F {
+pub(super) fn add(a: F, b: F) -> F {
     _mm256_add_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn sub(a: F, b: F) -> F {
+pub(super) fn sub(a: F, b: F) -> F {
     _mm256_sub_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn mul(a: F, b: F) -> F {
+pub(super) fn mul(a: F, b: F) -> F {
     _mm256_mul_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn div(a: F, b: F) -> F {
+pub(super) fn div(a: F, b: F) -> F {
     _mm256_div_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn sqrt(a: F) -> F {
+pub(super) fn sqrt(a: F) -> F {
     _mm256_sqrt_ps(a)
 }
 
 /// `a < b ? a : b` (`b` when either is NaN).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn min(a: F, b: F) -> F {
+pub(super) fn min(a: F, b: F) -> F {
     _mm256_min_ps(a, b)
 }
 
 /// `a > b ? a : b` (`b` when either is NaN).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn max(a: F, b: F) -> F {
+pub(super) fn max(a: F, b: F) -> F {
     _mm256_max_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn abs(a: F) -> F {
+pub(super) fn abs(a: F) -> F {
     _mm256_andnot_ps(_mm256_set1_ps(-0.0), a)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn neg(a: F) -> F {
+pub(super) fn neg(a: F) -> F {
     _mm256_xor_ps(a, _mm256_set1_ps(-0.0))
 }
 
 /// To the nearest integer, ties to even.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn round(a: F) -> F {
+pub(super) fn round(a: F) -> F {
     _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn lt(a: F, b: F) -> Mask {
+pub(super) fn lt(a: F, b: F) -> Mask {
     _mm256_cmp_ps::<_CMP_LT_OQ>(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn gt(a: F, b: F) -> Mask {
+pub(super) fn gt(a: F, b: F) -> Mask {
     _mm256_cmp_ps::<_CMP_GT_OQ>(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn ge(a: F, b: F) -> Mask {
+pub(super) fn ge(a: F, b: F) -> Mask {
     _mm256_cmp_ps::<_CMP_GE_OQ>(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn eq(a: F, b: F) -> Mask {
+pub(super) fn eq(a: F, b: F) -> Mask {
     _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn unordered(a: F, b: F) -> Mask {
+pub(super) fn unordered(a: F, b: F) -> Mask {
     _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn and(a: Mask, b: Mask) -> Mask {
+pub(super) fn and(a: Mask, b: Mask) -> Mask {
     _mm256_and_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn or(a: Mask, b: Mask) -> Mask {
+pub(super) fn or(a: Mask, b: Mask) -> Mask {
     _mm256_or_ps(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn any(m: Mask) -> bool {
+pub(super) fn any(m: Mask) -> bool {
     _mm256_movemask_ps(m) != 0
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn all(m: Mask) -> bool {
+pub(super) fn all(m: Mask) -> bool {
     _mm256_movemask_ps(m) == 0xff
 }
 
 /// `m ? if_true : if_false` in each lane.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn select(m: Mask, if_true: F, if_false: F) -> F {
+pub(super) fn select(m: Mask, if_true: F, if_false: F) -> F {
     _mm256_blendv_ps(if_false, if_true, m)
 }
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn to_float(l: I) -> F {
+pub(super) fn to_float(l: I) -> F {
     _mm256_cvtepi32_ps(l)
 }
 
 /// `l`, with 0 in the lanes of `m`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn zero_where(m: Mask, l: I) -> I {
+pub(super) fn zero_where(m: Mask, l: I) -> I {
     _mm256_andnot_si256(_mm256_castps_si256(m), l)
 }
 
 /// ggml's `nearest_int` in each lane: `bits(v + 1.5·2²³) & 0x7fffff - 0x400000`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn nearest_int(v: __m256) -> __m256i {
+pub(super) fn nearest_int(v: __m256) -> __m256i {
     let shifted = _mm256_add_ps(v, _mm256_set1_ps(12_582_912.0));
     _mm256_sub_epi32(
         _mm256_and_si256(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x007f_ffff)),
@@ -186,7 +186,7 @@ fn nearest_int(v: __m256) -> __m256i {
 /// `max(0, min(nmax, nearest_int(iscale · (x − min))))`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn level_int(iscale: F, x: F, min: F, nmax: i32) -> I {
+pub(super) fn level_int(iscale: F, x: F, min: F, nmax: i32) -> I {
     let l = nearest_int(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
     _mm256_max_epi32(
         _mm256_min_epi32(l, _mm256_set1_epi32(nmax)),
@@ -194,7 +194,19 @@ fn level_int(iscale: F, x: F, min: F, nmax: i32) -> I {
     )
 }
 
-qkx2_lane_search!("avx2");
+/// The Q4_K/Q5_K weights: `sqrt(Σx²/32) + |x|`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q4_k_weights(x: &Columns) -> Columns {
+    let mut sum_x2 = splat(0.0);
+    for &v in x {
+        sum_x2 = add(sum_x2, mul(v, v));
+    }
+    let av_x = sqrt(div(sum_x2, splat(32.0)));
+    x.map(|v| add(av_x, abs(v)))
+}
+
+qkx2_lane_search!("avx2", 32, q4_k_weights);
 
 /// The super-block's values by column: lane `j` of vector `i` is `x[32 * j + i]`.
 #[inline]
@@ -655,6 +667,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn avx2_q2_k_quantizer_gives_the_scalar_bytes() {
+        holds_searched_quantizer_to_scalar(
+            0x2c2c_5eed_0bad_f00d,
+            super::super::quantize_q2_k::quantize_q2_k,
+            crate::quant::k_quants::q2_k::quantize_block,
+        );
     }
 
     #[test]
