@@ -1,7 +1,7 @@
-//! The AVX2 Q2_K quantizer: `quantize_row_q2_K_ref`'s sixteen `make_qkx2_quants` searches (sub-blocks
-//! of 16, levels to 3, weights `|x|`) run eight side by side, one sub-block per lane, by the lane
-//! search of `qkx2_lanes.rs` over the primitives of `quantize_k.rs`; the two halves of a
-//! super-block interleaved so that the serial in-order sums of one hide the add latency of the
+//! The AVX2 Q2_K quantizer: `quantize_row_q2_K_ref`'s sixteen `make_qkx2_quants` searches
+//! (sub-blocks of 16, levels to 3, weights `|x|`) run eight side by side, one sub-block per lane,
+//! by the lane search of `qkx2_lanes.rs` over the primitives of `quantize_k.rs`; the two halves of
+//! a super-block interleaved so that the serial in-order sums of one hide the add latency of the
 //! other. The rest (the 4-bit scales and the re-quantization) is the scalar twin's
 //! `q2_k::block_from_fits`. Same bytes as the scalar `q2_k::quantize_block`.
 

@@ -53,13 +53,13 @@ struct Summary {
     bias_sum: i32,
 }
 
-/// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane `r`. Each
-/// activation block's [`Summary`] is made once (`summarize`); `sums` gives the eight rows' exact
-/// integer sums of their block against it, in row order; `term` forms the eight float terms from
-/// those sums (as f32, exact), the blocks and the summary; the terms are added to the lanes'
-/// `sumf` in block order, so every row keeps its scalar twin's serial sum (across windows too:
-/// a window's sums start from the last one's, kept in `out`). Rows past the last whole group run
-/// `single`.
+/// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane
+/// `r`. Each activation block's [`Summary`] is made once (`summarize`); `sums` gives the eight
+/// rows' exact integer sums of their block against it, in row order; `term` forms the eight
+/// float terms from those sums (as f32, exact), the blocks, the activation block and the
+/// summary; the terms are added to the lanes' `sumf` in block order, so every row keeps its
+/// scalar twin's serial sum (across windows too: a window's sums start from the last one's,
+/// kept in `out`). Rows past the last whole group run `single`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
