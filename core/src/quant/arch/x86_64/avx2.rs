@@ -87,6 +87,17 @@ pub(super) fn prefetch_range(start: *const i8, len: usize) {
 /// level at ~14 GB/s, its kernel's own speed.)
 const K_PREFETCH_BYTES: usize = 4096;
 
+/// `v`, with what LLVM knows of it hidden behind an empty `asm!`. For scale vectors whose two
+/// 128-bit halves are equal: seeing that, LLVM turns each 256-bit byte shuffle of them into a
+/// 128-bit one plus a two-uop `vpermq` (Zen 3), 8 more vector uops a Q3_K block.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn opaque(mut v: __m256i) -> __m256i {
+    // SAFETY: the template is empty; it reads and writes only the named register.
+    unsafe { asm!("/* {0} */", inout(ymm_reg) v, options(pure, nomem, nostack)) };
+    v
+}
+
 /// Asks for the lines of the block `K_PREFETCH_BYTES` past `block`.
 #[inline(always)]
 pub(super) fn prefetch_block_ahead<W>(block: &W) {
@@ -1296,11 +1307,8 @@ fn q2_k_scale_pick(s: i8) -> __m256i {
 pub(super) fn q2_k_scaled_sums(wb: &BlockQ2K, xb: &BlockQ8K) -> __m256i {
     let low2 = _mm256_set1_epi8(3);
     let packed = _mm256_broadcastsi128_si256(load16(&wb.scales));
-    let mut scales = _mm256_and_si256(packed, _mm256_set1_epi8(0x0f));
-    // An empty `asm!` hides that the halves are equal: seeing it, LLVM turns each 256-bit scale
-    // shuffle into a 128-bit one and a two-uop `vpermq` (Zen 3).
-    // SAFETY: the template is empty; it reads and writes only the named register.
-    unsafe { asm!("/* {0} */", inout(ymm_reg) scales, options(pure, nomem, nostack)) };
+    // Opaque: its halves are equal, and LLVM would narrow the scale shuffles.
+    let scales = opaque(_mm256_and_si256(packed, _mm256_set1_epi8(0x0f)));
     let mut acc = _mm256_setzero_si256();
     let halves = wb.qs.chunks_exact(32).zip(xb.qs.chunks_exact(128));
     for ((qs, xq), h) in halves.zip(0..) {

@@ -8,12 +8,11 @@
 //! float steps are the scalar twin's: `sums[l] += (d·dx)·lane[l]` per block, the lanes added in
 //! order at the end.
 
-use core::arch::asm;
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, load32, pair_lanes, part, prefetch_block_ahead, q6_k_scale_pairs,
-    LaneAcc,
+    accumulate, add_lanes, load32, opaque, pair_lanes, part, prefetch_block_ahead,
+    q6_k_scale_pairs, LaneAcc,
 };
 use crate::quant::activation::BlockQ8K;
 use crate::quant::cast::f16_le;
@@ -41,12 +40,8 @@ fn signed_scales(block: &BlockQ3K) -> __m256i {
         i64::from_le_bytes(eight)
     });
     let offset = _mm_sub_epi8(_mm_set_epi64x(high, low), _mm_set1_epi8(32));
-    let mut both = _mm256_broadcastsi128_si256(offset);
-    // An empty `asm!` hides that the halves are equal: seeing it, LLVM rewrites each 256-bit scale
-    // shuffle into a 128-bit one plus a two-uop `vpermq` (Zen 3), 8 more vector uops a block.
-    // SAFETY: the template is empty; it reads and writes only the named register.
-    unsafe { asm!("/* {0} */", inout(ymm_reg) both, options(pure, nomem, nostack)) };
-    both
+    // Opaque: the halves are equal, and LLVM would narrow the scale shuffles.
+    opaque(_mm256_broadcastsi128_si256(offset))
 }
 
 /// The four groups of 32 unsigned quants `u = q + 4` of half `half` of a block, in the
