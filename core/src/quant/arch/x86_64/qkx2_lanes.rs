@@ -26,7 +26,8 @@
 //! The expanding module provides the lane type `F`, mask type `Mask`, integer lane type `I` and
 //! the primitives the body calls (`splat`, `add`, `sub`, `mul`, `div`, `sqrt`, `min`, `max` with
 //! x86's `minps`/`maxps` NaN rules, `abs`, `neg`, `round`, `lt`, `gt`, `ge`, `eq`, `unordered`,
-//! `and`, `or`, `any`, `all`, `select`, `level_int`, `to_float`, `zero_where`), each compiled for
+//! `and`, `or`, `any`, `all`, `select`, `level_int`, `to_float`, `zero_where`, `load_lanes`,
+//! `lane_ints`) and the lane count `LANES`, each compiled for
 //! `$features`.
 
 /// Expands the search (`Lanes`, `start`, `trial`, `finish`) in the calling module, compiled for
@@ -325,6 +326,36 @@ macro_rules! qkx2_lane_search {
                 )
             });
             (scale, neg(min), levels)
+        }
+
+        /// `LANES` sub-blocks of `x` by column: lane `j` of vector `i` is `x[SUB * j + i]` (lanes
+        /// past the end of `x` hold 0).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn columns(x: &[f32]) -> Columns {
+            let mut lanes = [[0.0f32; LANES]; SUB];
+            for (j, sub) in x.chunks_exact(SUB).take(LANES).enumerate() {
+                for (column, &v) in lanes.iter_mut().zip(sub) {
+                    if let Some(slot) = column.get_mut(j) {
+                        *slot = v;
+                    }
+                }
+            }
+            lanes.map(|column| load_lanes(&column))
+        }
+
+        /// [`finish`]'s levels back in value order: `out[SUB * j + i]` is lane `j` of vector `i`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn scatter_levels(levels: &[I; SUB], out: &mut [u8]) {
+            for (i, &l) in levels.iter().enumerate() {
+                for (j, l) in lane_ints(l).into_iter().enumerate() {
+                    if let Some(slot) = out.get_mut(SUB * j + i) {
+                        // The levels lie in 0..=nmax, nmax below 256.
+                        *slot = l as u8;
+                    }
+                }
+            }
         }
     };
 }

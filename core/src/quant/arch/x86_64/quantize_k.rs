@@ -165,6 +165,24 @@ pub(super) fn to_float(l: I) -> F {
     _mm256_cvtepi32_ps(l)
 }
 
+/// Eight f32 as a lane vector.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn load_lanes(v: &[f32; 8]) -> F {
+    // SAFETY: `v` holds eight f32; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_ps(v.as_ptr()) }
+}
+
+/// The eight integer lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn lane_ints(l: I) -> [i32; 8] {
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds eight i32; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), l) };
+    lanes
+}
+
 /// `l`, with 0 in the lanes of `m`.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -208,22 +226,6 @@ fn q4_k_weights(x: &Columns) -> Columns {
 
 qkx2_lane_search!("avx2", 32, q4_k_weights);
 
-/// The super-block's values by column: lane `j` of vector `i` is `x[32 * j + i]`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn columns(x: &[f32; QK_K]) -> Columns {
-    let mut lanes = [[0.0f32; LANES]; SUB];
-    for (j, sub) in x.chunks_exact(SUB).enumerate() {
-        for (column, &v) in lanes.iter_mut().zip(sub) {
-            if let Some(slot) = column.get_mut(j) {
-                *slot = v;
-            }
-        }
-    }
-    // SAFETY: each `column` holds eight f32; `loadu` has no alignment requirement.
-    lanes.map(|column| unsafe { _mm256_loadu_ps(column.as_ptr()) })
-}
-
 /// The search's results in the scalar twin's form.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -239,17 +241,7 @@ fn fits(search: Qkx2Search, s: &Lanes) -> SubBlockFits {
         _mm256_storeu_ps(out.scales.as_mut_ptr(), scale);
         _mm256_storeu_ps(out.mins.as_mut_ptr(), neg_min);
     }
-    for (i, &l) in levels.iter().enumerate() {
-        let mut lane = [0i32; LANES];
-        // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
-        unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), l) };
-        for (j, &l) in lane.iter().enumerate() {
-            if let Some(slot) = out.levels.get_mut(SUB * j + i) {
-                // The levels lie in 0..=nmax.
-                *slot = l as u8;
-            }
-        }
-    }
+    scatter_levels(&levels, &mut out.levels);
     out
 }
 

@@ -7,8 +7,8 @@
 
 use super::qkx2_lanes::qkx2_lane_search;
 use super::quantize_k::{
-    abs, add, all, and, any, div, eq, ge, gt, level_int, lt, max, min, mul, neg, or, round, select,
-    splat, sub, to_float, unordered, zero_where, Mask, F, I,
+    abs, add, all, and, any, div, eq, ge, gt, lane_ints, level_int, load_lanes, lt, max, min, mul,
+    neg, or, round, select, splat, sub, to_float, unordered, zero_where, Mask, F, I,
 };
 use crate::quant::activation::QK_K;
 use crate::quant::k_quants::common::Qkx2Search;
@@ -30,22 +30,6 @@ fn abs_weights(x: &Columns) -> Columns {
 }
 
 qkx2_lane_search!("avx2", 16, abs_weights);
-
-/// Half a super-block by column: lane `j` of vector `i` is `x[16 * j + i]`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn columns(x: &[f32]) -> Columns {
-    let mut lanes = [[0.0f32; LANES]; SUB];
-    for (j, sub) in x.chunks_exact(SUB).take(LANES).enumerate() {
-        for (column, &v) in lanes.iter_mut().zip(sub) {
-            if let Some(slot) = column.get_mut(j) {
-                *slot = v;
-            }
-        }
-    }
-    // SAFETY: each `column` holds eight f32; `loadu` has no alignment requirement.
-    lanes.map(|column| unsafe { _mm256_loadu_ps(column.as_ptr()) })
-}
 
 /// One super-block: both halves' searches interleaved, then the scalar twin's assembly.
 #[inline]
@@ -78,17 +62,7 @@ fn quantize_block(x: &[f32; QK_K]) -> BlockQ2K {
             _mm256_storeu_ps(scales.as_mut_ptr(), scale);
             _mm256_storeu_ps(mins.as_mut_ptr(), neg_min);
         }
-        for (i, &l) in columns.iter().enumerate() {
-            let mut lane = [0i32; LANES];
-            // SAFETY: `lane` holds eight i32; `storeu` has no alignment requirement.
-            unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), l) };
-            for (j, &l) in lane.iter().enumerate() {
-                if let Some(slot) = levels.get_mut(SUB * j + i) {
-                    // The levels lie in 0..=3.
-                    *slot = l as u8;
-                }
-            }
-        }
+        scatter_levels(&columns, levels);
     }
     q2_k::block_from_fits(x, &scales, &mins, levels)
 }
