@@ -81,6 +81,15 @@ pub(super) fn prefetch_range(start: *const i8, len: usize) {
     }
 }
 
+/// [`prefetch_range`] into L2 (`prefetcht1`).
+#[inline(always)]
+pub(super) fn prefetch_range_l2(start: *const i8, len: usize) {
+    for offset in (0..len).step_by(64) {
+        // SAFETY: as `prefetch_range`.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(start.wrapping_add(offset)) };
+    }
+}
+
 /// How far ahead of the block being summed a K-quant kernel asks for weights: a matvec reads its
 /// rows back to back, so this runs into the next row, as the summing will. (Zen 3, 512 MiB
 /// one-row matvec, two rounds: Q6_K 14.4-14.6 / 13.9-15.8 / 16.2 GB/s at 1 / 2 / 4 KiB, Q4_K
@@ -250,18 +259,19 @@ pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
 
 /// Eight-lane integer accumulator of a K-quant super-block (ggml's `aux32[8]`): two sub-block sums
 /// (i16 per lane, in `[lanes | lanes]` layout) are interleaved and multiplied by their scales with
-/// `madd`, so every i32 lane only ever receives products of its own lane.
-pub(super) struct LaneAcc {
+/// `madd`, so every i32 lane only ever receives products of its own lane. With `VNNI` the multiply
+/// and the add are one `vpdpwssd` (the same wrapping i32 sum; no product pair here comes near it).
+pub(super) struct LaneAcc<const VNNI: bool = false> {
     /// Lanes 0..3 in each half.
     low: __m256i,
     /// Lanes 4..7 in each half.
     high: __m256i,
 }
 
-impl LaneAcc {
+impl<const VNNI: bool> LaneAcc<VNNI> {
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) fn new() -> LaneAcc {
+    pub(super) fn new() -> LaneAcc<VNNI> {
         LaneAcc {
             low: _mm256_setzero_si256(),
             high: _mm256_setzero_si256(),
@@ -274,10 +284,19 @@ impl LaneAcc {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(super) fn add_pair_scaled(&mut self, a: __m256i, b: __m256i, scales: __m256i) {
-        let low = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), scales);
-        let high = _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), scales);
-        self.low = _mm256_add_epi32(self.low, low);
-        self.high = _mm256_add_epi32(self.high, high);
+        let low = _mm256_unpacklo_epi16(a, b);
+        let high = _mm256_unpackhi_epi16(a, b);
+        if VNNI {
+            // SAFETY: `LaneAcc<true>` is only used by the `*_vnni` kernels, which the table hands
+            // out only at an available AVX-512 VNNI level.
+            unsafe {
+                self.low = super::avx512::dpwssd(self.low, low, scales);
+                self.high = super::avx512::dpwssd(self.high, high, scales);
+            }
+        } else {
+            self.low = _mm256_add_epi32(self.low, _mm256_madd_epi16(low, scales));
+            self.high = _mm256_add_epi32(self.high, _mm256_madd_epi16(high, scales));
+        }
     }
 
     /// The eight lanes in order.
@@ -329,18 +348,18 @@ pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
 /// `sumf -= (dmin·dx) · Σ bsums·mins`; the lanes added to `sumf` last.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins_unprepared(w, x, q4_k_parts)
+    dot_with_mins_unprepared::<false, _>(w, x, q4_k_parts)
 }
 
 /// [`dot_with_mins`] with the activation worked block by block as it is read (one vec_dot).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn dot_with_mins_unprepared<W>(
+pub(super) fn dot_with_mins_unprepared<const VNNI: bool, W>(
     w: &[W],
     x: &[BlockQ8K],
     parts: impl Fn(&W) -> MinsBlock<'_>,
 ) -> f32 {
-    dot_with_mins(
+    dot_with_mins::<VNNI, _, _>(
         w,
         x,
         x,
@@ -392,7 +411,7 @@ fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
 /// (`paired` is `x` itself, worked here, or a copy prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_with_mins<W, A>(
+pub(super) fn dot_with_mins<const VNNI: bool, W, A>(
     w: &[W],
     x: &[BlockQ8K],
     paired: &[A],
@@ -425,7 +444,7 @@ pub(super) fn dot_with_mins<W, A>(
         // taken into every 32-bit element by one byte shuffle. (Zen 3 runs shuffles on two of its
         // four vector pipes; a widening `vpmovzxbw` to 256 bits costs two of those slots.)
         let scale_bytes = _mm256_set1_epi64x(i64::from_le_bytes(scales));
-        let mut acc = LaneAcc::new();
+        let mut acc = LaneAcc::<VNNI>::new();
         for (p, qs) in qs_all.chunks_exact(32).enumerate() {
             // 32 bytes: low nibbles are sub-block 2p (elements 0..32), high ones 2p+1 (32..64).
             // maddubs of unsigned quants (< 32) and Q8_K bytes: pairs below 2·31·128, exact.
@@ -539,7 +558,7 @@ fn hsum4_splat(s: __m128i) -> __m128i {
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins_unprepared(w, x, q5_k_parts)
+    dot_with_mins_unprepared::<false, _>(w, x, q5_k_parts)
 }
 
 /// Safe entry of [`vec_dot_q5_k_impl`].
@@ -558,7 +577,7 @@ pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 /// in lane order at the end.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    dot_q6_k(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
+    dot_q6_k::<false, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
 }
 
 /// Activation group `g` (bytes `32g..32g + 32`) as the Q6_K dot takes it: through
@@ -575,7 +594,7 @@ pub(super) fn q6_k_activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m25
 /// rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_q6_k<A>(
+pub(super) fn dot_q6_k<const VNNI: bool, A>(
     w: &[BlockQ6K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -588,7 +607,7 @@ pub(super) fn dot_q6_k<A>(
     let nibble = _mm256_set1_epi8(0x0f);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let mut acc = LaneAcc::new();
+        let mut acc = LaneAcc::<VNNI>::new();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
         // The sixteen scales in both 128-bit halves: a load, no shuffle.
         let all_scales = _mm256_broadcastsi128_si256(load16(&wb.scales));

@@ -3,32 +3,31 @@
 //! unsigned (`w + 128`, or the raw nibble) and the bias times the activation sum, taken the same
 //! way, is subtracted: exact for every byte value. The float steps are the AVX2 kernels'.
 
-use core::arch::asm;
 use core::arch::x86_64::*;
 
-use super::avx2::{f16x8, hsum_i32, load32, q4_0_nibbles, transpose_sums};
+use super::avx2::{
+    dot_q6_k, dot_with_mins_unprepared, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
+    q5_k_parts, q6_k_activation_group, transpose_sums,
+};
+use crate::quant::activation::BlockQ8K;
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::cast::f16_le;
+use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::BlockQ4_0;
 
-/// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation. Through
-/// `asm!` because the intrinsic is stable only from Rust 1.89, above the crate's MSRV.
+/// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    let mut acc = acc;
-    // SAFETY: the instruction only reads and writes these three registers; the CPU has AVX-512
-    // VNNI and VL (this function's target features, checked before any kernel here is handed out).
-    unsafe {
-        asm!(
-            "vpdpbusd {acc}, {a}, {b}",
-            acc = inout(ymm_reg) acc,
-            a = in(ymm_reg) a,
-            b = in(ymm_reg) b,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    acc
+    _mm256_dpbusd_epi32(acc, a, b)
+}
+
+/// `vpdpwssd acc, a, b`: `acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]` (i16 products, wrapping i32
+/// sum: `madd` then `add`, in one instruction).
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    _mm256_dpwssd_epi32(acc, a, b)
 }
 
 /// Σ w·x over 32 signed bytes each, as eight i32 partial sums: Σ (w + 128)·x − Σ 128·x.
@@ -129,4 +128,37 @@ fn vec_dot_q4_0_impl(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
 pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
     // SAFETY: as `vec_dot_q8_0`.
     unsafe { vec_dot_q4_0_impl(w, x) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    dot_with_mins_unprepared::<true, _>(w, x, q4_k_parts)
+}
+
+/// `ggml_vec_dot_q4_K_q8_K_generic` with `vpdpwssd` scale products.
+pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: as `vec_dot_q8_0`.
+    unsafe { vec_dot_q4_k_impl(w, x) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    dot_with_mins_unprepared::<true, _>(w, x, q5_k_parts)
+}
+
+/// `ggml_vec_dot_q5_K_q8_K_generic` with `vpdpwssd` scale products.
+pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: as `vec_dot_q8_0`.
+    unsafe { vec_dot_q5_k_impl(w, x) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+    dot_q6_k::<true, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
+}
+
+/// `ggml_vec_dot_q6_K_q8_K_generic` with `vpdpwssd` scale products.
+pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: as `vec_dot_q8_0`.
+    unsafe { vec_dot_q6_k_impl(w, x) }
 }

@@ -141,7 +141,30 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         ..Ops::NONE
     },
     q6_k: Ops {
+        vec_dot: Some(avx512::vec_dot_q6_k),
         rows: Some(rows::rows_q6_k_vnni),
+        ..Ops::NONE
+    },
+    q4_1: Ops {
+        rows: Some(rows::rows_q4_1_vnni),
+        ..Ops::NONE
+    },
+    q5_0: Ops {
+        rows: Some(rows::rows_q5_0_vnni),
+        ..Ops::NONE
+    },
+    q5_1: Ops {
+        rows: Some(rows::rows_q5_1_vnni),
+        ..Ops::NONE
+    },
+    q4_k: Ops {
+        vec_dot: Some(avx512::vec_dot_q4_k),
+        rows: Some(rows::rows_q4_k_vnni),
+        ..Ops::NONE
+    },
+    q5_k: Ops {
+        vec_dot: Some(avx512::vec_dot_q5_k),
+        rows: Some(rows::rows_q5_k_vnni),
         ..Ops::NONE
     },
     f32: Ops {

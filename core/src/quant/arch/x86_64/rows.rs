@@ -9,15 +9,19 @@
 //!   Q2_K runs the same way: its float steps are one scalar term per super-block, like a legacy
 //!   block's, so eight rows share one transpose and one set of float steps instead of two
 //!   horizontal sums and a scalar chain each.
-//! - Q3_K, Q4_K, Q5_K, Q6_K (AVX2): one row at a time over an activation prepared once (its lane
-//!   shuffles, and its bias products where the type has them).
-//! - Q6_K (AVX-512): four rows per activation super-block, with 512-bit integer sums; the
-//!   activation's lane layout and its `32·x` correction computed once for all of them. (Measured
-//!   on this machine and dropped: the same scheme for Q4_K, AVX2 multi-row K-quant kernels, and
-//!   512-bit single-row K-quant kernels were all slower than the AVX2 single-row kernels. Again
-//!   on an AMD Zen 3 without AVX-512: four-row AVX2 Q4_K and Q6_K kernels sharing the
-//!   activation's shuffles, bias sums and float steps, in the branch history as `rows_k.rs`,
-//!   were level with one vec_dot per row for Q4_K and 10% slower for Q6_K.)
+//! - Q3_K, Q4_K, Q5_K, Q6_K: one row at a time over an activation prepared once (its lane
+//!   shuffles, and its bias products where the type has them). At the VNNI level the same
+//!   kernels take their scale products by `vpdpwssd`, and the legacy ones their integer sums by
+//!   `vpdpbusd` (Q5's fifth bits by AVX-512 byte masks).
+//!
+//! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
+//! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
+//! on cache-resident rows and, with no prefetch of its four row streams, read a 512 MiB matrix
+//! at 4.4 GB/s where the one-row kernel reads 20; the same scheme for Q4_K, and 512-bit
+//! single-row K-quant kernels, were slower than the AVX2 single-row kernels there. On Zen 3:
+//! four-row AVX2 Q4_K and Q6_K kernels sharing the activation's shuffles, bias sums and float
+//! steps (`rows_k.rs` in the branch history) were level with one vec_dot per row for Q4_K and
+//! 10% slower for Q6_K.
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
@@ -25,9 +29,9 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 use super::avx2::{
-    accumulate, add_lanes, dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation,
-    part, prefetch_range, q2_k_mins_products, q2_k_scaled_sums, q4_0_nibbles, q4_k_parts,
-    q5_k_parts, q6_k_activation_group, transpose_sums, MinsBlock,
+    dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation, part, prefetch_range_l2,
+    q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts, q6_k_activation_group,
+    transpose_sums, MinsBlock,
 };
 use super::avx512::dpbusd;
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -53,6 +57,14 @@ struct Summary {
     bias_sum: i32,
 }
 
+/// How far ahead of the group being summed the legacy rows kernels ask for weights, at least
+/// (in whole groups, two or more). Into L2 (`prefetcht1`), not L1: the lines in flight for a
+/// matvec at memory speed outnumber L1's miss buffers. (Zen 4, 512 MiB one-row matvec at the
+/// VNNI level, alternated: Q8_0 11.3 GB/s with L1 prefetches two groups ahead, 24-25 GB/s into
+/// L2 at 11-22 KiB ahead, 16.4 at 5 KiB; Q4_1 16.6 → 21.4-21.9 at 9-12 KiB, 18.7 at 6 KiB;
+/// Q5_0 and Q4_0 best at 9-11 KiB. Without prefetches: Q8_0 8 GB/s, Q4_1 9.7.)
+const LEGACY_PREFETCH_BYTES: usize = 8 << 10;
+
 /// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane
 /// `r`. Each activation block's [`Summary`] is made once (`summarize`); `sums` gives the eight
 /// rows' exact integer sums of their block against it, in row order; `term` forms the eight
@@ -77,11 +89,12 @@ fn legacy_rows<W, X>(
     let blocks = row_blocks.min(x.len());
     let x = x.get(..blocks).unwrap_or(&[]);
     let whole_groups = w.len() / group_blocks;
-    // The next group is read while this one is summed: eight rows side by side are eight short
-    // streams (a row of a small matrix is a few cache lines), too short for the hardware
-    // prefetcher to follow, so a matrix larger than the cache would otherwise wait on memory at
-    // every group. Each block step asks for its share of the next group, in address order.
+    // A group a few ahead is asked for while this one is summed: eight rows side by side are
+    // eight short streams (a row of a small matrix is a few cache lines), too short for the
+    // hardware prefetcher to follow, so a matrix larger than the cache would otherwise wait on
+    // memory at every group. Each block step asks for its share of that group, in address order.
     let group_bytes = group_blocks.saturating_mul(core::mem::size_of::<W>());
+    let groups_ahead = LEGACY_PREFETCH_BYTES.div_ceil(group_bytes.max(1)).max(2);
     let step_bytes = LANES * core::mem::size_of::<W>();
     let mut storage = [const { MaybeUninit::<Summary>::uninit() }; SUMMARIZED_BLOCKS];
     // At least one window, so that rows of no blocks still get their zero.
@@ -109,7 +122,7 @@ fn legacy_rows<W, X>(
             let next_window = group
                 .as_ptr()
                 .cast::<i8>()
-                .wrapping_add(group_bytes.saturating_mul(2))
+                .wrapping_add(group_bytes.saturating_mul(groups_ahead))
                 .wrapping_add(start.saturating_mul(step_bytes));
             let mut sumf = if start == 0 {
                 _mm256_setzero_ps()
@@ -126,7 +139,7 @@ fn legacy_rows<W, X>(
                 sumf = _mm256_add_ps(sumf, term(sumi, bs, xb, summary));
                 // Last in the step: placed first, LLVM scheduled it among the step's loads, and
                 // a Q8_0 matvec over 680 MiB ran ~15% slower (alternated runs).
-                prefetch_range(next_window.wrapping_add(i * step_bytes), step_bytes);
+                prefetch_range_l2(next_window.wrapping_add(i * step_bytes), step_bytes);
             }
             // SAFETY: `out8` holds eight f32; `storeu` has no alignment requirement.
             unsafe { _mm256_storeu_ps(out8.as_mut_ptr(), sumf) };
@@ -361,7 +374,7 @@ fn fifth_bit_pair(qh_a: [u8; 4], qh_b: [u8; 4]) -> (__m256i, __m256i) {
 /// four i32 lanes; three `hadd` levels then leave block `l`'s total in lane `l`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn pair_sums<W>(
+fn pair_sums<const VNNI: bool, W>(
     bs: [&W; LANES],
     y: SplitActivation,
     bias_sum: i32,
@@ -370,12 +383,22 @@ fn pair_sums<W>(
     let ones = _mm256_set1_epi16(1);
     let pair = |p: usize| {
         let (low, high) = quants(bs[p], bs[p + 4]);
-        // Each maddubs pair is below 2·31·128, their sum below 2^15: exact in i16.
-        let products = _mm256_add_epi16(
-            _mm256_maddubs_epi16(low, y.low),
-            _mm256_maddubs_epi16(high, y.high),
-        );
-        _mm256_madd_epi16(products, ones)
+        if VNNI {
+            // Four u8·i8 products per i32 lane, summed without saturation: exact.
+            // SAFETY: `VNNI` is true only in the `*_vnni` kernels, which the table hands out
+            // only at an available AVX-512 VNNI level.
+            unsafe {
+                let low_sums = dpbusd(_mm256_setzero_si256(), low, y.low);
+                dpbusd(low_sums, high, y.high)
+            }
+        } else {
+            // Each maddubs pair is below 2·31·128, their sum below 2^15: exact in i16.
+            let products = _mm256_add_epi16(
+                _mm256_maddubs_epi16(low, y.low),
+                _mm256_maddubs_epi16(high, y.high),
+            );
+            _mm256_madd_epi16(products, ones)
+        }
     };
     let (p0, p1, p2, p3) = (pair(0), pair(1), pair(2), pair(3));
     // [b0 b0 b1 b1 | b4 b4 b5 b5], [b2 b2 b3 b3 | b6 b6 b7 b7], then [b0..b3 | b4..b7].
@@ -383,8 +406,16 @@ fn pair_sums<W>(
     _mm256_sub_epi32(totals, _mm256_set1_epi32(bias_sum))
 }
 
+/// Q4_0 rows over [`pair_sums`] (`VNNI`: its integer sums by `vpdpbusd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+fn rows_q4_0<const VNNI: bool>(
+    w: &[BlockQ4_0],
+    row_blocks: usize,
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    single: fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32,
+) {
     legacy_rows(
         w,
         row_blocks,
@@ -393,7 +424,7 @@ fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
         // Σ (q - 8)·y = Σ q·y - 8·Σ y: the second part is the activation's, once per block.
         |xb| summary_q8_0(xb, 8),
         |bs, xb, a| {
-            pair_sums(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+            pair_sums::<VNNI, _>(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
                 nibble_pair(&a.qs, &b.qs)
             })
         },
@@ -402,8 +433,24 @@ fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out:
             let dy = _mm256_set1_ps(a.d);
             _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
         },
-        super::avx2::vec_dot_q4_0,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    rows_q4_0::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q4_0)
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    rows_q4_0::<true>(w, row_blocks, x, out, super::avx512::vec_dot_q4_0)
+}
+
+/// Q4_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
 }
 
 /// Q4_0 rows, AVX2.
@@ -422,8 +469,16 @@ fn term_with_min<W>(sumi: __m256, bs: [&W; LANES], a: &Summary) -> __m256 {
     _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms)
 }
 
+/// Q4_1 rows over [`pair_sums`] (`VNNI`: its integer sums by `vpdpbusd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+fn rows_q4_1<const VNNI: bool>(
+    w: &[BlockQ4_1],
+    row_blocks: usize,
+    x: &[BlockQ8_1],
+    out: &mut [f32],
+    single: fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32,
+) {
     legacy_rows(
         w,
         row_blocks,
@@ -431,13 +486,29 @@ fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out:
         out,
         summary_q8_1,
         |bs, xb, _| {
-            pair_sums(bs, split_activation(&xb.qs), 0, |a, b| {
+            pair_sums::<VNNI, _>(bs, split_activation(&xb.qs), 0, |a, b| {
                 nibble_pair(&a.qs, &b.qs)
             })
         },
         |sumi, bs, _, a| term_with_min(sumi, bs, a),
-        super::avx2::vec_dot_q4_1,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    rows_q4_1::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q4_1)
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_1_vnni_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    rows_q4_1::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q4_1)
+}
+
+/// Q4_1 rows, AVX-512 VNNI.
+pub(super) fn rows_q4_1_vnni(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_1_vnni_impl(w, row_blocks, x, out) }
 }
 
 /// Q4_1 rows, AVX2.
@@ -458,8 +529,48 @@ fn q5_pair(qs: (&[u8; 16], &[u8; 16]), qh: ([u8; 4], [u8; 4])) -> (__m256i, __m2
     )
 }
 
+/// [`q5_pair`] with AVX-512 byte masks: the 32 fifth bits of each vector are a mask register
+/// (bit `i` for byte `i`, as `qh` holds them), and `0x10` is added under it.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+fn q5_pair_masked(qs: (&[u8; 16], &[u8; 16]), qh: ([u8; 4], [u8; 4])) -> (__m256i, __m256i) {
+    let (low, high) = nibble_pair(qs.0, qs.1);
+    let (a, b) = (u32::from_le_bytes(qh.0), u32::from_le_bytes(qh.1));
+    // Low vector: elements 0..16 of `a`, then of `b`; high vector: elements 16..32 of each.
+    let low_mask = (a & 0xffff) | (b << 16);
+    let high_mask = (a >> 16) | (b & 0xffff_0000);
+    let fifth = _mm256_set1_epi8(0x10);
+    (
+        _mm256_mask_add_epi8(low, low_mask, low, fifth),
+        _mm256_mask_add_epi8(high, high_mask, high, fifth),
+    )
+}
+
+/// [`q5_pair`], or [`q5_pair_masked`] in the VNNI kernels.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_pair_at<const VNNI: bool>(
+    qs: (&[u8; 16], &[u8; 16]),
+    qh: ([u8; 4], [u8; 4]),
+) -> (__m256i, __m256i) {
+    if VNNI {
+        // SAFETY: as in `pair_sums`: the VNNI level includes AVX-512 F, BW and VL.
+        unsafe { q5_pair_masked(qs, qh) }
+    } else {
+        q5_pair(qs, qh)
+    }
+}
+
+/// Q5_0 rows over [`pair_sums`] (`VNNI`: its integer sums by `vpdpbusd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+fn rows_q5_0<const VNNI: bool>(
+    w: &[BlockQ5_0],
+    row_blocks: usize,
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    single: fn(&[BlockQ5_0], &[BlockQ8_0]) -> f32,
+) {
     legacy_rows(
         w,
         row_blocks,
@@ -468,8 +579,8 @@ fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out:
         // Σ (q - 16)·y = Σ q·y - 16·Σ y, the second part once per activation block.
         |xb| summary_q8_0(xb, 16),
         |bs, xb, a| {
-            pair_sums(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
-                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            pair_sums::<VNNI, _>(bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+                q5_pair_at::<VNNI>((&a.qs, &b.qs), (a.qh, b.qh))
             })
         },
         // `(dx * dy) * sumi`, the scalar order. The `d` from `Heads` (its second half, two qh
@@ -478,8 +589,24 @@ fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out:
             let dd = _mm256_mul_ps(Heads::of(bs).halves().0, _mm256_set1_ps(a.d));
             _mm256_mul_ps(dd, sumi)
         },
-        super::avx2::vec_dot_q5_0,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    rows_q5_0::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q5_0)
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q5_0_vnni_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    rows_q5_0::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q5_0)
+}
+
+/// Q5_0 rows, AVX-512 VNNI.
+pub(super) fn rows_q5_0_vnni(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q5_0_vnni_impl(w, row_blocks, x, out) }
 }
 
 /// Q5_0 rows, AVX2.
@@ -488,8 +615,16 @@ pub(super) fn rows_q5_0_avx2(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0]
     unsafe { rows_q5_0_avx2_impl(w, row_blocks, x, out) }
 }
 
+/// Q5_1 rows over [`pair_sums`] (`VNNI`: its integer sums by `vpdpbusd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+fn rows_q5_1<const VNNI: bool>(
+    w: &[BlockQ5_1],
+    row_blocks: usize,
+    x: &[BlockQ8_1],
+    out: &mut [f32],
+    single: fn(&[BlockQ5_1], &[BlockQ8_1]) -> f32,
+) {
     legacy_rows(
         w,
         row_blocks,
@@ -497,13 +632,29 @@ fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out:
         out,
         summary_q8_1,
         |bs, xb, _| {
-            pair_sums(bs, split_activation(&xb.qs), 0, |a, b| {
-                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            pair_sums::<VNNI, _>(bs, split_activation(&xb.qs), 0, |a, b| {
+                q5_pair_at::<VNNI>((&a.qs, &b.qs), (a.qh, b.qh))
             })
         },
         |sumi, bs, _, a| term_with_min(sumi, bs, a),
-        super::avx2::vec_dot_q5_1,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    rows_q5_1::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q5_1)
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q5_1_vnni_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    rows_q5_1::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q5_1)
+}
+
+/// Q5_1 rows, AVX-512 VNNI.
+pub(super) fn rows_q5_1_vnni(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q5_1_vnni_impl(w, row_blocks, x, out) }
 }
 
 /// Q5_1 rows, AVX2.
@@ -559,33 +710,6 @@ pub(super) fn rows_q8_0_vnni(w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0]
     // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (avx2,
     // f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
     unsafe { rows_q8_0_vnni_impl(w, row_blocks, x, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    legacy_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        |xb| summary_vnni(xb, 8),
-        |bs, xb, a| {
-            let y = load32(&xb.qs);
-            let partials = bs.map(|wb| dpbusd(_mm256_setzero_si256(), q4_0_nibbles(&wb.qs), y));
-            transposed_less(&partials, a.bias_sum)
-        },
-        |sumi, bs, _, a| {
-            let dy = _mm256_set1_ps(a.d);
-            _mm256_mul_ps(_mm256_mul_ps(sumi, row_scales(bs, |b| b.d)), dy)
-        },
-        super::avx512::vec_dot_q4_0,
-    )
-}
-
-/// Q4_0 rows, AVX-512 VNNI.
-pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -727,7 +851,7 @@ impl MinsActivation {
 /// [`dot_with_mins`] (`parts` reads a block, `single` is the type's vec_dot).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn mins_rows<W>(
+fn mins_rows<const VNNI: bool, W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -742,7 +866,7 @@ fn mins_rows<W>(
         out,
         |xb| MinsActivation::of(xb),
         |row, prepared| {
-            dot_with_mins(
+            dot_with_mins::<VNNI, _, _>(
                 row,
                 x,
                 prepared,
@@ -757,7 +881,7 @@ fn mins_rows<W>(
 
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
+    mins_rows::<false, _>(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
 }
 
 /// Q4_K rows, AVX2.
@@ -768,7 +892,7 @@ pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], 
 
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
+    mins_rows::<false, _>(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
 }
 
 /// Q5_K rows, AVX2.
@@ -777,10 +901,53 @@ pub(super) fn rows_q5_k_avx2(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], 
     unsafe { rows_q5_k_avx2_impl(w, row_blocks, x, out) }
 }
 
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_k_vnni_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    mins_rows::<true, _>(
+        w,
+        row_blocks,
+        x,
+        out,
+        q4_k_parts,
+        super::avx512::vec_dot_q4_k,
+    )
+}
+
+/// Q4_K rows, AVX-512 VNNI (`vpdpwssd` scale products).
+pub(super) fn rows_q4_k_vnni(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q4_k_vnni_impl(w, row_blocks, x, out) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q5_k_vnni_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    mins_rows::<true, _>(
+        w,
+        row_blocks,
+        x,
+        out,
+        q5_k_parts,
+        super::avx512::vec_dot_q5_k,
+    )
+}
+
+/// Q5_K rows, AVX-512 VNNI (`vpdpwssd` scale products).
+pub(super) fn rows_q5_k_vnni(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    // SAFETY: as `rows_q8_0_vnni`.
+    unsafe { rows_q5_k_vnni_impl(w, row_blocks, x, out) }
+}
+
 /// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
 /// five vector steps per group that do not depend on the weights).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+fn rows_q6_k<const VNNI: bool>(
+    w: &[BlockQ6K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: fn(&[BlockQ6K], &[BlockQ8K]) -> f32,
+) {
     prepared_rows(
         w,
         row_blocks,
@@ -790,12 +957,17 @@ fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &
             core::array::from_fn(|g| q6_k_activation_group(&xb.qs, g))
         },
         |row, paired| {
-            dot_q6_k(row, x, paired, |groups, g| {
+            dot_q6_k::<VNNI, _>(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
-        super::avx2::vec_dot_q6_k,
+        single,
     )
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    rows_q6_k::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q6_k)
 }
 
 /// Q6_K rows, AVX2.
@@ -830,174 +1002,12 @@ pub(super) fn rows_q3_k_avx2(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], 
     unsafe { rows_q3_k_avx2_impl(w, row_blocks, x, out) }
 }
 
-/// Rows per group of the K-quant kernels.
-const K_ROWS: usize = 4;
-
-/// The K-quant rows driver: `K_ROWS` rows at a time, each with its own scalar-order state
-/// (`state` per row, `step` adds one block, `finish` gives the result); the activation block is
-/// prepared once (`prepare`) for all of them. Rows past the last whole group run `single`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn k_rows<W, P, S: Copy>(
-    w: &[W],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-    init: S,
-    prepare: impl Fn(&BlockQ8K) -> P,
-    step: impl Fn(S, &W, &BlockQ8K, &P) -> S,
-    finish: impl Fn(S) -> f32,
-    single: fn(&[W], &[BlockQ8K]) -> f32,
-) {
-    let group_blocks = row_blocks.saturating_mul(K_ROWS).max(1);
-    let mut groups = w.chunks_exact(group_blocks);
-    let mut outs = out.chunks_exact_mut(K_ROWS);
-    for (group, out4) in (&mut groups).zip(&mut outs) {
-        let mut it = group.chunks_exact(row_blocks.max(1));
-        let rows: [&[W]; K_ROWS] = core::array::from_fn(|_| it.next().unwrap_or(&[]));
-        let mut states = [init; K_ROWS];
-        for (k, xb) in x.iter().enumerate().take(row_blocks) {
-            let prepared = prepare(xb);
-            for (state, row) in states.iter_mut().zip(rows) {
-                if let Some(wb) = row.get(k) {
-                    *state = step(*state, wb, xb, &prepared);
-                }
-            }
-        }
-        for (o, state) in out4.iter_mut().zip(states) {
-            *o = finish(state);
-        }
-    }
-    let rest = groups.remainder().chunks_exact(row_blocks.max(1));
-    for (o, row) in outs.into_remainder().iter_mut().zip(rest) {
-        *o = single(row, x);
-    }
-}
-
-/// Rearranges each 32-byte half of `v` so that every 128-bit chunk's dword `j` holds elements
-/// `e, e + 8, e + 16, e + 24` of the half (`e = j` in chunk 0, `j + 4` in chunk 1): the four
-/// elements of one float lane of the K-quant sums (element index mod 8), adjacent. Then
-/// `maddubs` + `madd` give one i32 per lane with no lane mixing. Applied alike to weights and
-/// activations, it leaves each product's pair of operands together.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn lane_quads(v: __m512i) -> __m512i {
-    let dwords = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-    let spread = _mm512_permutexvar_epi32(dwords, v);
-    let bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(
-        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-    ));
-    _mm512_shuffle_epi8(spread, bytes)
-}
-
-/// 64 bytes as a 512-bit vector.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn load64<T: Copy>(bytes: &[T; 64]) -> __m512i {
-    const { assert!(core::mem::size_of::<T>() == 1) };
-    // SAFETY: the array holds 64 one-byte elements; `loadu` has no alignment requirement.
-    unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
-}
-
-/// A Q8_K block prepared for the 512-bit Q6_K sums: per half of the block, its two 64-byte
-/// pieces (groups 0-1 and 2-3) through `lane_quads`, and their `32·x` pair sums.
-struct Q6Quads {
-    x: [[__m512i; 2]; 2],
-    bias: [[__m512i; 2]; 2],
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn prepare_q6_512(xb: &BlockQ8K) -> Q6Quads {
-    let x: [[__m512i; 2]; 2] = core::array::from_fn(|h| {
-        core::array::from_fn(|g| lane_quads(load64(part(&xb.qs, 128 * h + 64 * g))))
-    });
-    let bias = _mm512_set1_epi8(32);
-    let bias = x.map(|half| half.map(|v| _mm512_maddubs_epi16(bias, v)));
-    Q6Quads { x, bias }
-}
-
-/// One Q6_K block's eight lane sums with 512-bit vectors: two groups of 32 values per vector.
-/// After `lane_quads`, a dword's two words hold elements `e, e + 8` and `e + 16, e + 24` of a
-/// group, i.e. its two 16-value sub-blocks: the scale words alternate between them.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
-fn q6_k_block_512(wb: &BlockQ6K, xp: &Q6Quads) -> __m256i {
-    let nibble = _mm512_set1_epi8(0x0f);
-    let low2 = _mm512_set1_epi8(0x03);
-    // Scale word picks: (0, 1) alternating in the low half, (2, 3) in the high half; +4 for
-    // groups 2-3.
-    let alternate = _mm512_set1_epi32(0x0001_0000);
-    let high_half = _mm512_setr_epi64(0, 0, 0, 0, TWO_WORDS, TWO_WORDS, TWO_WORDS, TWO_WORDS);
-    let pick01 = _mm512_add_epi16(alternate, high_half);
-    let pick23 = _mm512_add_epi16(pick01, _mm512_set1_epi16(4));
-    let shifts01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
-    let shifts23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
-    let mut acc = _mm512_setzero_si512();
-    let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
-    let halves = halves
-        .zip(xp.x.iter().zip(&xp.bias))
-        .zip(wb.scales.chunks_exact(8));
-    for (((ql, qh), (xh, bh)), half_scales) in halves {
-        let ab = load64(part(ql, 0));
-        let h = _mm512_broadcast_i64x4(load32(part(qh, 0)));
-        let high01 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts01), low2);
-        let high23 = _mm512_and_si512(_mm512_srlv_epi64(h, shifts23), low2);
-        // Unsigned q + 32 (0..63): groups 0 | 1 and 2 | 3.
-        let u01 = _mm512_or_si512(_mm512_and_si512(ab, nibble), _mm512_slli_epi64::<4>(high01));
-        let u23 = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi64::<4>(ab), nibble),
-            _mm512_slli_epi64::<4>(high23),
-        );
-        let scales: &[i8; 8] = part(half_scales, 0);
-        let scale_words = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_set_epi64x(
-            0,
-            i64::from_le_bytes(bytemuck::cast(*scales)),
-        )));
-        let [x01, x23] = *xh;
-        let [b01, b23] = *bh;
-        // Σ (u - 32)·x = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact in i16.
-        let s01 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u01), x01), b01);
-        let s23 = _mm512_sub_epi16(_mm512_maddubs_epi16(lane_quads(u23), x23), b23);
-        let sc01 = _mm512_permutexvar_epi16(pick01, scale_words);
-        let sc23 = _mm512_permutexvar_epi16(pick23, scale_words);
-        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s01, sc01));
-        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(s23, sc23));
-    }
-    _mm256_add_epi32(
-        _mm512_castsi512_si256(acc),
-        _mm512_extracti64x4_epi64::<1>(acc),
-    )
-}
-
-/// Two i16 words of 2 in each i32 half of an i64: `(2, 2, 2, 2)` as words.
-const TWO_WORDS: i64 = 0x0002_0002_0002_0002;
-
-#[inline]
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn q6_k_step_512(sums: __m256, wb: &BlockQ6K, xb: &BlockQ8K, xp: &Q6Quads) -> __m256 {
-    let d = f16_le(wb.d) * xb.scale();
-    accumulate(sums, d, q6_k_block_512(wb, xp))
-}
-
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    k_rows(
-        w,
-        row_blocks,
-        x,
-        out,
-        _mm256_setzero_ps(),
-        |xb| prepare_q6_512(xb),
-        |s, wb, xb, xp| q6_k_step_512(s, wb, xb, xp),
-        |sums| add_lanes(0.0, sums),
-        // Measured: a single row is faster through the AVX2 kernel than with 512-bit sums,
-        // which pay off only with the activation preparation shared by several rows.
-        super::avx2::vec_dot_q6_k,
-    )
+    rows_q6_k::<true>(w, row_blocks, x, out, super::avx512::vec_dot_q6_k)
 }
 
-/// Q6_K rows at the AVX-512 VNNI level.
+/// Q6_K rows at the AVX-512 VNNI level (`vpdpwssd` scale products).
 pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_vnni`.
     unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
