@@ -558,16 +558,40 @@ fn real_tensors(runs: usize, picked: &[String]) {
             .flat_map(|f| f.index().tensors().iter().map(move |e| (f, e)))
             .filter(|(_, e)| e.ggml_type == t && TensorEntry::ne(e).len() == 2)
             .max_by_key(|(_, e)| TensorEntry::ne(e).iter().product::<u64>());
-        let Some((file, entry)) = largest else {
-            println!(
-                "  {:<5} (no 2-D tensor of this type in the files)",
-                t.name()
-            );
-            continue;
+        // A type with no tensor in the files (Q4_0) gets the largest 2-D tensor of them all,
+        // dequantized and quantized to it: real weights, our quantizer's bytes.
+        let requantized;
+        let (weights, rows, cols, tensor_name) = match largest {
+            Some((file, entry)) => {
+                let ne = TensorEntry::ne(entry);
+                let (cols, rows) = (ne[0] as usize, ne[1] as usize);
+                (file.data_of(entry).unwrap(), rows, cols, entry.name.clone())
+            }
+            None => {
+                let Some((file, entry)) = files
+                    .iter()
+                    .flat_map(|f| f.index().tensors().iter().map(move |e| (f, e)))
+                    .filter(|(_, e)| {
+                        let ne = TensorEntry::ne(e);
+                        ne.len() == 2 && ne[0] % u64::from(t.block_size()) == 0
+                    })
+                    .max_by_key(|(_, e)| TensorEntry::ne(e).iter().product::<u64>())
+                else {
+                    println!("  {:<5} (no 2-D tensor in the files)", t.name());
+                    continue;
+                };
+                let ne = TensorEntry::ne(entry);
+                let (cols, rows) = (ne[0] as usize, ne[1] as usize);
+                let mut values = vec![0f32; rows * cols];
+                quant::dequantize(entry.ggml_type, file.data_of(entry).unwrap(), &mut values)
+                    .unwrap();
+                let mut bytes = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
+                quant::quantize(t, &values, &mut bytes).unwrap();
+                requantized = bytes;
+                let name = format!("{} as {}", entry.name, t.name());
+                (&requantized[..], rows, cols, name)
+            }
         };
-        let ne = TensorEntry::ne(entry);
-        let (cols, rows) = (ne[0] as usize, ne[1] as usize);
-        let weights = file.data_of(entry).unwrap();
         let mut rng = Rng::new(0x7ea1 + t.code() as u64);
         let x = gaussian_rows(&mut rng, 1, cols);
         let mut candle_run = with_candle_block!(t, candle_matvec(t, weights, rows, cols, &x));
@@ -607,7 +631,7 @@ fn real_tensors(runs: usize, picked: &[String]) {
             println!(
                 "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
                 t.name(),
-                entry.name,
+                tensor_name,
                 format!("{rows}x{cols}"),
                 name,
                 threads,
@@ -619,7 +643,7 @@ fn real_tensors(runs: usize, picked: &[String]) {
         println!(
             "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}%",
             t.name(),
-            entry.name,
+            tensor_name,
             format!("{rows}x{cols}"),
             "candle",
             1,
