@@ -573,7 +573,7 @@ fn real_tensors(runs: usize, picked: &[String]) {
                     .flat_map(|f| f.index().tensors().iter().map(move |e| (f, e)))
                     .filter(|(_, e)| {
                         let ne = TensorEntry::ne(e);
-                        ne.len() == 2 && ne[0] % u64::from(t.block_size()) == 0
+                        ne.len() == 2 && ne[0].is_multiple_of(u64::from(t.block_size()))
                     })
                     .max_by_key(|(_, e)| TensorEntry::ne(e).iter().product::<u64>())
                 else {
