@@ -577,7 +577,7 @@ pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 /// in lane order at the end.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    dot_q6_k::<false, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
+    dot_q6_k(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
 }
 
 /// Activation group `g` (bytes `32g..32g + 32`) as the Q6_K dot takes it: through
@@ -594,7 +594,7 @@ pub(super) fn q6_k_activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m25
 /// rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_q6_k<const VNNI: bool, A>(
+pub(super) fn dot_q6_k<A>(
     w: &[BlockQ6K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -607,7 +607,7 @@ pub(super) fn dot_q6_k<const VNNI: bool, A>(
     let nibble = _mm256_set1_epi8(0x0f);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let mut acc = LaneAcc::<VNNI>::new();
+        let mut acc = LaneAcc::<false>::new();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
         // The sixteen scales in both 128-bit halves: a load, no shuffle.
         let all_scales = _mm256_broadcastsi128_si256(load16(&wb.scales));

@@ -1,18 +1,18 @@
 //! AVX-512 VNNI kernels (`vpdpbusd` on 256-bit vectors through AVX-512 VL): four u8·i8 products
 //! summed into each i32 lane in one instruction, without saturation. Signed weights are biased to
 //! unsigned (`w + 128`, or the raw nibble) and the bias times the activation sum, taken the same
-//! way, is subtracted: exact for every byte value. The float steps are the AVX2 kernels'.
+//! way, is subtracted: exact for every byte value. `vpdpwssd` takes the K-quant scale products
+//! (madd then add, in one instruction). The float steps are the AVX2 kernels'.
 
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    dot_q6_k, dot_with_mins_unprepared, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
-    q5_k_parts, q6_k_activation_group, transpose_sums,
+    dot_with_mins_unprepared, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts, q5_k_parts,
+    transpose_sums,
 };
-use crate::quant::activation::BlockQ8K;
-use crate::quant::activation::BlockQ8_0;
+use crate::quant::activation::{BlockQ8K, BlockQ8_0};
 use crate::quant::cast::f16_le;
-use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ4K, BlockQ5K};
 use crate::quant::legacy::BlockQ4_0;
 
 /// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation.
@@ -150,15 +150,4 @@ fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
 pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: as `vec_dot_q8_0`.
     unsafe { vec_dot_q5_k_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    dot_q6_k::<true, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
-}
-
-/// `ggml_vec_dot_q6_K_q8_K_generic` with `vpdpwssd` scale products.
-pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: as `vec_dot_q8_0`.
-    unsafe { vec_dot_q6_k_impl(w, x) }
 }

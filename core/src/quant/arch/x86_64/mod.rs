@@ -140,11 +140,6 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         rows: Some(rows::rows_q4_0_vnni),
         ..Ops::NONE
     },
-    q6_k: Ops {
-        vec_dot: Some(avx512::vec_dot_q6_k),
-        rows: Some(rows::rows_q6_k_vnni),
-        ..Ops::NONE
-    },
     q4_1: Ops {
         rows: Some(rows::rows_q4_1_vnni),
         ..Ops::NONE

@@ -10,9 +10,10 @@
 //!   block's, so eight rows share one transpose and one set of float steps instead of two
 //!   horizontal sums and a scalar chain each.
 //! - Q3_K, Q4_K, Q5_K, Q6_K: one row at a time over an activation prepared once (its lane
-//!   shuffles, and its bias products where the type has them). At the VNNI level the same
-//!   kernels take their scale products by `vpdpwssd`, and the legacy ones their integer sums by
-//!   `vpdpbusd` (Q5's fifth bits by AVX-512 byte masks).
+//!   shuffles, and its bias products where the type has them). At the VNNI level Q4_K and Q5_K
+//!   take their scale products by `vpdpwssd` (+2% on Zen 4; for Q6_K level with AVX2, for Q3_K
+//!   2% slower, so those two keep their AVX2 kernels), and the legacy types their integer sums
+//!   by `vpdpbusd` (Q5's fifth bits by AVX-512 byte masks).
 //!
 //! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
 //! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
@@ -939,15 +940,8 @@ pub(super) fn rows_q5_k_vnni(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], 
 
 /// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
 /// five vector steps per group that do not depend on the weights).
-#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k<const VNNI: bool>(
-    w: &[BlockQ6K],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-    single: fn(&[BlockQ6K], &[BlockQ8K]) -> f32,
-) {
+fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     prepared_rows(
         w,
         row_blocks,
@@ -957,17 +951,12 @@ fn rows_q6_k<const VNNI: bool>(
             core::array::from_fn(|g| q6_k_activation_group(&xb.qs, g))
         },
         |row, paired| {
-            dot_q6_k::<VNNI, _>(row, x, paired, |groups, g| {
+            dot_q6_k(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
-        single,
+        super::avx2::vec_dot_q6_k,
     )
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    rows_q6_k::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q6_k)
 }
 
 /// Q6_K rows, AVX2.
@@ -1000,15 +989,4 @@ fn rows_q3_k_avx2_impl(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &
 pub(super) fn rows_q3_k_avx2(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
     // SAFETY: as `rows_q8_0_avx2`.
     unsafe { rows_q3_k_avx2_impl(w, row_blocks, x, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q6_k_vnni_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    rows_q6_k::<true>(w, row_blocks, x, out, super::avx512::vec_dot_q6_k)
-}
-
-/// Q6_K rows at the AVX-512 VNNI level (`vpdpwssd` scale products).
-pub(super) fn rows_q6_k_vnni(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q6_k_vnni_impl(w, row_blocks, x, out) }
 }
