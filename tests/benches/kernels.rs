@@ -97,6 +97,23 @@ fn best_of_alternated(
         })
 }
 
+/// Best wall times of `runs` rounds in which every call of `calls` runs once, in order (after one
+/// warm-up each): [`best_of_alternated`] for any number of sides.
+fn best_of_rotated(runs: usize, calls: &mut [&mut dyn FnMut()]) -> Vec<Duration> {
+    for call in calls.iter_mut() {
+        call();
+    }
+    let mut best = vec![Duration::MAX; calls.len()];
+    for _ in 0..runs {
+        for (call, best) in calls.iter_mut().zip(&mut best) {
+            let start = Instant::now();
+            call();
+            *best = (*best).min(start.elapsed());
+        }
+    }
+    best
+}
+
 /// One measured operation: the amount of work per call, its unit, and the best times.
 struct Row {
     op: String,
@@ -499,25 +516,28 @@ const REAL_TYPES: [GgmlType; 6] = [
     GgmlType::Q5_0,
 ];
 
-/// Best memory read bandwidth in GB/s over `threads` threads: each sums its share of a 512 MiB
-/// buffer (far beyond the last-level cache) as one wrapping reduction, which LLVM vectorizes.
-/// (An eight-lane array accumulator was compiled for Zen 4 with `-C target-cpu=native` into a
-/// loop that ran at 5 GB/s where this one reads 28: a bandwidth figure must not depend on such
-/// codegen, or every "% of bw" is inflated.)
-fn read_bandwidth(buffer: &[u64], threads: usize, runs: usize) -> f64 {
+/// One pass of a memory read over `buffer` on `threads` threads: each sums its share as one
+/// wrapping reduction, which LLVM vectorizes. (An eight-lane array accumulator was compiled for
+/// Zen 4 with `-C target-cpu=native` into a loop that ran at 5 GB/s where this one reads 28: a
+/// bandwidth figure must not depend on such codegen, or every "% of bw" is inflated.)
+fn read_pass(buffer: &[u64], threads: usize) {
     let share = buffer.len().div_ceil(threads);
-    let time = best_of(runs, || {
-        std::thread::scope(|scope| {
-            for part in buffer.chunks(share) {
-                scope.spawn(move || {
-                    let sum = black_box(part)
-                        .iter()
-                        .fold(0u64, |acc, &v| acc.wrapping_add(v));
-                    black_box(sum);
-                });
-            }
-        });
+    std::thread::scope(|scope| {
+        for part in buffer.chunks(share) {
+            scope.spawn(move || {
+                let sum = black_box(part)
+                    .iter()
+                    .fold(0u64, |acc, &v| acc.wrapping_add(v));
+                black_box(sum);
+            });
+        }
     });
+}
+
+/// Best memory read bandwidth in GB/s over `threads` threads, on a buffer far beyond the
+/// last-level cache.
+fn read_bandwidth(buffer: &[u64], threads: usize, runs: usize) -> f64 {
+    let time = best_of(runs, || read_pass(buffer, threads));
     (buffer.len() * 8) as f64 / time.as_secs_f64() / 1e9
 }
 
@@ -658,8 +678,11 @@ fn real_tensors(runs: usize, picked: &[String]) {
 const BEYOND_CACHE_BYTES: usize = 512 << 20;
 
 /// One-row matvec on a tensor larger than the last-level cache: the real tensor's rows repeated
-/// up to [`BEYOND_CACHE_BYTES`] (the size the read bandwidth is measured on), ours at the
-/// detected level with 1 and 2 threads and candle with 1.
+/// up to [`BEYOND_CACHE_BYTES`], ours at the detected level with 1 and 2 threads and candle with
+/// 1. The read bandwidth these rows are a share of is measured in the same rotation as the
+/// matvecs (bandwidth, ours, candle; then bandwidth and ours on 2 threads), so that both sides
+/// of each share see the same phase of a shared machine; `bandwidth` (measured once, at the
+/// start) is printed beside it.
 fn beyond_cache(
     t: GgmlType,
     weights: &[u8],
@@ -676,6 +699,8 @@ fn beyond_cache(
     let mut candle_run = with_candle_block!(t, candle_matvec(t, &big, big_rows, cols, x));
     let mut y = vec![0f32; big_rows];
     let name = format!("(x{copies}, {} MiB)", big.len() >> 20);
+    let buffer = vec![1u64; BEYOND_CACHE_BYTES / 8];
+    let buffer_gbps = |d: Duration| BEYOND_CACHE_BYTES as f64 / d.as_secs_f64() / 1e9;
     let mut ours_at = |threads: usize| {
         parallel::matvec(
             level::detect(),
@@ -689,16 +714,23 @@ fn beyond_cache(
         )
         .unwrap();
     };
-    // One thread alternately with candle, as in the real-tensor rows.
-    let (one, candle) = best_of_alternated(runs, || ours_at(1), &mut candle_run);
-    for threads in [1, 2] {
-        let ours = if threads == 1 {
-            one
-        } else {
-            best_of(runs, || ours_at(threads))
-        };
+    let one = best_of_rotated(
+        runs,
+        &mut [
+            &mut || read_pass(&buffer, 1),
+            &mut || ours_at(1),
+            &mut *candle_run,
+        ],
+    );
+    let two = best_of_rotated(
+        runs,
+        &mut [&mut || read_pass(&buffer, 2), &mut || ours_at(2)],
+    );
+    let candle = one[2];
+    for (threads, times) in [(1, &one), (2, &two)] {
+        let (bw, ours) = (buffer_gbps(times[0]), times[1]);
         println!(
-            "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}",
+            "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13.2}   (bw in rotation {:.2} GB/s: {:.0}%)",
             t.name(),
             name,
             format!("{big_rows}x{cols}"),
@@ -706,18 +738,23 @@ fn beyond_cache(
             threads,
             gbps(ours),
             100.0 * gbps(ours) / bandwidth[threads - 1],
-            candle.as_secs_f64() / ours.as_secs_f64()
+            candle.as_secs_f64() / ours.as_secs_f64(),
+            bw,
+            100.0 * gbps(ours) / bw
         );
     }
     println!(
-        "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}%",
+        "  {:<5} {:<28} {:>14} {:<12} {:>7} {:>9.2} {:>9.0}% {:>13}   (bw in rotation {:.2} GB/s: {:.0}%)",
         t.name(),
         name,
         format!("{big_rows}x{cols}"),
         "candle",
         1,
         gbps(candle),
-        100.0 * gbps(candle) / bandwidth[0]
+        100.0 * gbps(candle) / bandwidth[0],
+        "",
+        buffer_gbps(one[0]),
+        100.0 * gbps(candle) / buffer_gbps(one[0])
     );
 }
 
