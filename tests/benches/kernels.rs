@@ -679,10 +679,10 @@ const BEYOND_CACHE_BYTES: usize = 512 << 20;
 
 /// One-row matvec on a tensor larger than the last-level cache: the real tensor's rows repeated
 /// up to [`BEYOND_CACHE_BYTES`], ours at the detected level with 1 and 2 threads and candle with
-/// 1. The read bandwidth these rows are a share of is measured in the same rotation as the
-/// matvecs (bandwidth, ours, candle; then bandwidth and ours on 2 threads), so that both sides
-/// of each share see the same phase of a shared machine; `bandwidth` (measured once, at the
-/// start) is printed beside it.
+/// one thread. The read bandwidth of these rows' second share is measured in the same rotation
+/// as the matvecs (bandwidth, ours, candle; then bandwidth and ours on two threads), so that
+/// both sides of the share see the same phase of a shared machine; the first share is of
+/// `bandwidth`, measured once at the start.
 fn beyond_cache(
     t: GgmlType,
     weights: &[u8],
