@@ -261,7 +261,7 @@ pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
 /// (i16 per lane, in `[lanes | lanes]` layout) are interleaved and multiplied by their scales with
 /// `madd`, so every i32 lane only ever receives products of its own lane. With `VNNI` the multiply
 /// and the add are one `vpdpwssd` (the same wrapping i32 sum; no product pair here comes near it).
-pub(super) struct LaneAcc<const VNNI: bool = false> {
+pub(super) struct LaneAcc<const VNNI: bool> {
     /// Lanes 0..3 in each half.
     low: __m256i,
     /// Lanes 4..7 in each half.

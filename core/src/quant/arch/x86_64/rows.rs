@@ -438,28 +438,6 @@ fn rows_q4_0<const VNNI: bool>(
     )
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q4_0_avx2_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    rows_q4_0::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q4_0)
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_0_vnni_impl(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    rows_q4_0::<true>(w, row_blocks, x, out, super::avx512::vec_dot_q4_0)
-}
-
-/// Q4_0 rows, AVX-512 VNNI.
-pub(super) fn rows_q4_0_vnni(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q4_0_vnni_impl(w, row_blocks, x, out) }
-}
-
-/// Q4_0 rows, AVX2.
-pub(super) fn rows_q4_0_avx2(w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q4_0_avx2_impl(w, row_blocks, x, out) }
-}
-
 /// `(dx * dy) * sumi + m * s`, the scalar order of the Q4_1 and Q5_1 terms.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -494,28 +472,6 @@ fn rows_q4_1<const VNNI: bool>(
         |sumi, bs, _, a| term_with_min(sumi, bs, a),
         single,
     )
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q4_1_avx2_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    rows_q4_1::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q4_1)
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_1_vnni_impl(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    rows_q4_1::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q4_1)
-}
-
-/// Q4_1 rows, AVX-512 VNNI.
-pub(super) fn rows_q4_1_vnni(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q4_1_vnni_impl(w, row_blocks, x, out) }
-}
-
-/// Q4_1 rows, AVX2.
-pub(super) fn rows_q4_1_avx2(w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q4_1_avx2_impl(w, row_blocks, x, out) }
 }
 
 /// Two Q5 blocks' 5-bit quants in the [`nibble_pair`] layout.
@@ -594,28 +550,6 @@ fn rows_q5_0<const VNNI: bool>(
     )
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q5_0_avx2_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    rows_q5_0::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q5_0)
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q5_0_vnni_impl(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    rows_q5_0::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q5_0)
-}
-
-/// Q5_0 rows, AVX-512 VNNI.
-pub(super) fn rows_q5_0_vnni(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q5_0_vnni_impl(w, row_blocks, x, out) }
-}
-
-/// Q5_0 rows, AVX2.
-pub(super) fn rows_q5_0_avx2(w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q5_0_avx2_impl(w, row_blocks, x, out) }
-}
-
 /// Q5_1 rows over [`pair_sums`] (`VNNI`: its integer sums by `vpdpbusd`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -640,28 +574,6 @@ fn rows_q5_1<const VNNI: bool>(
         |sumi, bs, _, a| term_with_min(sumi, bs, a),
         single,
     )
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn rows_q5_1_avx2_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    rows_q5_1::<false>(w, row_blocks, x, out, super::avx2::vec_dot_q5_1)
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q5_1_vnni_impl(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    rows_q5_1::<true>(w, row_blocks, x, out, super::avx2::vec_dot_q5_1)
-}
-
-/// Q5_1 rows, AVX-512 VNNI.
-pub(super) fn rows_q5_1_vnni(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q5_1_vnni_impl(w, row_blocks, x, out) }
-}
-
-/// Q5_1 rows, AVX2.
-pub(super) fn rows_q5_1_avx2(w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q5_1_avx2_impl(w, row_blocks, x, out) }
 }
 
 /// The summary of a Q8_0 activation block for the VNNI kernels: `bias · Σ y` by `vpdpbusd`,
@@ -880,63 +792,103 @@ fn mins_rows<const VNNI: bool, W>(
     )
 }
 
+/// Q4_K rows: [`mins_rows`] over its blocks (`VNNI`: scale products by `vpdpwssd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q4_k_avx2_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows::<false, _>(w, row_blocks, x, out, q4_k_parts, super::avx2::vec_dot_q4_k)
+fn rows_q4_k<const VNNI: bool>(
+    w: &[BlockQ4K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: fn(&[BlockQ4K], &[BlockQ8K]) -> f32,
+) {
+    mins_rows::<VNNI, _>(w, row_blocks, x, out, q4_k_parts, single)
 }
 
-/// Q4_K rows, AVX2.
-pub(super) fn rows_q4_k_avx2(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q4_k_avx2_impl(w, row_blocks, x, out) }
-}
-
+/// Q5_K rows: [`mins_rows`] over its blocks (`VNNI`: scale products by `vpdpwssd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q5_k_avx2_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows::<false, _>(w, row_blocks, x, out, q5_k_parts, super::avx2::vec_dot_q5_k)
+fn rows_q5_k<const VNNI: bool>(
+    w: &[BlockQ5K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: fn(&[BlockQ5K], &[BlockQ8K]) -> f32,
+) {
+    mins_rows::<VNNI, _>(w, row_blocks, x, out, q5_k_parts, single)
 }
 
-/// Q5_K rows, AVX2.
-pub(super) fn rows_q5_k_avx2(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q5_k_avx2_impl(w, row_blocks, x, out) }
+/// The two table entries of a rows kernel written once over `VNNI` (`$generic::<VNNI>(w,
+/// row_blocks, x, out, single)`): `$avx2` compiled for AVX2 + F16C with `$avx2_single` for rows
+/// past the last group, `$vnni` for the AVX-512 VNNI level with `$vnni_single`.
+macro_rules! rows_entries {
+    ($generic:ident, $w:ty, $x:ty, $avx2:ident($avx2_single:path), $vnni:ident($vnni_single:path)) => {
+        /// Rows kernel, AVX2.
+        pub(super) fn $avx2(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            #[target_feature(enable = "avx2,f16c")]
+            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<false>(w, row_blocks, x, out, $avx2_single)
+            }
+            // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!`
+            // checks `Level::is_available`, which requires avx2 and f16c).
+            unsafe { body(w, row_blocks, x, out) }
+        }
+
+        /// Rows kernel, AVX-512 VNNI.
+        pub(super) fn $vnni(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<true>(w, row_blocks, x, out, $vnni_single)
+            }
+            // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level
+            // (avx2, f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
+            unsafe { body(w, row_blocks, x, out) }
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_k_vnni_impl(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows::<true, _>(
-        w,
-        row_blocks,
-        x,
-        out,
-        q4_k_parts,
-        super::avx512::vec_dot_q4_k,
-    )
-}
-
-/// Q4_K rows, AVX-512 VNNI (`vpdpwssd` scale products).
-pub(super) fn rows_q4_k_vnni(w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q4_k_vnni_impl(w, row_blocks, x, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q5_k_vnni_impl(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    mins_rows::<true, _>(
-        w,
-        row_blocks,
-        x,
-        out,
-        q5_k_parts,
-        super::avx512::vec_dot_q5_k,
-    )
-}
-
-/// Q5_K rows, AVX-512 VNNI (`vpdpwssd` scale products).
-pub(super) fn rows_q5_k_vnni(w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_vnni`.
-    unsafe { rows_q5_k_vnni_impl(w, row_blocks, x, out) }
-}
+rows_entries!(
+    rows_q4_0,
+    BlockQ4_0,
+    BlockQ8_0,
+    rows_q4_0_avx2(super::avx2::vec_dot_q4_0),
+    rows_q4_0_vnni(super::avx512::vec_dot_q4_0)
+);
+rows_entries!(
+    rows_q4_1,
+    BlockQ4_1,
+    BlockQ8_1,
+    rows_q4_1_avx2(super::avx2::vec_dot_q4_1),
+    rows_q4_1_vnni(super::avx2::vec_dot_q4_1)
+);
+rows_entries!(
+    rows_q5_0,
+    BlockQ5_0,
+    BlockQ8_0,
+    rows_q5_0_avx2(super::avx2::vec_dot_q5_0),
+    rows_q5_0_vnni(super::avx2::vec_dot_q5_0)
+);
+rows_entries!(
+    rows_q5_1,
+    BlockQ5_1,
+    BlockQ8_1,
+    rows_q5_1_avx2(super::avx2::vec_dot_q5_1),
+    rows_q5_1_vnni(super::avx2::vec_dot_q5_1)
+);
+rows_entries!(
+    rows_q4_k,
+    BlockQ4K,
+    BlockQ8K,
+    rows_q4_k_avx2(super::avx2::vec_dot_q4_k),
+    rows_q4_k_vnni(super::avx512::vec_dot_q4_k)
+);
+rows_entries!(
+    rows_q5_k,
+    BlockQ5K,
+    BlockQ8K,
+    rows_q5_k_avx2(super::avx2::vec_dot_q5_k),
+    rows_q5_k_vnni(super::avx512::vec_dot_q5_k)
+);
 
 /// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
 /// five vector steps per group that do not depend on the weights).
