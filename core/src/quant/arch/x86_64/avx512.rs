@@ -1,8 +1,9 @@
 //! AVX-512 VNNI kernels (`vpdpbusd` on 256-bit vectors through AVX-512 VL): four u8·i8 products
 //! summed into each i32 lane in one instruction, without saturation. Signed weights are biased to
 //! unsigned (`w + 128`, or the raw nibble) and the bias times the activation sum, taken the same
-//! way, is subtracted: exact for every byte value. `vpdpwssd` takes the K-quant scale products
-//! (madd then add, in one instruction). The float steps are the AVX2 kernels'.
+//! way, is subtracted: exact for every byte value. Q4_K/Q5_K quants are read four same-lane
+//! elements to a 32-bit lane (`lane_groups`), so one `vpdpbusd` gives a sub-block's eight lane
+//! sums and one `vpdpwssd` scales a pair of them. The float steps are the AVX2 kernels'.
 
 use core::arch::x86_64::*;
 
@@ -20,6 +21,25 @@ use crate::quant::legacy::BlockQ4_0;
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(acc, a, b)
+}
+
+/// One sub-block pair of a Q4_K/Q5_K block in [`lane_groups`](super::avx2::lane_groups) order:
+/// `acc[m] += s_a·Σ q_a·x_a + s_b·Σ q_b·x_b` over lane `m`'s four elements of each sub-block,
+/// `(s_a, s_b)` the i16 pair in every 32-bit element of `scales`. Each `vpdpbusd` sum is at most
+/// 4·31·128 < 2^15 in magnitude, so the two fit one i16 pair for `vpdpwssd`: exact.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn grouped_pair(
+    acc: __m256i,
+    [q_a, q_b]: [__m256i; 2],
+    [x_a, x_b]: [__m256i; 2],
+    scales: __m256i,
+) -> __m256i {
+    let zero = _mm256_setzero_si256();
+    let a = dpbusd(zero, q_a, x_a);
+    let b = dpbusd(zero, q_b, x_b);
+    let pairs = _mm256_blend_epi16::<0b1010_1010>(a, _mm256_slli_epi32::<16>(b));
+    dpwssd(acc, pairs, scales)
 }
 
 /// `vpdpwssd acc, a, b`: `acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]` (i16 products, wrapping i32
@@ -135,7 +155,7 @@ fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     dot_with_mins_unprepared::<true, _>(w, x, q4_k_parts)
 }
 
-/// `ggml_vec_dot_q4_K_q8_K_generic` with `vpdpwssd` scale products.
+/// `ggml_vec_dot_q4_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
 pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: as `vec_dot_q8_0`.
     unsafe { vec_dot_q4_k_impl(w, x) }
@@ -146,7 +166,7 @@ fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     dot_with_mins_unprepared::<true, _>(w, x, q5_k_parts)
 }
 
-/// `ggml_vec_dot_q5_K_q8_K_generic` with `vpdpwssd` scale products.
+/// `ggml_vec_dot_q5_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
 pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: as `vec_dot_q8_0`.
     unsafe { vec_dot_q5_k_impl(w, x) }

@@ -99,7 +99,7 @@ pub(super) fn dot<A>(
     let mut pending = (_mm256_setzero_si256(), 0.0);
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let mut acc = LaneAcc::<false>::new();
+        let mut acc = LaneAcc::new();
         let all_scales = signed_scales(wb);
         let hmask = pair_lanes(load32(&wb.hmask));
         for half in 0..2 {

@@ -11,9 +11,10 @@
 //!   horizontal sums and a scalar chain each.
 //! - Q3_K, Q4_K, Q5_K, Q6_K: one row at a time over an activation prepared once (its lane
 //!   shuffles, and its bias products where the type has them). At the VNNI level Q4_K and Q5_K
-//!   take their scale products by `vpdpwssd` (+2% on Zen 4; for Q6_K level with AVX2, for Q3_K
-//!   2% slower, so those two keep their AVX2 kernels), and the legacy types their integer sums
-//!   by `vpdpbusd` (Q5's fifth bits by AVX-512 byte masks).
+//!   read their quants in `lane_groups` order (one `vpdpbusd` per sub-block, one `vpdpwssd` per
+//!   scale pair: +10-12% on Zen 4), and the legacy types take their integer sums by `vpdpbusd`
+//!   (Q5's fifth bits by AVX-512 byte masks). Q6_K and Q3_K keep their AVX2 kernels there
+//!   (`vpdpwssd` for their madd+add was level and 2% slower).
 //!
 //! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
 //! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
@@ -30,7 +31,7 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 use super::avx2::{
-    dot_q6_k, dot_with_mins, hsum_i32, load16, load32, paired_activation, part, prefetch_range_l2,
+    dot_q6_k, dot_with_mins, hsum_i32, load16, load32, mins_layout, part, prefetch_range_l2,
     q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts, q6_k_activation_group,
     transpose_sums, MinsBlock,
 };
@@ -716,7 +717,7 @@ fn prepared_rows<W, P>(
 /// An activation super-block as the Q4_K/Q5_K rows kernels read it.
 #[derive(Clone, Copy)]
 struct MinsActivation {
-    /// The eight 32-byte groups through `pair_lanes`.
+    /// The eight 32-byte groups through `mins_layout`.
     groups: [__m256i; 8],
     /// The even bsums (`bsums[2j]`) and the odd ones, as eight i16 each: min `j` multiplies
     /// `bsums[2j]` and `bsums[2j + 1]`. (Not their sums in i16: a Q8_K block's `bsums` are
@@ -728,14 +729,14 @@ struct MinsActivation {
 impl MinsActivation {
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn of(xb: &BlockQ8K) -> MinsActivation {
+    fn of<const VNNI: bool>(xb: &BlockQ8K) -> MinsActivation {
         let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
         // Per 128-bit half: the four even i16, then the four odd ones.
         let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
         let first = _mm_shuffle_epi8(load16(part(bsums, 0)), split);
         let second = _mm_shuffle_epi8(load16(part(bsums, 16)), split);
         MinsActivation {
-            groups: core::array::from_fn(|g| paired_activation(xb, 32 * g)),
+            groups: core::array::from_fn(|g| mins_layout::<VNNI>(load32(part(&xb.qs, 32 * g)))),
             even_bsums: _mm_unpacklo_epi64(first, second),
             odd_bsums: _mm_unpackhi_epi64(first, second),
         }
@@ -777,7 +778,7 @@ fn mins_rows<const VNNI: bool, W>(
         row_blocks,
         x,
         out,
-        |xb| MinsActivation::of(xb),
+        |xb| MinsActivation::of::<VNNI>(xb),
         |row, prepared| {
             dot_with_mins::<VNNI, _, _>(
                 row,
@@ -792,7 +793,7 @@ fn mins_rows<const VNNI: bool, W>(
     )
 }
 
-/// Q4_K rows: [`mins_rows`] over its blocks (`VNNI`: scale products by `vpdpwssd`).
+/// Q4_K rows: [`mins_rows`] over its blocks (`VNNI`: in `lane_groups` order, see `dot_with_mins`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q4_k<const VNNI: bool>(
@@ -805,7 +806,7 @@ fn rows_q4_k<const VNNI: bool>(
     mins_rows::<VNNI, _>(w, row_blocks, x, out, q4_k_parts, single)
 }
 
-/// Q5_K rows: [`mins_rows`] over its blocks (`VNNI`: scale products by `vpdpwssd`).
+/// Q5_K rows: [`mins_rows`] over its blocks (`VNNI`: in `lane_groups` order, see `dot_with_mins`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn rows_q5_k<const VNNI: bool>(
