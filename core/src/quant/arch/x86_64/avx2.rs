@@ -96,9 +96,10 @@ pub(super) fn prefetch_range_l2(start: *const i8, len: usize) {
 /// level at ~14 GB/s, its kernel's own speed.)
 const K_PREFETCH_BYTES: usize = 4096;
 
-/// `v`, with what LLVM knows of it hidden behind an empty `asm!`. For scale vectors whose two
-/// 128-bit halves are equal: seeing that, LLVM turns each 256-bit byte shuffle of them into a
-/// 128-bit one plus a two-uop `vpermq` (Zen 3), 8 more vector uops a Q3_K block.
+/// `v`, with what LLVM knows of it hidden behind an empty `asm!`, where its shuffle combining
+/// makes more shuffles than the code asks for: a byte shuffle of a vector whose two 128-bit
+/// halves are equal becomes a 128-bit one plus a two-uop `vpermq` (Zen 3), and a constant
+/// `vpermd` becomes `vpermilps` + `vpermpd` (see `lane_groups`).
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn opaque(mut v: __m256i) -> __m256i {
@@ -119,12 +120,33 @@ pub(super) fn prefetch_block_ahead<W>(block: &W) {
 /// Byte `4m + j` of the result is byte `m + 8j` of `v`: the four elements of a 32-element
 /// sub-block that share lane `m` (element index mod 8) side by side, so that one `vpdpbusd` sums
 /// them into i32 lane `m`. Dwords 0, 2, 4, 6 (elements 0-3, 8-11, 16-19, 24-27) go to the low
-/// half, then each half's 4x4 bytes are transposed. (AVX-512 VBMI's `vpermb` does it in one
-/// shuffle, but was no faster on Zen 4, and Cascade Lake has VNNI without VBMI.)
+/// half, then each half's 4x4 bytes are transposed: two shuffles, kept apart and the `vpermd`
+/// index hidden (`opaque`), because LLVM's generic tuning otherwise makes three of them
+/// (`vpermilps` and `vpermpd` for the `vpermd`, or two `vpshufb` around a `vpermq`).
+/// Built with AVX-512 VBMI (`-C target-cpu` of Ice Lake, Zen 4 and later) it is one `vpermb`;
+/// the levels do not ask for VBMI at run time, as Cascade Lake has VNNI without it.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn lane_groups(v: __m256i) -> __m256i {
-    let halves = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    #[cfg(all(target_feature = "avx512vbmi", target_feature = "avx512vl"))]
+    {
+        const ORDER: [u8; 32] = {
+            let mut order = [0u8; 32];
+            let mut i = 0;
+            while i < 32 {
+                order[i] = (i / 4 + 8 * (i % 4)) as u8;
+                i += 1;
+            }
+            order
+        };
+        // SAFETY: `ORDER` is 32 bytes; `loadu` has no alignment requirement.
+        let order = unsafe { _mm256_loadu_si256(ORDER.as_ptr().cast()) };
+        // SAFETY: this build's target features include AVX-512 VBMI and VL (the `cfg` above).
+        return unsafe { _mm256_permutexvar_epi8(order, v) };
+    }
+    #[allow(unreachable_code)]
+    let dwords = opaque(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    let halves = opaque(_mm256_permutevar8x32_epi32(v, dwords));
     let transpose = _mm256_setr_epi8(
         0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
         14, 3, 7, 11, 15,
@@ -603,24 +625,31 @@ pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
 /// in lane order at the end.
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    dot_q6_k(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
+    dot_q6_k::<false, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
 }
 
 /// Activation group `g` (bytes `32g..32g + 32`) as the Q6_K dot takes it: through
-/// [`pair_lanes`], and `maddubs(32, x)` of that (the bias part of `Σ (u - 32)·x`).
+/// [`lane_groups`], and `maddubs(32, x)` of that (the bias part of `Σ (u - 32)·x`).
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn q6_k_activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
-    let x = pair_lanes(load32(part(qs, 32 * g)));
+    let x = lane_groups(load32(part(qs, 32 * g)));
     (x, _mm256_maddubs_epi16(_mm256_set1_epi8(32), x))
 }
 
 /// `ggml_vec_dot_q6_K_q8_K_generic`'s order over `paired`, whose block `k` gives activation group
 /// `g` of `x[k]` as [`q6_k_activation_group`] does (computed here, or prepared once for many
 /// rows).
+///
+/// The quants are read in [`lane_groups`] order: in 32-bit lane `m` of a group of 32 values, the
+/// first sub-block's two elements of lane `m`, then the second's. So each `maddubs` leaves the
+/// group's two sub-block sums of lane `m` as the i16 pair of lane `m`, and one `madd` (`vpdpwssd`
+/// at `VNNI`) with the pair's two scales adds them to lane `m`: no interleaving of sub-blocks and
+/// no reordering of lanes per block. The scales, sign-extended once a block, are broadcast from
+/// memory (a load, not a shuffle) per group.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_q6_k<A>(
+pub(super) fn dot_q6_k<const VNNI: bool, A>(
     w: &[BlockQ6K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -631,18 +660,19 @@ pub(super) fn dot_q6_k<A>(
     // `dot_with_mins`; starting from zeros adds `+0·0` to `+0`).
     let mut pending = (_mm256_setzero_si256(), 0.0);
     let nibble = _mm256_set1_epi8(0x0f);
+    let mut scale_pairs = ScalePairs::new();
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let mut acc = LaneAcc::new();
+        scale_pairs.store(_mm256_cvtepi8_epi16(load16(&wb.scales)));
+        // One sum per half: two dependency chains of four, not one of eight (+3-5% on Zen 4).
+        let mut half_sums = [_mm256_setzero_si256(); 2];
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
-        // The sixteen scales in both 128-bit halves: a load, no shuffle.
-        let all_scales = _mm256_broadcastsi128_si256(load16(&wb.scales));
         for (half, (ql, qh)) in halves.enumerate() {
-            // Shuffled before the bit extraction (bytewise, so it commutes): three shuffles, not
-            // one per group of 32 values.
-            let a = pair_lanes(load32(part(ql, 0)));
-            let b = pair_lanes(load32(part(ql, 32)));
-            let h = pair_lanes(load32(part(qh, 0)));
+            // Reordered before the bit extraction (bytewise, so it commutes): three permutes,
+            // not one per group of 32 values.
+            let a = lane_groups(load32(part(ql, 0)));
+            let b = lane_groups(load32(part(ql, 32)));
+            let h = lane_groups(load32(part(qh, 0)));
             let high_bits = q6_k_high_bits(h);
             let a_high = _mm256_and_si256(_mm256_srli_epi16::<4>(a), nibble);
             let b_high = _mm256_and_si256(_mm256_srli_epi16::<4>(b), nibble);
@@ -653,27 +683,75 @@ pub(super) fn dot_q6_k<A>(
                 _mm256_or_si256(a_high, high_bits[2]),
                 _mm256_or_si256(b_high, high_bits[3]),
             ];
-            // Σ (u - 32)·x per lane = maddubs(u, x) - maddubs(32, x): pairs below 2·63·128, exact.
-            let mut lane_sums = [_mm256_setzero_si256(); 4];
-            for ((sum, quants), g) in lane_sums.iter_mut().zip(groups).zip(0..) {
-                let (x, bias_x) = group(xp, 4 * half + g);
-                *sum = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
+            for (quants, g) in groups.into_iter().zip(0..) {
+                let k = 4 * half + g;
+                let (x, bias_x) = group(xp, k);
+                // Σ (u - 32)·x = maddubs(u, x) - maddubs(32, x): each i16 is below 2·63·128 +
+                // 2·32·128 in magnitude, exact.
+                let pair_sums = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
+                let acc = &mut half_sums[half & 1];
+                *acc = add_scaled_pair::<VNNI>(*acc, pair_sums, scale_pairs.get(k));
             }
-            // Sub-blocks 0..8 of the half: group g holds 2g (low half) and 2g + 1 (high half), so
-            // g0 pairs with g1 as (sc0, sc2) low and (sc1, sc3) high, g2 with g3 as (sc4, sc6) and
-            // (sc5, sc7): i16 scales picked by byte shuffles from the half's eight scales.
-            let [g0, g1, g2, g3] = lane_sums;
-            let (pairs_01, pairs_23) = q6_k_scale_pairs(all_scales, half);
-            acc.add_pair_scaled(g0, g1, pairs_01);
-            acc.add_pair_scaled(g2, g3, pairs_23);
         }
         let d = crate::quant::cast::f16_le(wb.d) * xb.scale();
         let (lanes, d_before) = pending;
         sums = accumulate(sums, d_before, lanes);
-        pending = (acc.lanes(), d);
+        pending = (_mm256_add_epi32(half_sums[0], half_sums[1]), d);
     }
     let (lanes, d) = pending;
     add_lanes(0.0, accumulate(sums, d, lanes))
+}
+
+/// The sixteen scales of a super-block with 16-value sub-blocks (Q3_K, Q6_K) as eight i16 pairs,
+/// pair `k` = `(s[2k], s[2k + 1])`: the two scales of 32-value group `k` (element index `32k..`),
+/// as [`add_scaled_pair`] takes them. Kept in memory, and each pair broadcast from there when
+/// used: a load, where taking it from the register that held all sixteen is a shuffle, on pipes
+/// these kernels already crowd.
+pub(super) struct ScalePairs([i32; 8]);
+
+impl ScalePairs {
+    #[inline(always)]
+    pub(super) fn new() -> ScalePairs {
+        ScalePairs([0; 8])
+    }
+
+    /// Stores the sixteen scales, sign-extended to i16 in order (`_mm256_cvtepi8_epi16`).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn store(&mut self, scales: __m256i) {
+        // SAFETY: the array is 32 bytes; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(self.0.as_mut_ptr().cast(), scales) };
+        // SAFETY: the template is empty and only receives the address; LLVM must then assume
+        // the memory behind it read and written (no `nomem`, no `readonly`), so it loads each
+        // pair back rather than extracting it from the register stored.
+        unsafe { asm!("/* {0} */", in(reg) self.0.as_ptr(), options(nostack, preserves_flags)) };
+    }
+
+    /// Pair `k` in every 32-bit element.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn get(&self, k: usize) -> __m256i {
+        _mm256_set1_epi32(self.0.get(k).copied().unwrap_or(0))
+    }
+}
+
+/// `acc[m] += s_a·sums[2m] + s_b·sums[2m + 1]` for `(s_a, s_b)` the i16 pair in every 32-bit
+/// element of `scales`: a group's two sub-block sums of lane `m` (the [`lane_groups`] layout,
+/// after `maddubs`) scaled into lane `m`. `madd` and `add`; one `vpdpwssd` at `VNNI`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn add_scaled_pair<const VNNI: bool>(
+    acc: __m256i,
+    sums: __m256i,
+    scales: __m256i,
+) -> __m256i {
+    if VNNI {
+        // SAFETY: `VNNI` is true only in the `*_vnni` kernels, which the table hands out only at
+        // an available AVX-512 VNNI level.
+        unsafe { super::avx512::dpwssd_foldable(acc, sums, scales) }
+    } else {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(sums, scales))
+    }
 }
 
 /// The four 2-bit fields of each Q6_K `qh` byte (bits `2g..2g + 2` for group `g`) at bits 4..5,
@@ -689,32 +767,6 @@ fn q6_k_high_bits(h: __m256i) -> [__m256i; 4] {
         _mm256_and_si256(h, bits45),
         _mm256_and_si256(_mm256_srli_epi16::<2>(h), bits45),
     ]
-}
-
-/// A Q6_K half's eight scales as the `madd` pairs of [`LaneAcc::add_pair_scaled`]: group 0 with
-/// group 1 as `(sc0, sc2)` (low half) and `(sc1, sc3)` (high half), groups 2 and 3 as `(sc4, sc6)`
-/// and `(sc5, sc7)`, the scales numbered from `8·half` in `all` (the sixteen scales in both
-/// 128-bit halves).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn q6_k_scale_pairs(all: __m256i, half: usize) -> (__m256i, __m256i) {
-    // Each scale byte goes to the high byte of its i16 (0x80 zeroes the low one), and an
-    // arithmetic shift brings it down sign-extended: two shuffle-pipe uops a vector. (Widening
-    // first, LLVM picks a two-uop `vpermq` per vector on Zen 3 to spread the widened scales.)
-    let first = 8 * (half & 1) as u8;
-    // Scales `i, j` as the i16 pair of every 32-bit element of the low 128-bit half, `k, l` of
-    // the high half.
-    let control = |i: u8, j: u8, k: u8, l: u8| {
-        let pair =
-            |a: u8, b: u8| _mm_set1_epi32(i32::from_le_bytes([0x80, first + a, 0x80, first + b]));
-        _mm256_set_m128i(pair(k, l), pair(i, j))
-    };
-    let pairs_01 = _mm256_shuffle_epi8(all, control(0, 2, 1, 3));
-    let pairs_23 = _mm256_shuffle_epi8(all, control(4, 6, 5, 7));
-    (
-        _mm256_srai_epi16::<8>(pairs_01),
-        _mm256_srai_epi16::<8>(pairs_23),
-    )
 }
 
 /// Safe entry of [`vec_dot_q6_k_impl`].

@@ -162,6 +162,16 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         rows: Some(rows::rows_q5_k_vnni),
         ..Ops::NONE
     },
+    q6_k: Ops {
+        vec_dot: Some(avx512::vec_dot_q6_k),
+        rows: Some(rows::rows_q6_k_vnni),
+        ..Ops::NONE
+    },
+    q3_k: Ops {
+        vec_dot: Some(q3_k::vec_dot_vnni),
+        rows: Some(rows::rows_q3_k_vnni),
+        ..Ops::NONE
+    },
     f32: Ops {
         vec_dot: Some(plain::vec_dot_f32_avx512),
         ..Ops::NONE

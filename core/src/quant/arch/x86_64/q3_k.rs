@@ -1,35 +1,34 @@
 //! Q3_K's vec_dot at AVX2 (`ggml_vec_dot_q3_K_q8_K_generic`), over activation groups computed
 //! per call or prepared once for many rows (`rows`); its dequantizer is in `dequantize_k`.
 //!
-//! A quant is `u - 4` with `u = low2 | hbit << 2` in `0..8`. The dot takes `Σ u·x − Σ 4·x` per pair
-//! of same-lane elements with `maddubs` (pairs below 2·7·128 and 2·4·128: exact in i16), then
-//! scales the sub-block sums into eight i32 lanes (lane = element index mod 8, the scalar
-//! `aux32`) with `madd`, as the Q6_K kernel does, with its scale pairs and lane accumulator; the
-//! float steps are the scalar twin's: `sums[l] += (d·dx)·lane[l]` per block, the lanes added in
-//! order at the end.
+//! A quant is `u - 4` with `u = low2 | hbit << 2` in `0..8`. As in the Q6_K kernel, quants and
+//! activation are read in `lane_groups` order, so `maddubs` gives `Σ u·x − Σ 4·x` of each 32-value
+//! group as the two sub-block sums of lane `m` in 32-bit lane `m` (pairs below 2·7·128 and
+//! 2·4·128: exact in i16), and one `madd` (`vpdpwssd` at `VNNI`) with the group's scale pair adds
+//! them to lane `m` (the scalar `aux32`). The float steps are the scalar twin's: `sums[l] +=
+//! (d·dx)·lane[l]` per block, the lanes added in order at the end.
 
 use core::arch::x86_64::*;
 
 use super::avx2::{
-    accumulate, add_lanes, load32, opaque, pair_lanes, part, prefetch_block_ahead,
-    q6_k_scale_pairs, LaneAcc,
+    accumulate, add_lanes, add_scaled_pair, lane_groups, load32, part, prefetch_block_ahead,
+    ScalePairs,
 };
 use crate::quant::activation::BlockQ8K;
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;
 
-/// Activation group `g` (values `32·g..32·g + 32`) through `pair_lanes`, and `maddubs(4, x)`: the
+/// Activation group `g` (values `32·g..32·g + 32`) through `lane_groups`, and `maddubs(4, x)`: the
 /// part of every row's `Σ (u - 4)·x` that depends on the activation alone.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
-    let x = pair_lanes(load32(part(qs, 32 * g)));
+    let x = lane_groups(load32(part(qs, 32 * g)));
     (x, _mm256_maddubs_epi16(_mm256_set1_epi8(4), x))
 }
 
-/// The sixteen scales less 32, as i8, in both 128-bit halves (the layout `q6_k_scale_pairs`
-/// reads).
+/// The sixteen scales less 32, sign-extended to i16 in order (the layout [`ScalePairs`] stores).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn signed_scales(block: &BlockQ3K) -> __m256i {
@@ -39,13 +38,11 @@ fn signed_scales(block: &BlockQ3K) -> __m256i {
         eight.copy_from_slice(&s[at..at + 8]);
         i64::from_le_bytes(eight)
     });
-    let offset = _mm_sub_epi8(_mm_set_epi64x(high, low), _mm_set1_epi8(32));
-    // Opaque: the halves are equal, and LLVM would narrow the scale shuffles.
-    opaque(_mm256_broadcastsi128_si256(offset))
+    _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_set_epi64x(high, low), _mm_set1_epi8(32)))
 }
 
 /// The four groups of 32 unsigned quants `u = q + 4` of half `half` of a block, in the
-/// `pair_lanes` order: group `c` takes bits `2c..2c + 2` of the half's 32 `qs` bytes and bit
+/// `lane_groups` order: group `c` takes bits `2c..2c + 2` of the half's 32 `qs` bytes and bit
 /// `4·half + c` of the 32 `hmask` bytes. Both are shuffled before the bit extraction (bytewise,
 /// so it commutes): `qs` once per half and `hmask` once per block, not once per group.
 #[inline]
@@ -87,7 +84,7 @@ fn half_quants(qs: __m256i, hmask: __m256i, half: usize) -> [__m256i; 4] {
 /// `g` of `x[k]` as [`activation_group`] does (computed here, or prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot<A>(
+pub(super) fn dot<const VNNI: bool, A>(
     w: &[BlockQ3K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -97,33 +94,27 @@ pub(super) fn dot<A>(
     // The previous block's lanes and `d·dx`, whose float steps run one block late, as in the
     // Q6_K kernel (starting from zeros adds `+0·0` to `+0`).
     let mut pending = (_mm256_setzero_si256(), 0.0);
+    let mut scale_pairs = ScalePairs::new();
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
-        let mut acc = LaneAcc::new();
-        let all_scales = signed_scales(wb);
-        let hmask = pair_lanes(load32(&wb.hmask));
-        for half in 0..2 {
-            let qs = pair_lanes(load32(part(&wb.qs, 32 * half)));
-            let mut lane_sums = [_mm256_setzero_si256(); 4];
-            for ((sum, quants), c) in lane_sums
-                .iter_mut()
-                .zip(half_quants(qs, hmask, half))
-                .zip(0..)
-            {
-                let (x, bias_x) = group(xp, 4 * half + c);
-                *sum = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
+        scale_pairs.store(signed_scales(wb));
+        let hmask = lane_groups(load32(&wb.hmask));
+        // One sum per half: two dependency chains of four, not one of eight.
+        let mut half_sums = [_mm256_setzero_si256(); 2];
+        for (half, acc) in half_sums.iter_mut().enumerate() {
+            let qs = lane_groups(load32(part(&wb.qs, 32 * half)));
+            for (quants, c) in half_quants(qs, hmask, half).into_iter().zip(0..) {
+                // Group 4·half + c: sub-blocks 8·half + 2c and 8·half + 2c + 1.
+                let k = 4 * half + c;
+                let (x, bias_x) = group(xp, k);
+                let pair_sums = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
+                *acc = add_scaled_pair::<VNNI>(*acc, pair_sums, scale_pairs.get(k));
             }
-            // Group c holds sub-blocks 8·half + 2c (low half) and 8·half + 2c + 1 (high half),
-            // the layout of a Q6_K half.
-            let [g0, g1, g2, g3] = lane_sums;
-            let (pairs_01, pairs_23) = q6_k_scale_pairs(all_scales, half);
-            acc.add_pair_scaled(g0, g1, pairs_01);
-            acc.add_pair_scaled(g2, g3, pairs_23);
         }
         let d = f16_le(wb.d) * xb.scale();
         let (lanes, d_before) = pending;
         sums = accumulate(sums, d_before, lanes);
-        pending = (acc.lanes(), d);
+        pending = (_mm256_add_epi32(half_sums[0], half_sums[1]), d);
     }
     let (lanes, d) = pending;
     add_lanes(0.0, accumulate(sums, d, lanes))
@@ -131,7 +122,7 @@ pub(super) fn dot<A>(
 
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_impl(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    dot(w, x, x, |xb, g| activation_group(&xb.qs, g))
+    dot::<false, _>(w, x, x, |xb, g| activation_group(&xb.qs, g))
 }
 
 /// `ggml_vec_dot_q3_K_q8_K_generic` at AVX2.
@@ -139,4 +130,16 @@ pub(super) fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
     // `Level::is_available`, which requires avx2 and f16c).
     unsafe { vec_dot_impl(w, x) }
+}
+
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn vec_dot_vnni_impl(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
+    dot::<true, _>(w, x, x, |xb, g| activation_group(&xb.qs, g))
+}
+
+/// `ggml_vec_dot_q3_K_q8_K_generic` at AVX-512 VNNI (scale products by `vpdpwssd`).
+pub(super) fn vec_dot_vnni(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
+    // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (avx2,
+    // f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
+    unsafe { vec_dot_vnni_impl(w, x) }
 }

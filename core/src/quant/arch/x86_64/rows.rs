@@ -10,11 +10,12 @@
 //!   block's, so eight rows share one transpose and one set of float steps instead of two
 //!   horizontal sums and a scalar chain each.
 //! - Q3_K, Q4_K, Q5_K, Q6_K: one row at a time over an activation prepared once (its lane
-//!   shuffles, and its bias products where the type has them). At the VNNI level Q4_K and Q5_K
-//!   read their quants in `lane_groups` order (one `vpdpbusd` per sub-block, one `vpdpwssd` per
-//!   scale pair: +10-12% on Zen 4), and the legacy types take their integer sums by `vpdpbusd`
-//!   (Q5's fifth bits by AVX-512 byte masks). Q6_K and Q3_K keep their AVX2 kernels there
-//!   (`vpdpwssd` for their madd+add was level and 2% slower).
+//!   shuffles, and its bias products where the type has them). Q3_K and Q6_K read quants and
+//!   activation in `lane_groups` order at every level (one `madd` per 32 values adds a group's
+//!   two sub-block sums to their lanes; `vpdpwssd` at VNNI); Q4_K and Q5_K do at the VNNI level
+//!   (one `vpdpbusd` per sub-block, one `vpdpwssd` per scale pair), keeping `pair_lanes` and
+//!   `LaneAcc` at AVX2, where `vpdpbusd` is missing. The legacy types take their integer sums by
+//!   `vpdpbusd` at VNNI (Q5's fifth bits by AVX-512 byte masks).
 //!
 //! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
 //! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
@@ -884,6 +885,20 @@ rows_entries!(
     rows_q4_k_vnni(super::avx512::vec_dot_q4_k)
 );
 rows_entries!(
+    rows_q3_k,
+    BlockQ3K,
+    BlockQ8K,
+    rows_q3_k_avx2(super::q3_k::vec_dot),
+    rows_q3_k_vnni(super::q3_k::vec_dot_vnni)
+);
+rows_entries!(
+    rows_q6_k,
+    BlockQ6K,
+    BlockQ8K,
+    rows_q6_k_avx2(super::avx2::vec_dot_q6_k),
+    rows_q6_k_vnni(super::avx512::vec_dot_q6_k)
+);
+rows_entries!(
     rows_q5_k,
     BlockQ5K,
     BlockQ8K,
@@ -892,9 +907,17 @@ rows_entries!(
 );
 
 /// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
-/// five vector steps per group that do not depend on the weights).
+/// five vector steps per group that do not depend on the weights). `VNNI`: scale products by
+/// `vpdpwssd`.
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+fn rows_q6_k<const VNNI: bool>(
+    w: &[BlockQ6K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: fn(&[BlockQ6K], &[BlockQ8K]) -> f32,
+) {
     prepared_rows(
         w,
         row_blocks,
@@ -904,23 +927,25 @@ fn rows_q6_k_avx2_impl(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &
             core::array::from_fn(|g| q6_k_activation_group(&xb.qs, g))
         },
         |row, paired| {
-            dot_q6_k(row, x, paired, |groups, g| {
+            dot_q6_k::<VNNI, _>(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
-        super::avx2::vec_dot_q6_k,
+        single,
     )
 }
 
-/// Q6_K rows, AVX2.
-pub(super) fn rows_q6_k_avx2(w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q6_k_avx2_impl(w, row_blocks, x, out) }
-}
-
-/// Q3_K rows: the activation's lane shuffles and its `maddubs(4, x)` prepared once, as for Q6_K.
+/// Q3_K rows: the activation's lane shuffles and its `maddubs(4, x)` prepared once, as for Q6_K
+/// (`VNNI`: scale products by `vpdpwssd`).
+#[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q3_k_avx2_impl(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+fn rows_q3_k<const VNNI: bool>(
+    w: &[BlockQ3K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: fn(&[BlockQ3K], &[BlockQ8K]) -> f32,
+) {
     prepared_rows(
         w,
         row_blocks,
@@ -930,16 +955,10 @@ fn rows_q3_k_avx2_impl(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &
             core::array::from_fn(|g| super::q3_k::activation_group(&xb.qs, g))
         },
         |row, paired| {
-            super::q3_k::dot(row, x, paired, |groups, g| {
+            super::q3_k::dot::<VNNI, _>(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
-        super::q3_k::vec_dot,
+        single,
     )
-}
-
-/// Q3_K rows, AVX2.
-pub(super) fn rows_q3_k_avx2(w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    // SAFETY: as `rows_q8_0_avx2`.
-    unsafe { rows_q3_k_avx2_impl(w, row_blocks, x, out) }
 }
