@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target for SECONDS (default 45) each,
+//! `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target for SECONDS (default 30) each,
 //! starting from the committed corpus, and fails on the first finding (a crash, a failed check,
 //! a timeout or a memory blow-up; libFuzzer saves the input under `fuzz/artifacts/<target>/`).
 //!
@@ -14,7 +14,7 @@ use std::time::Instant;
 pub const TARGETS: [&str; 4] = ["header", "validate", "roundtrip", "kernels"];
 
 /// Seconds per target when none are given.
-pub const DEFAULT_SECONDS: u64 = 45;
+pub const DEFAULT_SECONDS: u64 = 30;
 
 fn succeeds(program: &str, args: &[&str]) -> bool {
     Command::new(program)
