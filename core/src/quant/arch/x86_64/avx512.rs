@@ -8,12 +8,12 @@
 use core::arch::asm;
 use core::arch::x86_64::*;
 
+use super::avx2::f16_le;
 use super::avx2::{
     dot_q6_k, dot_with_mins_unprepared, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
     q5_k_parts, q6_k_activation_group, transpose_sums,
 };
 use crate::quant::activation::{BlockQ8K, BlockQ8_0};
-use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::BlockQ4_0;
 

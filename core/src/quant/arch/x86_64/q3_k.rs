@@ -10,12 +10,12 @@
 
 use core::arch::x86_64::*;
 
+use super::avx2::f16_le;
 use super::avx2::{
     accumulate, add_lanes, add_scaled_pair, lane_groups, load32, part, prefetch_block_ahead,
     ScalePairs,
 };
 use crate::quant::activation::BlockQ8K;
-use crate::quant::cast::f16_le;
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;
 
