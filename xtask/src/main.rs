@@ -18,8 +18,11 @@
 //! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
 //!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`); `aarch64 count`
 //!   prints NEON instructions per block beside candle's.
+//! - `ab REV [--native] TYPE COLS VARIANTS [ROUNDS] [KIB]`: one matvec through this checkout's
+//!   kernels and revision REV's, alternated in one process (see `ab.rs`; not in `ci`).
 
 mod aarch64;
+mod ab;
 mod firmware;
 mod miri;
 mod msrv;
@@ -54,13 +57,14 @@ fn main() -> ExitCode {
         "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
         "miri" => miri::run(),
+        "ab" => ab::ab(&std::env::args().skip(2).collect::<Vec<_>>()),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
             Some(Ok(seconds)) => fuzz::fuzz(seconds),
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|firmware|fuzz [SECONDS]>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|firmware|fuzz [SECONDS]|ab REV ...>");
             return ExitCode::from(2);
         }
     };
