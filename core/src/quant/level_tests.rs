@@ -382,6 +382,21 @@ fn every_level_gives_the_scalar_bits_for_every_type() {
     );
 }
 
+/// The VNNI level's K-quant kernels also have a form without VBMI (`vpermd` + `vpshufb` where the
+/// other uses `vpermb`); on a CPU with VBMI the tests above run the `vpermb` form, so this thread
+/// runs the same checks with the other.
+#[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+#[test]
+fn vnni_kernels_without_vbmi_give_the_scalar_bits() {
+    use super::arch::x86_64::WITHOUT_VBMI;
+    WITHOUT_VBMI.with(|off| off.set(true));
+    every_level_gives_the_scalar_bits_for_every_type();
+    every_rows_kernel_gives_each_rows_scalar_bits();
+    every_rows_kernel_gives_each_rows_scalar_bits_on_long_rows();
+    matmul_columns_equal_matvec_at_every_level();
+    WITHOUT_VBMI.with(|off| off.set(false));
+}
+
 #[test]
 fn block_views_of_test_rows_are_whole() {
     // The helpers above rely on rows being whole blocks.

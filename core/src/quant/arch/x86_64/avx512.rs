@@ -14,7 +14,7 @@ use super::avx2::{
     q5_k_parts, q6_k_activation_group, transpose_sums,
 };
 use crate::quant::activation::{BlockQ8K, BlockQ8_0};
-use crate::quant::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K};
+use crate::quant::k_quants::{BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::BlockQ4_0;
 
 /// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation.
@@ -22,6 +22,24 @@ use crate::quant::legacy::BlockQ4_0;
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(acc, a, b)
+}
+
+/// `lane_groups` by one `vpermb` (AVX-512 VBMI).
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vbmi")]
+pub(super) fn lane_groups_vbmi(v: __m256i) -> __m256i {
+    const ORDER: [u8; 32] = {
+        let mut order = [0u8; 32];
+        let mut i = 0;
+        while i < 32 {
+            order[i] = (i / 4 + 8 * (i % 4)) as u8;
+            i += 1;
+        }
+        order
+    };
+    // SAFETY: `ORDER` is 32 bytes; `loadu` has no alignment requirement.
+    let order = unsafe { _mm256_loadu_si256(ORDER.as_ptr().cast()) };
+    _mm256_permutexvar_epi8(order, v)
 }
 
 /// One sub-block pair of a Q4_K/Q5_K block in [`lane_groups`](super::avx2::lane_groups) order:
@@ -173,35 +191,55 @@ pub(super) fn vec_dot_q4_0(w: &[BlockQ4_0], x: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q4_0_impl(w, x) }
 }
 
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q4_k_impl(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins_unprepared::<true, _>(w, x, q4_k_parts)
+/// A VNNI K-quant vec_dot entry: `$body` compiled twice, with the const `$vbmi` false and, in a
+/// function that also enables AVX-512 VBMI, true; the second runs where `vbmi()` finds VBMI.
+macro_rules! k_vec_dot_entry {
+    ($(#[$doc:meta])* $name:ident($w:ty), |$wv:ident, $xv:ident, $vbmi:ident| $body:expr) => {
+        $(#[$doc])*
+        pub(super) fn $name($wv: &[$w], $xv: &[BlockQ8K]) -> f32 {
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            fn without_vbmi($wv: &[$w], $xv: &[BlockQ8K]) -> f32 {
+                const $vbmi: bool = false;
+                $body
+            }
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+            fn with_vbmi($wv: &[$w], $xv: &[BlockQ8K]) -> f32 {
+                const $vbmi: bool = true;
+                $body
+            }
+            if super::vbmi() {
+                // SAFETY: the table hands this kernel out only for an available AVX-512 VNNI
+                // level (`pick!`), and `vbmi()` found AVX-512 VBMI too.
+                unsafe { with_vbmi($wv, $xv) }
+            } else {
+                // SAFETY: as `vec_dot_q8_0`.
+                unsafe { without_vbmi($wv, $xv) }
+            }
+        }
+    };
 }
 
-/// `ggml_vec_dot_q4_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
-pub(super) fn vec_dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: as `vec_dot_q8_0`.
-    unsafe { vec_dot_q4_k_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q6_k_impl(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    dot_q6_k::<true, _>(w, x, x, |xb, g| q6_k_activation_group(&xb.qs, g))
-}
-
-/// `ggml_vec_dot_q6_K_q8_K_generic` with `vpdpwssd` scale products.
-pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: as `vec_dot_q8_0`.
-    unsafe { vec_dot_q6_k_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_q5_k_impl(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    dot_with_mins_unprepared::<true, _>(w, x, q5_k_parts)
-}
-
-/// `ggml_vec_dot_q5_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
-pub(super) fn vec_dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: as `vec_dot_q8_0`.
-    unsafe { vec_dot_q5_k_impl(w, x) }
-}
+k_vec_dot_entry!(
+    /// `ggml_vec_dot_q4_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
+    vec_dot_q4_k(BlockQ4K),
+    |w, x, VBMI| dot_with_mins_unprepared::<true, VBMI, _>(w, x, q4_k_parts)
+);
+k_vec_dot_entry!(
+    /// `ggml_vec_dot_q5_K_q8_K_generic` over `lane_groups` (`vpdpbusd` sums, `vpdpwssd` scales).
+    vec_dot_q5_k(BlockQ5K),
+    |w, x, VBMI| dot_with_mins_unprepared::<true, VBMI, _>(w, x, q5_k_parts)
+);
+k_vec_dot_entry!(
+    /// `ggml_vec_dot_q6_K_q8_K_generic` with `vpdpwssd` scale products.
+    vec_dot_q6_k(BlockQ6K),
+    |w, x, VBMI| dot_q6_k::<true, VBMI, _>(w, x, x, |xb, g| {
+        q6_k_activation_group::<VBMI>(&xb.qs, g)
+    })
+);
+k_vec_dot_entry!(
+    /// `ggml_vec_dot_q3_K_q8_K_generic` at AVX-512 VNNI (scale products by `vpdpwssd`).
+    vec_dot_q3_k(BlockQ3K),
+    |w, x, VBMI| super::q3_k::dot::<true, VBMI, _>(w, x, x, |xb, g| {
+        super::q3_k::activation_group::<VBMI>(&xb.qs, g)
+    })
+);

@@ -18,6 +18,32 @@ mod quantize_q2_k;
 mod rows;
 
 use crate::quant::table::{ArchKernels, Ops};
+#[cfg(test)]
+std::thread_local! {
+    /// Set by a test to run the VNNI level's K-quant kernels in their form without VBMI on this
+    /// thread, on a CPU that has VBMI.
+    pub(crate) static WITHOUT_VBMI: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Whether the VNNI level's K-quant kernels may use AVX-512 VBMI's `vpermb` (see
+/// `avx2::grouped`): known at compile time, or detected at run time under `std`; a `no_std` build
+/// without it compiled in says no. Both forms give the scalar twin's bits.
+fn vbmi() -> bool {
+    #[cfg(test)]
+    if WITHOUT_VBMI.with(|off| off.get()) {
+        return false;
+    }
+    if cfg!(all(
+        target_feature = "avx512vbmi",
+        target_feature = "avx512vl"
+    )) {
+        return true;
+    }
+    #[cfg(any(test, feature = "std"))]
+    return std::is_x86_feature_detected!("avx512vbmi");
+    #[allow(unreachable_code)]
+    false
+}
 
 /// AVX2 + F16C.
 pub(crate) const AVX2: ArchKernels = ArchKernels {
@@ -168,7 +194,7 @@ pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
         ..Ops::NONE
     },
     q3_k: Ops {
-        vec_dot: Some(q3_k::vec_dot_vnni),
+        vec_dot: Some(avx512::vec_dot_q3_k),
         rows: Some(rows::rows_q3_k_vnni),
         ..Ops::NONE
     },

@@ -12,8 +12,7 @@ use core::arch::x86_64::*;
 
 use super::avx2::f16_le;
 use super::avx2::{
-    accumulate, add_lanes, add_scaled_pair, lane_groups, load32, part, prefetch_block_ahead,
-    ScalePairs,
+    accumulate, add_lanes, add_scaled_pair, grouped, load32, part, prefetch_block_ahead, ScalePairs,
 };
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::common::unpack_q3_scales;
@@ -23,8 +22,8 @@ use crate::quant::k_quants::BlockQ3K;
 /// part of every row's `Σ (u - 4)·x` that depends on the activation alone.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn activation_group(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
-    let x = lane_groups(load32(part(qs, 32 * g)));
+pub(super) fn activation_group<const VBMI: bool>(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
+    let x = grouped::<VBMI>(load32(part(qs, 32 * g)));
     (x, _mm256_maddubs_epi16(_mm256_set1_epi8(4), x))
 }
 
@@ -84,7 +83,7 @@ fn half_quants(qs: __m256i, hmask: __m256i, half: usize) -> [__m256i; 4] {
 /// `g` of `x[k]` as [`activation_group`] does (computed here, or prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot<const VNNI: bool, A>(
+pub(super) fn dot<const VNNI: bool, const VBMI: bool, A>(
     w: &[BlockQ3K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -98,11 +97,11 @@ pub(super) fn dot<const VNNI: bool, A>(
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         scale_pairs.store(signed_scales(wb));
-        let hmask = lane_groups(load32(&wb.hmask));
+        let hmask = grouped::<VBMI>(load32(&wb.hmask));
         // One sum per half: two dependency chains of four, not one of eight.
         let mut half_sums = [_mm256_setzero_si256(); 2];
         for (half, acc) in half_sums.iter_mut().enumerate() {
-            let qs = lane_groups(load32(part(&wb.qs, 32 * half)));
+            let qs = grouped::<VBMI>(load32(part(&wb.qs, 32 * half)));
             for (quants, c) in half_quants(qs, hmask, half).into_iter().zip(0..) {
                 // Group 4·half + c: sub-blocks 8·half + 2c and 8·half + 2c + 1.
                 let k = 4 * half + c;
@@ -122,7 +121,7 @@ pub(super) fn dot<const VNNI: bool, A>(
 
 #[target_feature(enable = "avx2,f16c")]
 fn vec_dot_impl(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    dot::<false, _>(w, x, x, |xb, g| activation_group(&xb.qs, g))
+    dot::<false, false, _>(w, x, x, |xb, g| activation_group::<false>(&xb.qs, g))
 }
 
 /// `ggml_vec_dot_q3_K_q8_K_generic` at AVX2.
@@ -130,16 +129,4 @@ pub(super) fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
     // `Level::is_available`, which requires avx2 and f16c).
     unsafe { vec_dot_impl(w, x) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn vec_dot_vnni_impl(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    dot::<true, _>(w, x, x, |xb, g| activation_group(&xb.qs, g))
-}
-
-/// `ggml_vec_dot_q3_K_q8_K_generic` at AVX-512 VNNI (scale products by `vpdpwssd`).
-pub(super) fn vec_dot_vnni(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (avx2,
-    // f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
-    unsafe { vec_dot_vnni_impl(w, x) }
 }

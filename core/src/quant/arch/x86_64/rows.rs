@@ -14,8 +14,9 @@
 //!   activation in `lane_groups` order at every level (one `madd` per 32 values adds a group's
 //!   two sub-block sums to their lanes; `vpdpwssd` at VNNI); Q4_K and Q5_K do at the VNNI level
 //!   (one `vpdpbusd` per sub-block, one `vpdpwssd` per scale pair), keeping `pair_lanes` and
-//!   `LaneAcc` at AVX2, where `vpdpbusd` is missing. The legacy types take their integer sums by
-//!   `vpdpbusd` at VNNI (Q5's fifth bits by AVX-512 byte masks).
+//!   `LaneAcc` at AVX2, where `vpdpbusd` is missing. The VNNI entries of all four run a copy
+//!   compiled with AVX-512 VBMI (`lane_groups` in one `vpermb`) where the CPU has it. The legacy
+//!   types take their integer sums by `vpdpbusd` at VNNI (Q5's fifth bits by AVX-512 byte masks).
 //!
 //! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
 //! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
@@ -730,14 +731,16 @@ struct MinsActivation {
 impl MinsActivation {
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn of<const VNNI: bool>(xb: &BlockQ8K) -> MinsActivation {
+    fn of<const VNNI: bool, const VBMI: bool>(xb: &BlockQ8K) -> MinsActivation {
         let bsums: &[u8; 32] = bytemuck::cast_ref(&xb.bsums);
         // Per 128-bit half: the four even i16, then the four odd ones.
         let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
         let first = _mm_shuffle_epi8(load16(part(bsums, 0)), split);
         let second = _mm_shuffle_epi8(load16(part(bsums, 16)), split);
         MinsActivation {
-            groups: core::array::from_fn(|g| mins_layout::<VNNI>(load32(part(&xb.qs, 32 * g)))),
+            groups: core::array::from_fn(|g| {
+                mins_layout::<VNNI, VBMI>(load32(part(&xb.qs, 32 * g)))
+            }),
             even_bsums: _mm_unpacklo_epi64(first, second),
             odd_bsums: _mm_unpackhi_epi64(first, second),
         }
@@ -766,7 +769,7 @@ impl MinsActivation {
 /// [`dot_with_mins`] (`parts` reads a block, `single` is the type's vec_dot).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn mins_rows<const VNNI: bool, W>(
+fn mins_rows<const VNNI: bool, const VBMI: bool, W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -779,9 +782,9 @@ fn mins_rows<const VNNI: bool, W>(
         row_blocks,
         x,
         out,
-        |xb| MinsActivation::of::<VNNI>(xb),
+        |xb| MinsActivation::of::<VNNI, VBMI>(xb),
         |row, prepared| {
-            dot_with_mins::<VNNI, _, _>(
+            dot_with_mins::<VNNI, VBMI, _, _>(
                 row,
                 x,
                 prepared,
@@ -797,27 +800,27 @@ fn mins_rows<const VNNI: bool, W>(
 /// Q4_K rows: [`mins_rows`] over its blocks (`VNNI`: in `lane_groups` order, see `dot_with_mins`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q4_k<const VNNI: bool>(
+fn rows_q4_k<const VNNI: bool, const VBMI: bool>(
     w: &[BlockQ4K],
     row_blocks: usize,
     x: &[BlockQ8K],
     out: &mut [f32],
     single: fn(&[BlockQ4K], &[BlockQ8K]) -> f32,
 ) {
-    mins_rows::<VNNI, _>(w, row_blocks, x, out, q4_k_parts, single)
+    mins_rows::<VNNI, VBMI, _>(w, row_blocks, x, out, q4_k_parts, single)
 }
 
 /// Q5_K rows: [`mins_rows`] over its blocks (`VNNI`: in `lane_groups` order, see `dot_with_mins`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q5_k<const VNNI: bool>(
+fn rows_q5_k<const VNNI: bool, const VBMI: bool>(
     w: &[BlockQ5K],
     row_blocks: usize,
     x: &[BlockQ8K],
     out: &mut [f32],
     single: fn(&[BlockQ5K], &[BlockQ8K]) -> f32,
 ) {
-    mins_rows::<VNNI, _>(w, row_blocks, x, out, q5_k_parts, single)
+    mins_rows::<VNNI, VBMI, _>(w, row_blocks, x, out, q5_k_parts, single)
 }
 
 /// The two table entries of a rows kernel written once over `VNNI` (`$generic::<VNNI>(w,
@@ -845,6 +848,39 @@ macro_rules! rows_entries {
             // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level
             // (avx2, f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
             unsafe { body(w, row_blocks, x, out) }
+        }
+    };
+    // K-quant kernels generic over `<VNNI, VBMI>` as well: the VNNI entry runs the `vpermb` form
+    // where `vbmi()` finds AVX-512 VBMI.
+    ($generic:ident, $w:ty, $x:ty, $avx2:ident($avx2_single:path), $vnni:ident($vnni_single:path), vbmi) => {
+        /// Rows kernel, AVX2.
+        pub(super) fn $avx2(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            #[target_feature(enable = "avx2,f16c")]
+            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<false, false>(w, row_blocks, x, out, $avx2_single)
+            }
+            // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!`
+            // checks `Level::is_available`, which requires avx2 and f16c).
+            unsafe { body(w, row_blocks, x, out) }
+        }
+
+        /// Rows kernel, AVX-512 VNNI (with VBMI's `vpermb` where the CPU has it).
+        pub(super) fn $vnni(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<true, false>(w, row_blocks, x, out, $vnni_single)
+            }
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+            fn body_vbmi(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<true, true>(w, row_blocks, x, out, $vnni_single)
+            }
+            if super::vbmi() {
+                // SAFETY: an available AVX-512 VNNI level (`pick!`), and `vbmi()` found VBMI.
+                unsafe { body_vbmi(w, row_blocks, x, out) }
+            } else {
+                // SAFETY: an available AVX-512 VNNI level (`pick!`).
+                unsafe { body(w, row_blocks, x, out) }
+            }
         }
     };
 }
@@ -882,28 +918,32 @@ rows_entries!(
     BlockQ4K,
     BlockQ8K,
     rows_q4_k_avx2(super::avx2::vec_dot_q4_k),
-    rows_q4_k_vnni(super::avx512::vec_dot_q4_k)
+    rows_q4_k_vnni(super::avx512::vec_dot_q4_k),
+    vbmi
 );
 rows_entries!(
     rows_q3_k,
     BlockQ3K,
     BlockQ8K,
     rows_q3_k_avx2(super::q3_k::vec_dot),
-    rows_q3_k_vnni(super::q3_k::vec_dot_vnni)
+    rows_q3_k_vnni(super::avx512::vec_dot_q3_k),
+    vbmi
 );
 rows_entries!(
     rows_q6_k,
     BlockQ6K,
     BlockQ8K,
     rows_q6_k_avx2(super::avx2::vec_dot_q6_k),
-    rows_q6_k_vnni(super::avx512::vec_dot_q6_k)
+    rows_q6_k_vnni(super::avx512::vec_dot_q6_k),
+    vbmi
 );
 rows_entries!(
     rows_q5_k,
     BlockQ5K,
     BlockQ8K,
     rows_q5_k_avx2(super::avx2::vec_dot_q5_k),
-    rows_q5_k_vnni(super::avx512::vec_dot_q5_k)
+    rows_q5_k_vnni(super::avx512::vec_dot_q5_k),
+    vbmi
 );
 
 /// Q6_K rows: besides the shuffles, each group's `maddubs(32, x)` is prepared too (two of the
@@ -911,7 +951,7 @@ rows_entries!(
 /// `vpdpwssd`.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q6_k<const VNNI: bool>(
+fn rows_q6_k<const VNNI: bool, const VBMI: bool>(
     w: &[BlockQ6K],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -924,10 +964,10 @@ fn rows_q6_k<const VNNI: bool>(
         x,
         out,
         |xb| -> [(__m256i, __m256i); 8] {
-            core::array::from_fn(|g| q6_k_activation_group(&xb.qs, g))
+            core::array::from_fn(|g| q6_k_activation_group::<VBMI>(&xb.qs, g))
         },
         |row, paired| {
-            dot_q6_k::<VNNI, _>(row, x, paired, |groups, g| {
+            dot_q6_k::<VNNI, VBMI, _>(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
@@ -939,7 +979,7 @@ fn rows_q6_k<const VNNI: bool>(
 /// (`VNNI`: scale products by `vpdpwssd`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn rows_q3_k<const VNNI: bool>(
+fn rows_q3_k<const VNNI: bool, const VBMI: bool>(
     w: &[BlockQ3K],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -952,10 +992,10 @@ fn rows_q3_k<const VNNI: bool>(
         x,
         out,
         |xb| -> [(__m256i, __m256i); 8] {
-            core::array::from_fn(|g| super::q3_k::activation_group(&xb.qs, g))
+            core::array::from_fn(|g| super::q3_k::activation_group::<VBMI>(&xb.qs, g))
         },
         |row, paired| {
-            super::q3_k::dot::<VNNI, _>(row, x, paired, |groups, g| {
+            super::q3_k::dot::<VNNI, VBMI, _>(row, x, paired, |groups, g| {
                 groups.get(g).copied().unwrap_or(groups[0])
             })
         },
