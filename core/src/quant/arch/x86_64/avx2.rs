@@ -128,22 +128,13 @@ pub(super) fn prefetch_block_ahead<W>(block: &W) {
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn lane_groups(v: __m256i) -> __m256i {
-    #[cfg(all(target_feature = "avx512vbmi", target_feature = "avx512vl"))]
-    {
-        const ORDER: [u8; 32] = {
-            let mut order = [0u8; 32];
-            let mut i = 0;
-            while i < 32 {
-                order[i] = (i / 4 + 8 * (i % 4)) as u8;
-                i += 1;
-            }
-            order
-        };
-        // SAFETY: `ORDER` is 32 bytes; `loadu` has no alignment requirement.
-        let order = unsafe { _mm256_loadu_si256(ORDER.as_ptr().cast()) };
-        // SAFETY: this build's target features include AVX-512 VBMI and VL (the `cfg` above).
-        return unsafe { _mm256_permutexvar_epi8(order, v) };
-    }
+    #[cfg(all(
+        target_feature = "avx512vbmi",
+        target_feature = "avx512vl",
+        target_feature = "avx512bw"
+    ))]
+    // SAFETY: this build's target features include AVX-512 F, BW, VL and VBMI (the `cfg` above).
+    return unsafe { super::avx512::lane_groups_vbmi(v) };
     #[allow(unreachable_code)]
     let dwords = opaque(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
     let halves = opaque(_mm256_permutevar8x32_epi32(v, dwords));
