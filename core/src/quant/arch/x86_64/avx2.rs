@@ -462,8 +462,9 @@ fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
 /// Below the VNNI level each pair of sub-blocks is two `maddubs` (element `k` beside `k + 8`, one
 /// lane) into a [`LaneAcc`]. At the VNNI level the quants are in [`lane_groups`] order: one
 /// `vpdpbusd` per sub-block leaves its eight lane sums in lane order, and one `vpdpwssd` scales
-/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order: Q4_K
-/// rows +5-17% on Zen 4).
+/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order). Zen 4,
+/// `cargo xtask ab`, cached rows: Q4_K +11-16% built `-C target-cpu=native` (`vpermb`), level in
+/// a plain build with the two-shuffle permutation, +8% there with the VBMI copy.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
@@ -684,8 +685,7 @@ pub(super) fn dot_q6_k<const VNNI: bool, const VBMI: bool, A>(
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         scale_pairs.store(_mm256_cvtepi8_epi16(load16(&wb.scales)));
-        // One sum per half: two dependency chains of four, not one of eight (+3-5% on Zen 4).
-        let mut half_sums = [_mm256_setzero_si256(); 2];
+        let mut acc = _mm256_setzero_si256();
         let halves = wb.ql.chunks_exact(64).zip(wb.qh.chunks_exact(32));
         for (half, (ql, qh)) in halves.enumerate() {
             // Reordered before the bit extraction (bytewise, so it commutes): three permutes,
@@ -709,14 +709,13 @@ pub(super) fn dot_q6_k<const VNNI: bool, const VBMI: bool, A>(
                 // Σ (u - 32)·x = maddubs(u, x) - maddubs(32, x): each i16 is below 2·63·128 +
                 // 2·32·128 in magnitude, exact.
                 let pair_sums = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
-                let acc = &mut half_sums[half & 1];
-                *acc = add_scaled_pair::<VNNI>(*acc, pair_sums, scale_pairs.get(k));
+                acc = add_scaled_pair::<VNNI>(acc, pair_sums, scale_pairs.get(k));
             }
         }
         let d = f16_le(wb.d) * xb.scale();
         let (lanes, d_before) = pending;
         sums = accumulate(sums, d_before, lanes);
-        pending = (_mm256_add_epi32(half_sums[0], half_sums[1]), d);
+        pending = (acc, d);
     }
     let (lanes, d) = pending;
     add_lanes(0.0, accumulate(sums, d, lanes))

@@ -10,9 +10,9 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::f16_le;
 use super::avx2::{
-    accumulate, add_lanes, add_scaled_pair, grouped, load32, part, prefetch_block_ahead, ScalePairs,
+    accumulate, add_lanes, add_scaled_pair, f16_le, grouped, load32, part, prefetch_block_ahead,
+    ScalePairs,
 };
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::common::unpack_q3_scales;
@@ -98,22 +98,21 @@ pub(super) fn dot<const VNNI: bool, const VBMI: bool, A>(
         prefetch_block_ahead(wb);
         scale_pairs.store(signed_scales(wb));
         let hmask = grouped::<VBMI>(load32(&wb.hmask));
-        // One sum per half: two dependency chains of four, not one of eight.
-        let mut half_sums = [_mm256_setzero_si256(); 2];
-        for (half, acc) in half_sums.iter_mut().enumerate() {
+        let mut acc = _mm256_setzero_si256();
+        for half in 0..2 {
             let qs = grouped::<VBMI>(load32(part(&wb.qs, 32 * half)));
             for (quants, c) in half_quants(qs, hmask, half).into_iter().zip(0..) {
                 // Group 4·half + c: sub-blocks 8·half + 2c and 8·half + 2c + 1.
                 let k = 4 * half + c;
                 let (x, bias_x) = group(xp, k);
                 let pair_sums = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
-                *acc = add_scaled_pair::<VNNI>(*acc, pair_sums, scale_pairs.get(k));
+                acc = add_scaled_pair::<VNNI>(acc, pair_sums, scale_pairs.get(k));
             }
         }
         let d = f16_le(wb.d) * xb.scale();
         let (lanes, d_before) = pending;
         sums = accumulate(sums, d_before, lanes);
-        pending = (_mm256_add_epi32(half_sums[0], half_sums[1]), d);
+        pending = (acc, d);
     }
     let (lanes, d) = pending;
     add_lanes(0.0, accumulate(sums, d, lanes))

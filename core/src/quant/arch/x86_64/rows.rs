@@ -825,51 +825,25 @@ fn rows_q5_k<const VNNI: bool, const VBMI: bool>(
 
 /// The two table entries of a rows kernel written once over `VNNI` (`$generic::<VNNI>(w,
 /// row_blocks, x, out, single)`): `$avx2` compiled for AVX2 + F16C with `$avx2_single` for rows
-/// past the last group, `$vnni` for the AVX-512 VNNI level with `$vnni_single`.
+/// past the last group, `$vnni` for the AVX-512 VNNI level with `$vnni_single`. With a trailing
+/// `vbmi`, the kernel is generic over `<VNNI, VBMI>` and the VNNI entry holds a second copy,
+/// compiled with AVX-512 VBMI, that runs where `vbmi()` finds it.
 macro_rules! rows_entries {
     ($generic:ident, $w:ty, $x:ty, $avx2:ident($avx2_single:path), $vnni:ident($vnni_single:path)) => {
-        /// Rows kernel, AVX2.
-        pub(super) fn $avx2(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-            #[target_feature(enable = "avx2,f16c")]
-            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-                $generic::<false>(w, row_blocks, x, out, $avx2_single)
-            }
-            // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!`
-            // checks `Level::is_available`, which requires avx2 and f16c).
-            unsafe { body(w, row_blocks, x, out) }
-        }
-
+        rows_entries!(@avx2 $generic[false], $w, $x, $avx2($avx2_single));
         /// Rows kernel, AVX-512 VNNI.
         pub(super) fn $vnni(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-                $generic::<true>(w, row_blocks, x, out, $vnni_single)
-            }
+            rows_entries!(@vnni_body body $generic[true], $w, $x, $vnni_single);
             // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level
             // (avx2, f16c, avx512f/bw/vl and avx512vnni, checked by `pick!`).
             unsafe { body(w, row_blocks, x, out) }
         }
     };
-    // K-quant kernels generic over `<VNNI, VBMI>` as well: the VNNI entry runs the `vpermb` form
-    // where `vbmi()` finds AVX-512 VBMI.
     ($generic:ident, $w:ty, $x:ty, $avx2:ident($avx2_single:path), $vnni:ident($vnni_single:path), vbmi) => {
-        /// Rows kernel, AVX2.
-        pub(super) fn $avx2(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-            #[target_feature(enable = "avx2,f16c")]
-            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-                $generic::<false, false>(w, row_blocks, x, out, $avx2_single)
-            }
-            // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!`
-            // checks `Level::is_available`, which requires avx2 and f16c).
-            unsafe { body(w, row_blocks, x, out) }
-        }
-
+        rows_entries!(@avx2 $generic[false, false], $w, $x, $avx2($avx2_single));
         /// Rows kernel, AVX-512 VNNI (with VBMI's `vpermb` where the CPU has it).
         pub(super) fn $vnni(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
-                $generic::<true, false>(w, row_blocks, x, out, $vnni_single)
-            }
+            rows_entries!(@vnni_body body $generic[true, false], $w, $x, $vnni_single);
             #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
             fn body_vbmi(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
                 $generic::<true, true>(w, row_blocks, x, out, $vnni_single)
@@ -881,6 +855,24 @@ macro_rules! rows_entries {
                 // SAFETY: an available AVX-512 VNNI level (`pick!`).
                 unsafe { body(w, row_blocks, x, out) }
             }
+        }
+    };
+    (@avx2 $generic:ident[$($args:tt)*], $w:ty, $x:ty, $avx2:ident($avx2_single:path)) => {
+        /// Rows kernel, AVX2.
+        pub(super) fn $avx2(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            #[target_feature(enable = "avx2,f16c")]
+            fn body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+                $generic::<$($args)*>(w, row_blocks, x, out, $avx2_single)
+            }
+            // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!`
+            // checks `Level::is_available`, which requires avx2 and f16c).
+            unsafe { body(w, row_blocks, x, out) }
+        }
+    };
+    (@vnni_body $body:ident $generic:ident[$($args:tt)*], $w:ty, $x:ty, $single:path) => {
+        #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        fn $body(w: &[$w], row_blocks: usize, x: &[$x], out: &mut [f32]) {
+            $generic::<$($args)*>(w, row_blocks, x, out, $single)
         }
     };
 }
