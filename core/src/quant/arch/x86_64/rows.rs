@@ -25,7 +25,12 @@
 //! single-row K-quant kernels, were slower than the AVX2 single-row kernels there. On Zen 3:
 //! four-row AVX2 Q4_K and Q6_K kernels sharing the activation's shuffles, bias sums and float
 //! steps (`rows_k.rs` in the branch history) were level with one vec_dot per row for Q4_K and
-//! 10% slower for Q6_K.
+//! 10% slower for Q6_K. Zen 4, Q4_K rows at VNNI (`cargo xtask ab`, native build, same bits):
+//! unpacking the packed scales and mins with byte shuffles instead of word masks (80
+//! instructions a block instead of 98, but six more on the vector pipes) was 6-9% slower, in L2
+//! as from L3; a `maddubs` per sub-block scaled by `vpdpwssd` from a memory broadcast, 7-8%
+//! slower; two accumulators for a block's scale chain, level. That loop is bound by its vector
+//! work, not by how many instructions it issues: scalar work there is close to free.
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
