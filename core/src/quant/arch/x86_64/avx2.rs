@@ -93,7 +93,8 @@ pub(super) fn prefetch_range_l2(start: *const i8, len: usize) {
 /// rows back to back, so this runs into the next row, as the summing will. (Zen 3, 512 MiB
 /// one-row matvec, two rounds: Q6_K 14.4-14.6 / 13.9-15.8 / 16.2 GB/s at 1 / 2 / 4 KiB, Q4_K
 /// level at ~14 GB/s, its kernel's own speed. Zen 4, `cargo xtask ab`, Q4_K over 256 MiB,
-/// three rounds each against 4 KiB: 1 KiB 2-4% and 16 KiB 2-12% slower.)
+/// three rounds each against 4 KiB: 1 KiB 2-4% and 16 KiB 2-12% slower; into L2 at 8 KiB
+/// Q4_K -6..-9%, Q6_K level; T0 at 4 KiB plus L2 at 16 KiB Q4_K -10..-20%, Q6_K level.)
 const K_PREFETCH_BYTES: usize = 4096;
 
 /// `v`, with what LLVM knows of it hidden behind an empty `asm!`, where its shuffle combining
