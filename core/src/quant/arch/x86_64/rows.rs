@@ -29,8 +29,10 @@
 //! unpacking the packed scales and mins with byte shuffles instead of word masks (80
 //! instructions a block instead of 98, but six more on the vector pipes) was 6-9% slower, in L2
 //! as from L3; a `maddubs` per sub-block scaled by `vpdpwssd` from a memory broadcast, 7-8%
-//! slower; two accumulators for a block's scale chain, level. That loop is bound by its vector
-//! work, not by how many instructions it issues: scalar work there is close to free. Q4_0 rows
+//! slower; two accumulators for a block's scale chain, level; one `vpermt2w` for the
+//! `vpslld` + `vpblendw` that pair two sub-block sums, level (4 fewer vector uops a block). So
+//! neither the instruction count nor the vector uops alone bound that loop, and scalar work
+//! there is close to free. Q4_0 rows
 //! with each step's eight blocks addressed from one base hidden from LLVM (no eight row
 //! pointers to spill): a plain build's VNNI step went from 115 to 91 instructions and +8-13%,
 //! but a native build's from 90 to 99 and -9..-12% (AVX2 level -2..-6% plain): dropped.
