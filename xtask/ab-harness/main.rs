@@ -3,7 +3,8 @@
 //! `miniquant_old`) in one process, alternated round by round, with the read bandwidth measured
 //! first. On a shared machine whose speed moves in phases, two separate processes disagree by more
 //! than two kernels differ; alternating in one process keeps both in the same phase. Every call's
-//! output must have the same bits as the first one's, or the run stops.
+//! output must have the same bits as the first one's, or the run stops (unless `AB_NO_BITS` is
+//! set: for ablations, where the new side leaves work out on purpose and only its time counts).
 //!
 //! Arguments: TYPE COLS VARIANTS [ROUNDS] [KIB], VARIANTS a comma list of `old:LEVEL` and
 //! `new:LEVEL` (LEVEL as `MINIQUANT_LEVEL` takes it, or `auto`); ROUNDS (default 20) rounds, the
@@ -131,7 +132,7 @@ fn run() -> Result<(), String> {
             let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
             match &first_bits {
                 None => first_bits = Some(bits),
-                Some(first) if *first != bits => {
+                Some(first) if *first != bits && std::env::var_os("AB_NO_BITS").is_none() => {
                     return Err(format!("{} gave other bits than the first call", variant.name()))
                 }
                 Some(_) => {}
