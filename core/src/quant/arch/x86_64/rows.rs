@@ -32,7 +32,8 @@
 //! slower; two accumulators for a block's scale chain, level; one `vpermt2w` for the
 //! `vpslld` + `vpblendw` that pair two sub-block sums, level (4 fewer vector uops a block);
 //! the scale pairs spread in general registers, stored, and broadcast from memory into
-//! `vpdpwssd` (no scale shuffles), -3..-6%. Ablations (results wrong, timing only): without
+//! `vpdpwssd` (no scale shuffles), -3..-6%; the scales unpacked one block early, -5..-13%.
+//! Ablations (results wrong, timing only): without
 //! the per-block scale unpacking +13-17%, without the mins' dot +12%, without the float steps
 //! +8%. So
 //! neither the instruction count nor the vector uops alone bound that loop, and scalar work
