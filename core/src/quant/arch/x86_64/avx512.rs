@@ -8,9 +8,8 @@
 use core::arch::asm;
 use core::arch::x86_64::*;
 
-use super::avx2::f16_le;
 use super::avx2::{
-    dot_q6_k, dot_with_mins_unprepared, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
+    dot_q6_k, dot_with_mins_unprepared, f16_le, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
     q5_k_parts, q6_k_activation_group, transpose_sums,
 };
 use crate::quant::activation::{BlockQ8K, BlockQ8_0};
@@ -64,7 +63,8 @@ pub(super) fn grouped_pair(
 /// `vpdpwssd acc, a, b`: `acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]` (i16 products, wrapping i32
 /// sum: `madd` then `add`, in one instruction). Through `asm!`, not the intrinsic: under the
 /// generic tuning of a plain build LLVM turns each `vpdpwssd` after the first of a chain back
-/// into `vpmaddwd` + `vpaddd` (Zen 4, `cargo xtask ab`, plain build: Q4_K and Q5_K rows 2-5% slower with the intrinsic).
+/// into `vpmaddwd` + `vpaddd` (Zen 4, `cargo xtask ab`, plain build: Q4_K and Q5_K rows 2-5%
+/// slower with the intrinsic).
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {

@@ -34,11 +34,9 @@
 //! `vpslld` + `vpblendw` that pair two sub-block sums, level (4 fewer vector uops a block);
 //! the scale pairs spread in general registers, stored, and broadcast from memory into
 //! `vpdpwssd` (no scale shuffles), -3..-6%; the scales unpacked one block early, -5..-13%.
-//! Ablations (results wrong, timing only): without
-//! the per-block scale unpacking +13-17%, without the mins' dot +12%, without the float steps
-//! +8%. So
-//! neither the instruction count nor the vector uops alone bound that loop, and scalar work
-//! there is close to free. Q4_0 rows with each step's eight blocks addressed from one base
+//! Ablations (results wrong, timing only): without the per-block scale unpacking +13-17%,
+//! without the mins' dot +12%, without the float steps +8%. So neither the instruction count
+//! nor the vector uops alone bound that loop, and scalar work there is close to free. Q4_0 rows with each step's eight blocks addressed from one base
 //! hidden from LLVM (no eight row pointers to spill): a plain build's VNNI step went from 115
 //! to 91 instructions and +8-13%, but a native build's from 90 to 99 and -9..-12% (AVX2 level
 //! -2..-6% plain): dropped.
@@ -538,7 +536,7 @@ fn q5_block_masked(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
 /// ([`q5_block_masked`]) against the activation block as it is, then [`transposed_less`].
 /// (Zen 4, `cargo xtask ab`, against two blocks a vector as [`pair_sums`] lays them out, whose
 /// fifth bits take their masks apart and together in general registers: Q5_0 rows 97 instead
-/// of 144 instructions a step native, cache-resident +1-16%, 256 MiB +4-20%.)
+/// of 144 instructions a step native, cache-resident +8-12%, 256 MiB +4-20%.)
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn q5_block_sums<W>(
