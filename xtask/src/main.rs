@@ -1,8 +1,8 @@
 //! `cargo xtask <task>`: the project's one-command build and test orchestration, identical on a
 //! developer machine and in CI.
 //!
-//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
-//!   venv), then run
+//! - `ci`: print which x86 kernel levels this CPU lets the tests run (see `levels.rs`), install
+//!   what the tests need (rustup target, model files, ggml's C sources, a gguf-py venv), then run
 //!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.89), the no_std build of
 //!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
 //! - `fetch`: only the installs and downloads.
@@ -14,6 +14,7 @@
 //!   (also the last step of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
+//! - `levels`: which x86 kernel levels this CPU runs (and so tests); `ci` and `test` print it.
 //! - `miri`: the core's unit tests under Miri on the scalar build (see `miri.rs`; not in `ci`).
 //! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
 //!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`); `aarch64 count`
@@ -34,20 +35,26 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod fuzz;
+mod levels;
 
 const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
-        "ci" => fetch()
-            .and_then(|()| checks())
-            .and_then(|()| tests())
-            .and_then(|()| overflow::tests())
-            .and_then(|()| scalar_only::run())
-            .and_then(|()| aarch64::cross_tests())
-            .and_then(|()| firmware::firmware())
-            .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
+        "ci" => {
+            levels::print();
+            let result = fetch()
+                .and_then(|()| checks())
+                .and_then(|()| tests())
+                .and_then(|()| overflow::tests())
+                .and_then(|()| scalar_only::run())
+                .and_then(|()| aarch64::cross_tests())
+                .and_then(|()| firmware::firmware())
+                .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS));
+            levels::print();
+            result
+        }
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
@@ -57,6 +64,10 @@ fn main() -> ExitCode {
         "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
         "miri" => miri::run(),
+        "levels" => {
+            levels::print();
+            Ok(())
+        }
         "ab" => ab::ab(&std::env::args().skip(2).collect::<Vec<_>>()),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
@@ -64,7 +75,7 @@ fn main() -> ExitCode {
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|firmware|fuzz [SECONDS]|ab REV ...>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|levels|firmware|fuzz [SECONDS]|ab REV ...>");
             return ExitCode::from(2);
         }
     };
@@ -169,6 +180,7 @@ fn no_std_build() -> Result<(), String> {
 }
 
 fn tests() -> Result<(), String> {
+    levels::print();
     run(
         "cargo",
         &["test", "--workspace", "--release", "--no-fail-fast"],

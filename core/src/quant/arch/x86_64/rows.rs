@@ -36,10 +36,10 @@
 //! `vpdpwssd` (no scale shuffles), -3..-6%; the scales unpacked one block early, -5..-13%.
 //! Ablations (results wrong, timing only): without the per-block scale unpacking +13-17%,
 //! without the mins' dot +12%, without the float steps +8%. So neither the instruction count
-//! nor the vector uops alone bound that loop, and scalar work there is close to free. Q4_0 rows with each step's eight blocks addressed from one base
-//! hidden from LLVM (no eight row pointers to spill): a plain build's VNNI step went from 115
-//! to 91 instructions and +8-13%, but a native build's from 90 to 99 and -9..-12% (AVX2 level
-//! -2..-6% plain): dropped.
+//! nor the vector uops alone bound that loop, and scalar work there is close to free. Q4_0 rows
+//! with each step's eight blocks addressed from one base hidden from LLVM (no eight row pointers
+//! to spill): a plain build's VNNI step went from 115 to 91 instructions and +8-13%, but a native
+//! build's from 90 to 99 and -9..-12% (AVX2 level -2..-6% plain): dropped.
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
