@@ -80,7 +80,9 @@ struct Summary {
 /// matvec at memory speed outnumber L1's miss buffers. (Zen 4, 512 MiB one-row matvec at the
 /// VNNI level, alternated: Q8_0 11.3 GB/s with L1 prefetches two groups ahead, 24-25 GB/s into
 /// L2 at 11-22 KiB ahead, 16.4 at 5 KiB; Q4_1 16.6 → 21.4-21.9 at 9-12 KiB, 18.7 at 6 KiB;
-/// Q5_0 and Q4_0 best at 9-11 KiB. Without prefetches: Q8_0 8 GB/s, Q4_1 9.7.)
+/// Q5_0 and Q4_0 best at 9-11 KiB. Without prefetches: Q8_0 8 GB/s, Q4_1 9.7. Zen 3, AVX2,
+/// `cargo xtask ab`, Q8_0 256 MiB at 640 columns, against 8 KiB: 4 KiB level, 16 KiB -1..-16%,
+/// 32 KiB -16..-22%.)
 const LEGACY_PREFETCH_BYTES: usize = 8 << 10;
 
 /// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane
