@@ -1,53 +1,56 @@
-//! Which x86 kernel levels this machine's tests actually run. The level tests, the real-file
-//! tests and the `kernels` fuzz target hold every level *the CPU has* to the scalar bits; a level
-//! it lacks is compiled and linted but never executed, and nothing emulates AVX-512 here
+//! Which kernel levels this machine's tests actually run. The level tests, the real-file tests
+//! and the `kernels` fuzz target hold every level *the CPU has* to the scalar bits; a level it
+//! lacks is compiled and linted but never executed, and nothing emulates AVX-512 here
 //! (qemu-x86_64 7.2's TCG stops at AVX2). So a green run on an AVX2-only host (seen: a Zen 3
-//! CI machine) says nothing about the AVX-512 VNNI kernels; `ci` prints that at its start and
-//! end. The feature lists are `core`'s `level::detected` (kept dependency-free here).
+//! CI machine) says nothing about the AVX-512 VNNI kernels; `ci` prints that before its tests
+//! and at its end. Availability is the core's own (`Level::is_available`).
 
-/// One line naming the x86 levels run natively and those skipped (empty off x86_64).
+use miniquant::quant::level::Level;
+
+/// The levels of this host's architecture, lowest first (what the native tests can run).
+const HOST_LEVELS: &[Level] = if cfg!(target_arch = "x86_64") {
+    &[Level::Scalar, Level::Avx2, Level::Avx512Vnni]
+} else if cfg!(target_arch = "aarch64") {
+    &[Level::Scalar, Level::Neon, Level::Dotprod, Level::I8mm]
+} else {
+    &[Level::Scalar]
+};
+
+/// One line naming the levels run natively and those skipped.
 pub fn report() -> String {
+    let (run, skipped): (Vec<Level>, Vec<Level>) =
+        HOST_LEVELS.iter().partition(|l| l.is_available());
+    let names = |levels: &[Level]| {
+        levels
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut run = names(&run);
+    // The VNNI kernels' second copies, compiled with AVX-512 VBMI, run only where it is present
+    // (Cascade Lake has VNNI without it).
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::is_x86_feature_detected as has;
-        let avx2 = has!("avx2") && has!("f16c");
-        let vnni =
-            avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
-        let vbmi = vnni && has!("avx512vbmi");
-        let mut run = vec!["scalar"];
-        let mut skipped = Vec::new();
-        for (name, present) in [
-            ("avx2", avx2),
-            ("avx512vnni", vnni),
-            ("avx512vnni+vbmi copies", vbmi),
-        ] {
-            if present {
-                run.push(name);
-            } else {
-                skipped.push(name);
-            }
-        }
-        let skipped = if skipped.is_empty() {
-            "none".to_string()
+    if Level::Avx512Vnni.is_available() {
+        let vbmi = std::is_x86_feature_detected!("avx512vbmi");
+        run += if vbmi {
+            " (with its VBMI copies)"
         } else {
-            format!(
-                "{} (this CPU lacks them: not tested here)",
-                skipped.join(", ")
-            )
+            " (not its VBMI copies)"
         };
-        format!(
-            "xtask: x86_64 kernel levels run natively: {}; skipped: {skipped}",
-            run.join(", ")
-        )
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    String::new()
+    let skipped = if skipped.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{} (this CPU lacks them: not tested here)", names(&skipped))
+    };
+    format!(
+        "xtask: {} kernel levels run natively: {run}; skipped: {skipped}",
+        std::env::consts::ARCH
+    )
 }
 
-/// Prints [`report`] (on stderr, beside the commands' output) unless it is empty.
+/// Prints [`report`] on stderr, beside the commands' output.
 pub fn print() {
-    let line = report();
-    if !line.is_empty() {
-        eprintln!("{line}");
-    }
+    eprintln!("{}", report());
 }

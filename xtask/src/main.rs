@@ -1,10 +1,11 @@
 //! `cargo xtask <task>`: the project's one-command build and test orchestration, identical on a
 //! developer machine and in CI.
 //!
-//! - `ci`: print which x86 kernel levels this CPU lets the tests run (see `levels.rs`), install
-//!   what the tests need (rustup target, model files, ggml's C sources, a gguf-py venv), then run
-//!   fmt, clippy, rustdoc, the build with the declared `rust-version` (1.89), the no_std build of
-//!   `core` for `thumbv7em-none-eabihf`, and every test (doctests included).
+//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
+//!   venv), then run fmt, clippy, rustdoc, the build with the declared `rust-version` (1.89),
+//!   the no_std build of `core` for `thumbv7em-none-eabihf`, and every test (doctests included);
+//!   which kernel levels this CPU let the tests run is printed before them and at the end (see
+//!   `levels.rs`).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
@@ -14,7 +15,7 @@
 //!   (also the last step of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
-//! - `levels`: which x86 kernel levels this CPU runs (and so tests); `ci` and `test` print it.
+//! - `levels`: which kernel levels this CPU runs (and so tests); `ci` and `test` print it.
 //! - `miri`: the core's unit tests under Miri on the scalar build (see `miri.rs`; not in `ci`).
 //! - `aarch64`: the core's tests (NEON, dotprod, i8mm kernels against their scalar twins) under
 //!   qemu-aarch64 for CPU models max, cortex-a76 and cortex-a72 (part of `ci`); `aarch64 count`
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "ci" => {
-            levels::print();
+            // `tests()` prints the levels before the tests; again here, next to the summary.
             let result = fetch()
                 .and_then(|()| checks())
                 .and_then(|()| tests())
