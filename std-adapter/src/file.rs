@@ -7,6 +7,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::Mmap;
 use miniquant::gguf::{ByteOrder, Limits};
@@ -14,6 +15,7 @@ use miniquant::quant::byte_order;
 use miniquant::{Error, GgmlType, Result};
 
 use crate::index::{Index, TensorEntry};
+use crate::signals::WatchedMap;
 use crate::validate::{self, Report};
 
 /// Why a file could not be opened. Its `Debug` is as short as its `Display` (a `?` in `main`
@@ -64,18 +66,37 @@ impl From<std::io::Error> for OpenError {
     }
 }
 
+/// Whether regular files are memory-mapped (the default) or read into memory, for the whole
+/// process.
+static MAP_FILES: AtomicBool = AtomicBool::new(true);
+
+/// Whether [`GgufFile`] memory-maps regular files (`true`, the default) or reads them into memory
+/// (`false`), from now on and for the whole process. Reading costs memory and time but cannot
+/// fail later: a mapped file that another process truncates while it is read raises SIGBUS
+/// (which [`crate::signals::install`] turns into an error message).
+pub fn set_memory_mapping(enabled: bool) {
+    MAP_FILES.store(enabled, Ordering::Relaxed);
+}
+
 /// The bytes of a file: a read-only memory map; or what was read from a stream; or nothing for an
 /// empty file (which cannot be mapped on every platform).
 enum Bytes {
-    Mapped(Mmap),
+    Mapped(Mapped),
     Read(Vec<u8>),
     Empty,
+}
+
+/// A memory map, watched by the SIGBUS handler while it lives.
+struct Mapped {
+    // Dropped first: the handler stops watching the range before it is unmapped.
+    _watch: WatchedMap,
+    map: Mmap,
 }
 
 impl Bytes {
     fn as_slice(&self) -> &[u8] {
         match self {
-            Self::Mapped(m) => m,
+            Self::Mapped(m) => &m.map,
             Self::Read(v) => v,
             Self::Empty => &[],
         }
@@ -175,6 +196,7 @@ impl GgufFile {
 
     /// Maps a regular file; reads anything else that is not a directory (a FIFO, `/dev/stdin`).
     fn load(path: impl AsRef<Path>) -> Result<Bytes, std::io::Error> {
+        let path = path.as_ref();
         let mut file = File::open(path)?;
         let metadata = file.metadata()?;
         if metadata.is_dir() {
@@ -184,7 +206,7 @@ impl GgufFile {
                 "is a directory",
             ));
         }
-        if !metadata.is_file() {
+        if !metadata.is_file() || !MAP_FILES.load(Ordering::Relaxed) {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)?;
             return Ok(Bytes::Read(bytes));
@@ -196,8 +218,13 @@ impl GgufFile {
             // SAFETY: the mapping is read-only and private to this process. Another process
             // truncating or rewriting the file while it is mapped would change or unmap the bytes
             // under us; like every mmap-based loader (ggml, candle, safetensors) we accept that the
-            // model file is not modified while in use.
-            Bytes::Mapped(unsafe { Mmap::map(&file)? })
+            // model file is not modified while in use. A shrunk file faults with SIGBUS, which
+            // the handler of `crate::signals` reports for the path watched here.
+            let map = unsafe { Mmap::map(&file)? };
+            Bytes::Mapped(Mapped {
+                _watch: WatchedMap::watch(&map, path),
+                map,
+            })
         })
     }
 

@@ -44,6 +44,7 @@ mod names;
 pub mod npy;
 pub mod output_file;
 pub mod parallel;
+pub mod signals;
 pub mod stats;
 pub mod tensor;
 pub mod validate;

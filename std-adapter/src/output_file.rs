@@ -8,11 +8,15 @@
 //!   temporary name then renamed over OUT (rename replaces atomically, link does not).
 //! - Elsewhere, or when the file system refuses `O_TMPFILE` (EOPNOTSUPP, EISDIR on old kernels,
 //!   ...) or `/proc` is not mounted: a hidden `.OUT.<pid>.partial` beside OUT, renamed over OUT when
-//!   complete and removed on failure. Only a kill can leave it behind.
+//!   complete and removed on failure, and by the SIGINT/SIGTERM handlers of [`crate::signals`]
+//!   when those are installed (the `miniquant` binary does). Only SIGKILL can leave it behind.
+//!   `MINIQUANT_NO_TMPFILE=1` takes this path on Linux too (the tests of that path use it).
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+use crate::signals::TempName;
 
 /// A file being written for `target` (see the module docs).
 #[derive(Debug)]
@@ -21,6 +25,8 @@ pub struct OutputFile {
     target: PathBuf,
     /// The temporary name the data has now, or `None` for an unnamed (`O_TMPFILE`) file.
     temp: Option<PathBuf>,
+    /// Keeps `temp` on the signal handlers' list until it is renamed or removed.
+    temp_watch: Option<TempName>,
     persisted: bool,
 }
 
@@ -33,21 +39,34 @@ impl OutputFile {
                 "the output path does not name a file",
             ));
         }
+        if target.is_dir() {
+            // Found now rather than when renaming the finished file over it.
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
         #[cfg(target_os = "linux")]
-        if let Some(file) = linux::unnamed_in(&directory_of(target))? {
-            return Ok(Self {
-                file,
-                target: target.to_owned(),
-                temp: None,
-                persisted: false,
-            });
+        if std::env::var_os("MINIQUANT_NO_TMPFILE").is_none_or(|v| v != "1") {
+            if let Some(file) = linux::unnamed_in(&directory_of(target))? {
+                return Ok(Self {
+                    file,
+                    target: target.to_owned(),
+                    temp: None,
+                    temp_watch: None,
+                    persisted: false,
+                });
+            }
         }
         let temp = hidden_sibling(target, "partial");
+        // Watched before it exists, so no moment leaves it for a signal to orphan.
+        let temp_watch = TempName::watch(&temp);
         let file = File::create(&temp)?;
         Ok(Self {
             file,
             target: target.to_owned(),
             temp: Some(temp),
+            temp_watch: Some(temp_watch),
             persisted: false,
         })
     }
@@ -66,7 +85,10 @@ impl OutputFile {
     pub fn persist(mut self) -> io::Result<()> {
         self.file.flush()?;
         match &self.temp {
-            Some(temp) => std::fs::rename(temp, &self.target)?,
+            Some(temp) => {
+                std::fs::rename(temp, &self.target)?;
+                self.temp_watch = None;
+            }
             #[cfg(target_os = "linux")]
             None => linux::link_unnamed(&self.file, &self.target)?,
             #[cfg(not(target_os = "linux"))]
@@ -152,6 +174,7 @@ mod linux {
             Ok(()) => Ok(()),
             Err(Errno::EXIST) => {
                 let temp = super::hidden_sibling(target, "new");
+                let _watch = crate::signals::TempName::watch(&temp);
                 let _ = std::fs::remove_file(&temp);
                 link(&temp)?;
                 std::fs::rename(&temp, target).inspect_err(|_| {

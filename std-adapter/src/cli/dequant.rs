@@ -135,7 +135,7 @@ pub(super) fn run<O: Write, E: Write>(
         .output
         .clone()
         .unwrap_or_else(|| default_output(name, format));
-    let mut sink = Output::create(&destination, out)?;
+    let mut sink = Output::create(&destination, out, &[path])?;
     let result = (|| {
         if format == Format::Npy {
             sink.write_all(&npy::f32_header(&shape))?;

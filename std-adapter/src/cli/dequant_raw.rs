@@ -42,7 +42,7 @@ pub(super) fn run<O: Write, E: Write>(
     }
     let elements = blocks.len() / block_bytes * t.block_size() as usize;
     let format = Format::resolve(args.format, Some(&args.output));
-    let mut sink = Output::create(&args.output, out)?;
+    let mut sink = Output::create(&args.output, out, &[input])?;
     let result = (|| {
         if format == Format::Npy {
             sink.write_all(&crate::npy::f32_header(&[elements as u64]))?;

@@ -9,14 +9,13 @@
 //!   each padded with zeros to the file's alignment, as ggml writes it. So with no selection at all
 //!   a file written by ggml, llama.cpp or gguf-py comes out byte-identical.
 //!
-//! The output goes through the project's [`GgufWriter`] into an [`OutputFile`], named `OUT` only
+//! The output goes through the project's [`GgufWriter`] into an [`Output`] file, named `OUT` only
 //! once complete: a failure never leaves a partial `OUT`.
 
 use std::io::Write;
 use std::path::Path;
 
-use super::{open_gguf, quoted, CliError};
-use crate::output_file::OutputFile;
+use super::{open_gguf, quoted, CliError, Output};
 use crate::value::{Array, Value};
 use crate::writer::GgufWriter;
 
@@ -90,13 +89,12 @@ pub(super) fn run<E: Write>(
     .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
-/// Writes `bytes` to `path` through an [`OutputFile`]: the name appears only once complete.
+/// Writes `bytes` to `path` through an [`Output`]: the name appears only once complete (so `path`
+/// may be the input: it is replaced atomically).
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let mut out = OutputFile::create(path)
-        .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
-    out.write_all(bytes)
-        .and_then(|()| out.persist())
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))
+    let mut out = Output::file(path)?;
+    let result = out.write_with_progress(bytes);
+    out.finish(result)
 }
 
 /// The first `n` elements of `a` (n < a.len()).

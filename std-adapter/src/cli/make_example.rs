@@ -3,12 +3,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{quoted, CliError};
+use super::{quoted, CliError, Output};
 
 pub(super) fn run<E: Write>(path: &Path, err: &mut E) -> Result<(), CliError> {
     let bytes = crate::example::tiny_gguf();
-    std::fs::write(path, &bytes)
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))?;
+    let mut sink = Output::file(path)?;
+    let result = sink.write_all(&bytes);
+    sink.finish(result)?;
     writeln!(err, "wrote {} ({} bytes)", quoted(path), bytes.len())
         .map_err(|e| CliError::io("cannot write stderr", e))
 }

@@ -78,7 +78,7 @@ pub(super) fn run<O: Write, E: Write>(
     let mut stats = Stats::default();
     stats.add(&y);
     let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);
-    let mut sink = Output::create(&destination, out)?;
+    let mut sink = Output::create(&destination, out, &[path, x_path])?;
     let result = sink.write_f32(&y, &mut Vec::new());
     let described = sink.describe();
     sink.finish(result)?;

@@ -11,6 +11,7 @@ mod extract;
 mod inspect;
 mod make_example;
 mod matvec;
+mod output;
 mod progress;
 mod quantize_raw;
 pub mod requantize;
@@ -18,8 +19,7 @@ mod type_arg;
 mod validate;
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
 use crate::file::GgufFile;
 use crate::index::TensorEntry;
 use crate::validate::Report;
+use output::Output;
 
 /// Exit code of a command that succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -42,6 +43,10 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// Read input files into memory instead of mapping them (also MINIQUANT_NO_MMAP=1): slower
+    /// and bigger, but a file another process truncates meanwhile cannot stop the command.
+    #[arg(long, global = true)]
+    pub no_mmap: bool,
 }
 
 /// The commands.
@@ -79,7 +84,8 @@ pub enum Command {
         options: matvec::MatvecOptions,
     },
     /// Write a smaller GGUF file with the chosen tensors and keys (all by default: then the output
-    /// is byte-identical to a file ggml wrote); through a temporary file renamed into place.
+    /// is byte-identical to a file ggml wrote); through a temporary file renamed into place, so
+    /// OUTPUT may be INPUT (replaced atomically once complete).
     Extract {
         /// The GGUF file to read.
         input: PathBuf,
@@ -96,7 +102,8 @@ pub enum Command {
         max_array: Option<usize>,
     },
     /// Convert a GGUF file's weight tensors to TYPE like `llama-quantize --pure` (byte-identical
-    /// tensors), keeping metadata and order; written to a temporary file renamed into place.
+    /// tensors), keeping metadata and order; written to a temporary file renamed into place, so
+    /// OUTPUT may be INPUT (replaced atomically once complete).
     Requantize {
         /// The source GGUF file.
         input: PathBuf,
@@ -125,6 +132,23 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     if let Err(e) = miniquant::quant::level::env_level() {
         let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
         return EXIT_USAGE;
+    }
+    match std::env::var("MINIQUANT_NO_MMAP").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("" | "0") => {
+            crate::file::set_memory_mapping(!cli.no_mmap)
+        }
+        Ok("1") => crate::file::set_memory_mapping(false),
+        Ok(other) => {
+            let _ = writeln!(
+                err,
+                "error: MINIQUANT_NO_MMAP is {other:?}; expected 0 or 1"
+            );
+            return EXIT_USAGE;
+        }
+        Err(std::env::VarError::NotUnicode(v)) => {
+            let _ = writeln!(err, "error: MINIQUANT_NO_MMAP is {v:?}; expected 0 or 1");
+            return EXIT_USAGE;
+        }
     }
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(args, out, err),
@@ -172,6 +196,10 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         // A reader that stopped early (`miniquant inspect x.gguf | head`) is not worth a message
         // nor a failure: it got what it wanted.
         Err(CliError::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(e @ CliError::Usage(_)) => {
+            let _ = e.print(err);
+            EXIT_USAGE
+        }
         Err(e) => {
             // Nothing more can be done if stderr itself is gone.
             let _ = e.print(err);
@@ -196,6 +224,8 @@ pub enum CliError {
     Message(String),
     /// Problems in a GGUF file, as complete `error:` / `warning:` lines.
     Problems(Vec<String>),
+    /// A usage error found after parsing (an output that is an input), one line: exit 2.
+    Usage(String),
 }
 
 impl CliError {
@@ -223,7 +253,7 @@ impl fmt::Display for CliError {
                 Some(e) => write!(f, "{e}"),
                 None => write!(f, "invalid GGUF file"),
             },
-            Self::Message(m) => f.write_str(m),
+            Self::Message(m) | Self::Usage(m) => f.write_str(m),
             Self::Problems(lines) => {
                 let first = lines.first().map_or("invalid GGUF file", String::as_str);
                 f.write_str(first.strip_prefix("error: ").unwrap_or(first))
@@ -288,82 +318,6 @@ fn find_tensor<'f>(
 
 fn quoted(path: &Path) -> String {
     format!("{:?}", path.display().to_string())
-}
-
-/// Where a command writes its raw output: the `out` writer for `-`, else a file it creates. A file
-/// left incomplete by a failure is removed.
-struct Output<'o, O: Write> {
-    target: Target<'o, O>,
-}
-
-enum Target<'o, O: Write> {
-    Stdout(&'o mut O),
-    File {
-        path: PathBuf,
-        writer: BufWriter<File>,
-    },
-}
-
-impl<'o, O: Write> Output<'o, O> {
-    fn create(path: &Path, out: &'o mut O) -> Result<Self, CliError> {
-        let target = if path == Path::new("-") {
-            Target::Stdout(out)
-        } else {
-            let file = File::create(path)
-                .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
-            Target::File {
-                path: path.to_owned(),
-                writer: BufWriter::new(file),
-            }
-        };
-        Ok(Self { target })
-    }
-
-    fn describe(&self) -> String {
-        match &self.target {
-            Target::Stdout(_) => "stdout".to_owned(),
-            Target::File { path, .. } => quoted(path),
-        }
-    }
-
-    fn write_all(&mut self, bytes: &[u8]) -> Result<(), CliError> {
-        let result = match &mut self.target {
-            Target::Stdout(w) => w.write_all(bytes),
-            Target::File { writer, .. } => writer.write_all(bytes),
-        };
-        result.map_err(|e| CliError::io(format!("cannot write {}", self.describe()), e))
-    }
-
-    fn write_f32(&mut self, values: &[f32], scratch: &mut Vec<u8>) -> Result<(), CliError> {
-        scratch.clear();
-        scratch.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-        self.write_all(scratch)
-    }
-
-    /// Flushes; on `Err(e)` from the command, removes the incomplete file and passes `e` on.
-    fn finish<T>(self, result: Result<T, CliError>) -> Result<T, CliError> {
-        match self.target {
-            Target::Stdout(w) => {
-                let flushed = w
-                    .flush()
-                    .map_err(|e| CliError::io("cannot write stdout", e));
-                result.and_then(|v| flushed.map(|()| v))
-            }
-            Target::File { path, mut writer } => {
-                let result = result.and_then(|v| {
-                    writer
-                        .flush()
-                        .map_err(|e| CliError::io(format!("cannot write {}", quoted(&path)), e))?;
-                    Ok(v)
-                });
-                if result.is_err() {
-                    drop(writer);
-                    let _ = std::fs::remove_file(&path);
-                }
-                result
-            }
-        }
-    }
 }
 
 /// Reads a raw little-endian f32 file.

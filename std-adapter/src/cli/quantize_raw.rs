@@ -50,9 +50,8 @@ pub(super) fn run<E: Write>(args: &Args, err: &mut E) -> Result<(), CliError> {
             values.len()
         )));
     }
-    // The output file is never stdout here, so the `out` writer is a sink.
-    let mut unused = std::io::sink();
-    let mut sink = Output::create(output, &mut unused)?;
+    let mut stdout = std::io::stdout();
+    let mut sink = Output::create(output, &mut stdout, &[input])?;
     let mut blocks = Vec::new();
     let chunk = (CHUNK_ELEMENTS / block).max(1) * block;
     let result = values.chunks(chunk).try_for_each(|part| {

@@ -17,19 +17,20 @@
 //!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
 //! - The file gets its name only when complete ([`crate::output_file`]): on Linux it is written
 //!   unnamed (`O_TMPFILE`) so a killed run leaves nothing; elsewhere under `.OUT.<pid>.partial`,
-//!   removed on failure.
+//!   removed on failure, SIGINT or SIGTERM. So OUT may be IN: the input stays mapped while the new
+//!   file is written, and replaces it atomically.
 
 use std::io::{BufWriter, IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
 use miniquant::{quant, GgmlType};
 
-use super::{open_gguf, quoted, CliError};
-use crate::output_file::OutputFile;
+use super::output::FileOutput;
+use super::{open_gguf, progress, quoted, CliError};
 use crate::value::Value;
 use crate::writer;
 
@@ -259,25 +260,12 @@ pub fn requantize(
         })
         .collect();
     let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
-    let bar = if options.progress {
-        let bar = ProgressBar::new(total_out);
-        if let Ok(style) =
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
-        {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-
-    let out = OutputFile::create(output)
-        .map_err(|e| CliError::io(format!("cannot create {}", quoted(output)), e))?;
+    let bar = progress::byte_bar(total_out, options.progress);
+    let out = FileOutput::file(output)?;
     let result = write_output(&file, out, target, &specs, options, &bar);
     bar.finish_and_clear();
     let (out, bytes_out) = result?;
-    out.persist()
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(output)), e))?;
+    out.finish(Ok(()))?;
     summary.bytes_out = bytes_out;
     Ok(summary)
 }
@@ -285,12 +273,12 @@ pub fn requantize(
 /// Writes the whole output file into `out`; returns it (flushed, not yet named) and its size.
 fn write_output(
     file: &crate::GgufFile,
-    out: OutputFile,
+    out: FileOutput,
     target: Target,
     specs: &[TensorSpec<'_>],
     options: &Options,
     bar: &ProgressBar,
-) -> Result<(OutputFile, u64), CliError> {
+) -> Result<(FileOutput, u64), CliError> {
     let index = file.index();
     const REPLACED: [&str; 2] = ["general.quantization_version", "general.file_type"];
     let kept: Vec<_> = index
