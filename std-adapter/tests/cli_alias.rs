@@ -1,1 +1,228 @@
-//! placeholder
+//! An output that is one of the command's inputs (by name, through a symlink or a hard link, or
+//! stdout redirected onto it) is refused before anything is written: exit 2, one clear line, the
+//! input untouched. `requantize` and `extract` may replace their input: atomically.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{assert_no_panic, miniquant_in, scratch_dir, Run};
+
+/// A directory of its own holding `m.gguf` (the example model), `x.f32` (256 values, a vector
+/// for `blk.0.ffn_down.weight`) and `b.q8`
+/// (one Q8_0 block).
+fn workspace(name: &str) -> PathBuf {
+    let dir = scratch_dir().join(format!("alias-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.gguf"), miniquant_std::example::tiny_gguf()).unwrap();
+    let x: Vec<u8> = (0..256).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(dir.join("x.f32"), x).unwrap();
+    std::fs::write(dir.join("b.q8"), [0u8; 34]).unwrap();
+    dir
+}
+
+fn assert_refused(run: &Run, output: &str, input: &str) {
+    assert_no_panic(run);
+    assert_eq!(run.code, 2, "stderr: {}", run.stderr);
+    let expected = format!("error: the output {output} is the input \"{input}\"");
+    assert!(
+        run.stderr.starts_with(&expected) && run.stderr.lines().count() == 1,
+        "expected one line starting {expected:?}, got {:?}",
+        run.stderr
+    );
+}
+
+/// Every file in `dir` with its content, to prove nothing changed.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let content = std::fs::read(e.path()).unwrap_or_default();
+            (e.file_name().to_string_lossy().into_owned(), content)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_writing_command_refuses_its_input_as_output() {
+    let dir = workspace("by-name");
+    let before = snapshot(&dir);
+    let t = "blk.0.attn_q.weight";
+    let cases: [(&[&str], &str, &str); 6] = [
+        (
+            &["dequant", "m.gguf", t, "-o", "m.gguf"],
+            "\"m.gguf\"",
+            "m.gguf",
+        ),
+        (
+            &[
+                "matvec",
+                "m.gguf",
+                "blk.0.ffn_down.weight",
+                "x.f32",
+                "-o",
+                "m.gguf",
+            ],
+            "\"m.gguf\"",
+            "m.gguf",
+        ),
+        (
+            &[
+                "matvec",
+                "m.gguf",
+                "blk.0.ffn_down.weight",
+                "x.f32",
+                "-o",
+                "x.f32",
+            ],
+            "\"x.f32\"",
+            "x.f32",
+        ),
+        (
+            &["quantize-raw", "--type", "q8_0", "x.f32", "x.f32"],
+            "\"x.f32\"",
+            "x.f32",
+        ),
+        (
+            &["dequant-raw", "--type", "q8_0", "b.q8", "b.q8"],
+            "\"b.q8\"",
+            "b.q8",
+        ),
+        (
+            &["dequant", "m.gguf", t, "--format", "npy", "-o", "./m.gguf"],
+            "\"./m.gguf\"",
+            "m.gguf",
+        ),
+    ];
+    for (args, output, input) in cases {
+        let run = miniquant_in(&dir, args);
+        assert_refused(&run, output, input);
+        assert_eq!(snapshot(&dir), before, "{args:?} changed a file");
+    }
+}
+
+#[test]
+fn links_to_the_input_are_refused_too() {
+    let dir = workspace("links");
+    std::os::unix::fs::symlink("m.gguf", dir.join("sym.gguf")).unwrap();
+    std::fs::hard_link(dir.join("m.gguf"), dir.join("hard.gguf")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../x.f32", dir.join("sub/x-link.f32")).unwrap();
+    let before = snapshot(&dir);
+    let t = "blk.0.attn_q.weight";
+    let cases: [(&[&str], &str, &str); 5] = [
+        (
+            &["dequant", "m.gguf", t, "-o", "sym.gguf"],
+            "\"sym.gguf\"",
+            "m.gguf",
+        ),
+        (
+            &["dequant", "sym.gguf", t, "-o", "m.gguf"],
+            "\"m.gguf\"",
+            "sym.gguf",
+        ),
+        (
+            &["dequant", "m.gguf", t, "-o", "hard.gguf"],
+            "\"hard.gguf\"",
+            "m.gguf",
+        ),
+        (
+            &[
+                "matvec",
+                "hard.gguf",
+                "blk.0.ffn_down.weight",
+                "x.f32",
+                "-o",
+                "sym.gguf",
+            ],
+            "\"sym.gguf\"",
+            "hard.gguf",
+        ),
+        (
+            &["quantize-raw", "--type", "q8_0", "sub/x-link.f32", "x.f32"],
+            "\"x.f32\"",
+            "sub/x-link.f32",
+        ),
+    ];
+    for (args, output, input) in cases {
+        let run = miniquant_in(&dir, args);
+        assert_refused(&run, output, input);
+        assert_eq!(snapshot(&dir), before, "{args:?} changed a file");
+    }
+}
+
+#[test]
+fn stdout_appended_to_the_input_is_refused() {
+    let dir = workspace("stdout");
+    let before = std::fs::read(dir.join("m.gguf")).unwrap();
+    let appending = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("m.gguf"))
+        .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+        .args(["dequant", "m.gguf", "blk.0.attn_q.weight", "-o", "-"])
+        .current_dir(&dir)
+        .stdout(Stdio::from(appending))
+        .output()
+        .unwrap();
+    let run = Run {
+        code: output.status.code().expect("exited"),
+        stdout: output.stdout,
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    };
+    assert_refused(&run, "stdout", "m.gguf");
+    assert_eq!(std::fs::read(dir.join("m.gguf")).unwrap(), before);
+}
+
+#[test]
+fn requantize_and_extract_replace_their_input_atomically() {
+    let dir = workspace("in-place");
+    let original = std::fs::read(dir.join("m.gguf")).unwrap();
+    // Extract with no selection is byte-identical, so in place it changes nothing.
+    let run = miniquant_in(&dir, &["extract", "m.gguf", "m.gguf"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(std::fs::read(dir.join("m.gguf")).unwrap(), original);
+    let run = miniquant_in(
+        &dir,
+        &[
+            "extract",
+            "m.gguf",
+            "m.gguf",
+            "--tensor",
+            "blk.0.attn_q.weight",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let kept = miniquant_std::GgufFile::open(dir.join("m.gguf")).expect("valid");
+    assert_eq!(kept.index().tensors().len(), 1);
+
+    std::fs::write(dir.join("m.gguf"), &original).unwrap();
+    let run = miniquant_in(&dir, &["requantize", "m.gguf", "m.gguf", "--type", "f16"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let requantized = miniquant_std::GgufFile::open(dir.join("m.gguf")).expect("valid");
+    assert!(requantized
+        .index()
+        .tensors()
+        .iter()
+        .all(|t| t.ggml_type == miniquant::GgmlType::F16 || t.ne().len() == 1));
+    // No temporary left beside it.
+    let names: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["b.q8", "m.gguf", "x.f32"]);
+
+    for command in ["requantize", "extract"] {
+        let help = miniquant_in(&dir, &[command, "--help"]);
+        assert!(
+            help.stdout_text()
+                .contains("OUTPUT may be INPUT (replaced atomically"),
+            "{command} --help: {}",
+            help.stdout_text()
+        );
+    }
+}
