@@ -50,62 +50,48 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Runs each command line (split at spaces) in `dir`: each must be refused as writing `output`
+/// onto `input`, and leave every file of `dir` as it was.
+fn assert_all_refused(dir: &Path, cases: &[(&str, &str, &str)]) {
+    let before = snapshot(dir);
+    for (line, output, input) in cases {
+        let args: Vec<&str> = line.split(' ').collect();
+        let run = miniquant_in(dir, &args);
+        assert_refused(&run, &format!("{output:?}"), input);
+        assert_eq!(snapshot(dir), before, "`{line}` changed a file");
+    }
+}
+
 #[test]
 fn every_writing_command_refuses_its_input_as_output() {
     let dir = workspace("by-name");
-    let before = snapshot(&dir);
-    let t = "blk.0.attn_q.weight";
-    let cases: [(&[&str], &str, &str); 6] = [
-        (
-            &["dequant", "m.gguf", t, "-o", "m.gguf"],
-            "\"m.gguf\"",
-            "m.gguf",
-        ),
-        (
-            &[
-                "matvec",
+    assert_all_refused(
+        &dir,
+        &[
+            (
+                "dequant m.gguf blk.0.attn_q.weight -o m.gguf",
                 "m.gguf",
-                "blk.0.ffn_down.weight",
-                "x.f32",
-                "-o",
                 "m.gguf",
-            ],
-            "\"m.gguf\"",
-            "m.gguf",
-        ),
-        (
-            &[
-                "matvec",
+            ),
+            (
+                "dequant m.gguf blk.0.attn_q.weight --format npy -o ./m.gguf",
+                "./m.gguf",
                 "m.gguf",
-                "blk.0.ffn_down.weight",
+            ),
+            (
+                "matvec m.gguf blk.0.ffn_down.weight x.f32 -o m.gguf",
+                "m.gguf",
+                "m.gguf",
+            ),
+            (
+                "matvec m.gguf blk.0.ffn_down.weight x.f32 -o x.f32",
                 "x.f32",
-                "-o",
                 "x.f32",
-            ],
-            "\"x.f32\"",
-            "x.f32",
-        ),
-        (
-            &["quantize-raw", "--type", "q8_0", "x.f32", "x.f32"],
-            "\"x.f32\"",
-            "x.f32",
-        ),
-        (
-            &["dequant-raw", "--type", "q8_0", "b.q8", "b.q8"],
-            "\"b.q8\"",
-            "b.q8",
-        ),
-        (
-            &["dequant", "m.gguf", t, "--format", "npy", "-o", "./m.gguf"],
-            "\"./m.gguf\"",
-            "m.gguf",
-        ),
-    ];
-    for (args, output, input) in cases {
-        let run = miniquant_in(&dir, args);
-        assert_refused(&run, output, input);
-        assert_eq!(snapshot(&dir), before, "{args:?} changed a file");
-    }
+            ),
+            ("quantize-raw --type q8_0 x.f32 x.f32", "x.f32", "x.f32"),
+            ("dequant-raw --type q8_0 b.q8 b.q8", "b.q8", "b.q8"),
+        ],
+    );
 }
 
 #[test]
@@ -115,47 +101,36 @@ fn links_to_the_input_are_refused_too() {
     std::fs::hard_link(dir.join("m.gguf"), dir.join("hard.gguf")).unwrap();
     std::fs::create_dir(dir.join("sub")).unwrap();
     std::os::unix::fs::symlink("../x.f32", dir.join("sub/x-link.f32")).unwrap();
-    let before = snapshot(&dir);
-    let t = "blk.0.attn_q.weight";
-    let cases: [(&[&str], &str, &str); 5] = [
-        (
-            &["dequant", "m.gguf", t, "-o", "sym.gguf"],
-            "\"sym.gguf\"",
-            "m.gguf",
-        ),
-        (
-            &["dequant", "sym.gguf", t, "-o", "m.gguf"],
-            "\"m.gguf\"",
-            "sym.gguf",
-        ),
-        (
-            &["dequant", "m.gguf", t, "-o", "hard.gguf"],
-            "\"hard.gguf\"",
-            "m.gguf",
-        ),
-        (
-            &[
-                "matvec",
-                "hard.gguf",
-                "blk.0.ffn_down.weight",
-                "x.f32",
-                "-o",
+    assert_all_refused(
+        &dir,
+        &[
+            (
+                "dequant m.gguf blk.0.attn_q.weight -o sym.gguf",
                 "sym.gguf",
-            ],
-            "\"sym.gguf\"",
-            "hard.gguf",
-        ),
-        (
-            &["quantize-raw", "--type", "q8_0", "sub/x-link.f32", "x.f32"],
-            "\"x.f32\"",
-            "sub/x-link.f32",
-        ),
-    ];
-    for (args, output, input) in cases {
-        let run = miniquant_in(&dir, args);
-        assert_refused(&run, output, input);
-        assert_eq!(snapshot(&dir), before, "{args:?} changed a file");
-    }
+                "m.gguf",
+            ),
+            (
+                "dequant sym.gguf blk.0.attn_q.weight -o m.gguf",
+                "m.gguf",
+                "sym.gguf",
+            ),
+            (
+                "dequant m.gguf blk.0.attn_q.weight -o hard.gguf",
+                "hard.gguf",
+                "m.gguf",
+            ),
+            (
+                "matvec hard.gguf blk.0.ffn_down.weight x.f32 -o sym.gguf",
+                "sym.gguf",
+                "hard.gguf",
+            ),
+            (
+                "quantize-raw --type q8_0 sub/x-link.f32 x.f32",
+                "x.f32",
+                "sub/x-link.f32",
+            ),
+        ],
+    );
 }
 
 #[test]

@@ -147,34 +147,38 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `dequant` of the big tensor into `big.npy`, and `requantize` into `out.gguf`, on 2 threads.
 fn dequant_args(model: &Path) -> Vec<String> {
-    [
-        "dequant",
-        model.to_str().unwrap(),
-        "big.weight",
-        "-o",
-        "big.npy",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    args_of(&format!(
+        "dequant {} big.weight -o big.npy",
+        model.display()
+    ))
 }
 
 fn requantize_args(model: &Path) -> Vec<String> {
-    [
-        "requantize",
-        model.to_str().unwrap(),
-        "out.gguf",
-        "--type",
-        "q8_0",
-        "--threads",
-        "2",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    args_of(&format!(
+        "requantize {} out.gguf --type q8_0 --threads 2",
+        model.display()
+    ))
+}
+
+/// A command line split at spaces (the scratch paths have none).
+fn args_of(line: &str) -> Vec<String> {
+    line.split(' ').map(str::to_owned).collect()
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
+}
+
+/// Waits for `child`, which must die of `sig` (the handlers re-raise SIGINT and SIGTERM).
+fn assert_killed_by(child: Child, sig: Signal, args: &[String]) {
+    let (status, stderr) = finish(child);
+    assert_eq!(
+        status.signal(),
+        Some(sig.as_raw()),
+        "{args:?}: {status}, stderr: {stderr}"
+    );
 }
 
 #[test]
@@ -185,12 +189,7 @@ fn a_signal_during_a_write_leaves_no_file() {
             let mut child = start(&out, &as_strs(&args), &[]);
             wait_until_written(&mut child, &out, 1 << 20);
             signal(&child, sig);
-            let (status, stderr) = finish(child);
-            assert_eq!(
-                status.signal(),
-                Some(sig.as_raw()),
-                "{args:?}: {status}, stderr: {stderr}"
-            );
+            assert_killed_by(child, sig, &args);
             assert_eq!(
                 names_in(&out),
                 Vec::<String>::new(),
@@ -217,12 +216,7 @@ fn named_temporaries_are_removed_on_sigint_and_sigterm() {
                 "{args:?}: the output is written under a hidden temporary name"
             );
             signal(&child, sig);
-            let (status, stderr) = finish(child);
-            assert_eq!(
-                status.signal(),
-                Some(sig.as_raw()),
-                "{args:?}: {status}, stderr: {stderr}"
-            );
+            assert_killed_by(child, sig, &args);
             if sig == Signal::KILL {
                 // No handler runs on SIGKILL: the temporary stays, never the output's name.
                 assert_eq!(names_in(&out), temporaries, "{args:?} after {sig:?}");

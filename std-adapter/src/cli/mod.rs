@@ -127,26 +127,26 @@ pub enum Command {
 }
 
 /// Runs a parsed command line and returns the exit code.
+///
+/// `err` must not hold the stderr lock for the whole run (pass `std::io::stderr()`, not its
+/// `lock()`): progress bars draw on stderr from worker threads, which would wait forever.
 pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     // MINIQUANT_LEVEL forces the kernel level of every command; a bad one is a usage error.
     if let Err(e) = miniquant::quant::level::env_level() {
         let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
         return EXIT_USAGE;
     }
-    match std::env::var("MINIQUANT_NO_MMAP").as_deref() {
-        Err(std::env::VarError::NotPresent) | Ok("" | "0") => {
-            crate::file::set_memory_mapping(!cli.no_mmap)
-        }
-        Ok("1") => crate::file::set_memory_mapping(false),
-        Ok(other) => {
+    // MINIQUANT_NO_MMAP=1 is --no-mmap for every command; anything but 0 or 1 is a usage error.
+    let no_mmap_env = std::env::var_os("MINIQUANT_NO_MMAP");
+    match no_mmap_env.as_ref().map(|v| v.to_str()) {
+        None | Some(Some("" | "0")) => crate::file::set_memory_mapping(!cli.no_mmap),
+        Some(Some("1")) => crate::file::set_memory_mapping(false),
+        Some(_) => {
+            let value = no_mmap_env.unwrap_or_default();
             let _ = writeln!(
                 err,
-                "error: MINIQUANT_NO_MMAP is {other:?}; expected 0 or 1"
+                "error: MINIQUANT_NO_MMAP is {value:?}; expected 0 or 1"
             );
-            return EXIT_USAGE;
-        }
-        Err(std::env::VarError::NotUnicode(v)) => {
-            let _ = writeln!(err, "error: MINIQUANT_NO_MMAP is {v:?}; expected 0 or 1");
             return EXIT_USAGE;
         }
     }
