@@ -34,6 +34,7 @@ pub(crate) struct TempName {
 
 impl TempName {
     pub(crate) fn watch(path: &Path) -> Self {
+        let _ = path;
         Self {
             #[cfg(unix)]
             slot: unix::watch_temp(path),
