@@ -94,6 +94,8 @@ mod unix {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     /// Whether stderr is a terminal: then the error line first clears a progress bar's line.
     static STDERR_IS_TERMINAL: AtomicBool = AtomicBool::new(false);
+    /// Set by the first thread that reports a fault in an input map, so the message comes once.
+    static REPORTING: AtomicBool = AtomicBool::new(false);
     static TEMPS: [AtomicPtr<Temp>; TEMP_SLOTS] =
         [const { AtomicPtr::new(null_mut()) }; TEMP_SLOTS];
     static MAPS: [AtomicPtr<Map>; MAP_SLOTS] = [const { AtomicPtr::new(null_mut()) }; MAP_SLOTS];
@@ -232,6 +234,13 @@ mod unix {
             // SAFETY: published records are never freed (see `forget_map`).
             let map = unsafe { &*map };
             if (map.start..map.end).contains(&address) {
+                if REPORTING.swap(true, Ordering::SeqCst) {
+                    // Another thread faulted too and is reporting: wait for its `_exit`.
+                    loop {
+                        // SAFETY: `pause` is async-signal-safe.
+                        unsafe { libc::pause() };
+                    }
+                }
                 remove_temps();
                 if STDERR_IS_TERMINAL.load(Ordering::SeqCst) {
                     // Back to the line's start and clear it: a progress bar may be drawn there.
