@@ -201,3 +201,24 @@ fn requantize_and_extract_replace_their_input_atomically() {
         );
     }
 }
+
+/// An output path that exists and is no regular file (`/dev/stdout`, a FIFO) is written in place,
+/// as `-` is: there is nothing to write aside and rename.
+#[test]
+fn dev_stdout_is_written_like_a_dash() {
+    let dir = workspace("dev-stdout");
+    let dequant_to = |output: &str| {
+        let run = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+            .args(["dequant", "m.gguf", "blk.0.attn_q.weight", "-o", output])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{output}: {run:?}");
+        run.stdout
+    };
+    let values = dequant_to("-");
+    assert_eq!(values.len(), 128 * 4);
+    assert_eq!(dequant_to("/dev/stdout"), values);
+    let names: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["b.q8", "m.gguf", "x.f32"]);
+}

@@ -2,11 +2,12 @@
 //!
 //! - A file is written through [`OutputFile`]: unnamed (or under a hidden temporary name) until
 //!   complete, then given its name at once; a failure, SIGINT or SIGTERM leaves nothing.
-//! - `-` streams to stdout (where a command allows it).
+//! - `-` streams to stdout (where a command allows it); so does an existing path that is no
+//!   regular file (`/dev/stdout`, a FIFO, a device), written in place.
 //! - An output that is the same file as one of the command's inputs (same device and inode, so
 //!   through symlinks and hard links too) is refused before anything is created, as a usage error
 //!   (exit 2): writing it would destroy the input while it is being read. Only `requantize` and
-//!   `extract` may replace their input ([`Output::replacing`]): the input stays mapped while the
+//!   `extract` may replace their input ([`Output::file`]): the input stays mapped while the
 //!   new file is written aside, and the rename that replaces it is atomic.
 
 use std::io::{self, BufWriter, Write};
@@ -30,6 +31,11 @@ enum Target<'o, O: Write> {
         path: PathBuf,
         writer: BufWriter<OutputFile>,
     },
+    /// A FIFO, a terminal or another device: nothing to name or remove.
+    Stream {
+        path: PathBuf,
+        writer: BufWriter<std::fs::File>,
+    },
 }
 
 impl<'o, O: Write> Output<'o, O> {
@@ -46,6 +52,19 @@ impl<'o, O: Write> Output<'o, O> {
     }
 
     fn file_unchecked(path: &Path) -> Result<Self, CliError> {
+        let is_stream = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        if is_stream {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))?;
+            return Ok(Self {
+                target: Target::Stream {
+                    path: path.to_owned(),
+                    writer: BufWriter::new(file),
+                },
+            });
+        }
         let file = OutputFile::create(path)
             .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
         Ok(Self {
@@ -59,7 +78,7 @@ impl<'o, O: Write> Output<'o, O> {
     pub(super) fn describe(&self) -> String {
         match &self.target {
             Target::Stdout(_) => "stdout".to_owned(),
-            Target::File { path, .. } => quoted(path),
+            Target::File { path, .. } | Target::Stream { path, .. } => quoted(path),
         }
     }
 
@@ -102,6 +121,12 @@ impl<'o, O: Write> Output<'o, O> {
                     .map_err(|e| CliError::io("cannot write stdout", e));
                 result.and_then(|v| flushed.map(|()| v))
             }
+            Target::Stream { path, mut writer } => {
+                let flushed = writer
+                    .flush()
+                    .map_err(|e| CliError::io(format!("cannot write {}", quoted(&path)), e));
+                result.and_then(|v| flushed.map(|()| v))
+            }
             Target::File { path, writer } => {
                 let value = result?;
                 let cannot_write = |e| CliError::io(format!("cannot write {}", quoted(&path)), e);
@@ -128,6 +153,7 @@ impl<O: Write> Write for Output<'_, O> {
         match &mut self.target {
             Target::Stdout(w) => w.write(buf),
             Target::File { writer, .. } => writer.write(buf),
+            Target::Stream { writer, .. } => writer.write(buf),
         }
     }
 
@@ -135,6 +161,7 @@ impl<O: Write> Write for Output<'_, O> {
         match &mut self.target {
             Target::Stdout(w) => w.write_all(buf),
             Target::File { writer, .. } => writer.write_all(buf),
+            Target::Stream { writer, .. } => writer.write_all(buf),
         }
     }
 
@@ -142,6 +169,7 @@ impl<O: Write> Write for Output<'_, O> {
         match &mut self.target {
             Target::Stdout(w) => w.flush(),
             Target::File { writer, .. } => writer.flush(),
+            Target::Stream { writer, .. } => writer.flush(),
         }
     }
 }
