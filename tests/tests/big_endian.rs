@@ -62,13 +62,18 @@ fn little_endian_file() -> Vec<u8> {
 
 /// Runs `gguf-convert-endian FILE big` (it asks for a typed YES).
 fn convert_to_big_endian(path: &Path) {
+    convert_with_gguf_py(path, "big");
+}
+
+/// Runs `gguf-convert-endian FILE ORDER`, which converts FILE in place.
+fn convert_with_gguf_py(path: &Path, order: &str) {
     let mut child = Command::new(gguf_py_python())
         .args([
             "-c",
             "import sys; from gguf.scripts.gguf_convert_endian import main; sys.exit(main())",
         ])
         .arg(path)
-        .arg("big")
+        .arg(order)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -206,5 +211,198 @@ fn other_types_in_a_big_endian_file_are_a_clear_error() {
         assert_eq!(code, 1);
         assert!(out.is_empty());
         assert_eq!(err, format!("error: tensor \"w\" ({t}): {expected}\n"));
+    }
+}
+
+/// The file every command runs on, in both byte orders: a 2-D weight per type that
+/// `gguf-convert-endian` converts (names that `requantize` converts), a 1-D F32 norm of 16.0 (as in
+/// the issue) and metadata of every kind of value.
+fn model_file() -> Vec<u8> {
+    use miniquant_std::{Array, Value as Owned};
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "test")
+        .kv("general.name", "endian test")
+        .kv("test.count", Scalar::U64(0x0102_0304_0506_0708))
+        .kv("test.ratio", Scalar::F32(-1.25))
+        .kv("test.flag", Scalar::Bool(true))
+        .kv("test.small", Scalar::U16(0x0a0b))
+        .kv("test.precise", Scalar::F64(1.0 / 3.0))
+        .kv("test.offsets", Owned::from(Array::I32(vec![-1, 2, -3])))
+        .kv(
+            "tokenizer.ggml.tokens",
+            Owned::from(["<s>", "a", "bc"].into_iter().collect::<Array>()),
+        )
+        .kv(
+            "test.nested",
+            Owned::from(Array::Array(vec![
+                Array::U32(vec![1, 2]),
+                Array::I64(vec![-5]),
+            ])),
+        );
+    let mut norm = vec![0u8; COLS * 4];
+    quant::quantize(GgmlType::F32, &[16.0; COLS], &mut norm).expect("f32");
+    w.tensor("output_norm.weight", GgmlType::F32, &[COLS as u64], norm);
+    for (i, t) in TYPES.into_iter().enumerate() {
+        let mut blocks = vec![0u8; quant::bytes_for(t, COLS * ROWS).expect("whole blocks")];
+        quant::quantize(t, &values(i), &mut blocks).expect("quantize");
+        w.tensor(&weight_name(t), t, &[COLS as u64, ROWS as u64], blocks);
+    }
+    // As ggml writes it: the last tensor padded too.
+    w.to_checked_bytes().expect("a valid file")
+}
+
+fn weight_name(t: GgmlType) -> String {
+    format!("blk.0.{}.weight", t.name().to_lowercase())
+}
+
+/// The same file written little-endian by the project's writer and big-endian by
+/// `gguf-convert-endian`, in a scratch directory of its own.
+struct Pair {
+    little: PathBuf,
+    big: PathBuf,
+}
+
+impl Pair {
+    fn new(dir: &str) -> Self {
+        let little = scratch(&format!("{dir}/little.gguf"));
+        std::fs::create_dir_all(little.parent().expect("dir")).expect("scratch dir");
+        let big = little.with_file_name("big.gguf");
+        let bytes = model_file();
+        std::fs::write(&little, &bytes).expect("write");
+        std::fs::write(&big, &bytes).expect("write");
+        convert_to_big_endian(&big);
+        Self { little, big }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.little.with_file_name(name)
+    }
+}
+
+fn os(s: &str) -> &OsStr {
+    s.as_ref()
+}
+
+/// A copy of `path` converted by `gguf-convert-endian` to `order`.
+fn converted_by_gguf_py(path: &Path, order: &str) -> Vec<u8> {
+    let copy = path.with_extension(format!("{order}.gguf"));
+    std::fs::copy(path, &copy).expect("copy");
+    convert_with_gguf_py(&copy, order);
+    std::fs::read(&copy).expect("read")
+}
+
+/// Every value of every tensor of a file, by name, through `miniquant dequant`.
+fn all_values(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let file = GgufFile::open(path).expect("open");
+    file.index()
+        .tensors()
+        .iter()
+        .map(|t| (t.name.clone(), dequant(path, &t.name)))
+        .collect()
+}
+
+/// `extract` keeps the input's byte order: with no selection the output is the input, byte for
+/// byte; with a selection the big-endian output is what `gguf-convert-endian` makes of the
+/// little-endian output.
+#[test]
+fn extract_keeps_the_byte_order() {
+    let pair = Pair::new("extract");
+    for (input, name) in [(&pair.little, "little"), (&pair.big, "big")] {
+        let out = pair.path(&format!("all-{name}.gguf"));
+        let (code, _, err) = run_cli(&[os("extract"), input.as_os_str(), out.as_os_str()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            std::fs::read(&out).expect("output") == std::fs::read(input).expect("input"),
+            "extract of the {name}-endian file with no selection is not the input"
+        );
+    }
+    let selection = |input: &Path, out: &Path| {
+        let (code, _, err) = run_cli(&[
+            os("extract"),
+            input.as_os_str(),
+            out.as_os_str(),
+            os("--tensor"),
+            os("output_norm.weight"),
+            os("blk.0.q6_k.weight"),
+            os("blk.0.bf16.weight"),
+            os("--key"),
+            os("general.*"),
+            os("test.*"),
+            os("--max-array"),
+            os("1"),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    };
+    let (some_little, some_big) = (pair.path("some-little.gguf"), pair.path("some-big.gguf"));
+    selection(&pair.little, &some_little);
+    selection(&pair.big, &some_big);
+    let big = std::fs::read(&some_big).expect("output");
+    assert!(
+        big == converted_by_gguf_py(&some_little, "big"),
+        "extract of the big-endian file is not the big-endian form of the little-endian extract"
+    );
+    assert_eq!(all_values(&some_big), all_values(&some_little));
+}
+
+fn requantize(input: &Path, output: &Path, ty: &str) -> (u8, String) {
+    let (code, _, err) = run_cli(&[
+        os("requantize"),
+        input.as_os_str(),
+        output.as_os_str(),
+        os("--type"),
+        os(ty),
+        os("--threads"),
+        os("2"),
+    ]);
+    (code, err)
+}
+
+/// `requantize` reads a big-endian file's data in its order and writes its output in the same
+/// order: the big-endian output is what `gguf-convert-endian` makes of the little-endian output,
+/// byte for byte, and the copied F32 norm still reads 16.0.
+#[test]
+fn requantize_writes_in_the_input_byte_order() {
+    let pair = Pair::new("requantize");
+    for ty in ["q8_0", "q4_k", "q6_k", "f16", "bf16", "f32", "q4_0"] {
+        let (out_little, out_big) = (
+            pair.path(&format!("{ty}-little.gguf")),
+            pair.path(&format!("{ty}-big.gguf")),
+        );
+        let (code, err) = requantize(&pair.little, &out_little, ty);
+        assert_eq!(code, 0, "{ty} little: {err}");
+        let (code, err) = requantize(&pair.big, &out_big, ty);
+        assert_eq!(code, 0, "{ty} big: {err}");
+        let norm = dequant(&out_big, "output_norm.weight");
+        assert!(
+            norm.chunks_exact(4).all(|v| v == 16f32.to_le_bytes()),
+            "{ty}: the norm reads {:?}",
+            f32::from_le_bytes(norm[..4].try_into().expect("4 bytes"))
+        );
+        let big = GgufFile::open(&out_big).expect("big output");
+        assert_eq!(big.index().byte_order(), Some(ByteOrder::Big), "{ty}");
+        assert!(
+            std::fs::read(&out_big).expect("output") == converted_by_gguf_py(&out_little, "big"),
+            "{ty}: the big-endian output is not the big-endian form of the little-endian output"
+        );
+    }
+}
+
+/// A target type without a big-endian layout is refused for a big-endian input, naming the type,
+/// before any output exists; the little-endian input converts.
+#[test]
+fn requantize_refuses_a_type_without_a_big_endian_layout() {
+    let pair = Pair::new("requantize-refused");
+    for (ty, name) in [("q5_k", "Q5_K"), ("iq4_nl", "IQ4_NL"), ("q4_1", "Q4_1")] {
+        let out = pair.path(&format!("{ty}.gguf"));
+        let (code, err) = requantize(&pair.big, &out, ty);
+        assert_eq!(code, 1, "{ty}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(name) && err.contains("big-endian"),
+            "{ty}: {err}"
+        );
+        assert!(!out.exists(), "{ty}: an output was written");
+        let (code, err) = requantize(&pair.little, &out, ty);
+        assert_eq!(code, 0, "{ty} little: {err}");
     }
 }

@@ -8,12 +8,16 @@
 //! - Keys and tensors keep their file order; tensor data is laid out one tensor after the other,
 //!   each padded with zeros to the file's alignment, as ggml writes it. So with no selection at all
 //!   a file written by ggml, llama.cpp or gguf-py comes out byte-identical.
+//! - The output keeps the input's byte order: a big-endian file's header is written big-endian and
+//!   its tensor data copied as stored (so a file from `gguf-convert-endian` comes out identical too).
 //!
 //! The output goes through the project's [`GgufWriter`] into an [`OutputFile`], named `OUT` only
 //! once complete: a failure never leaves a partial `OUT`.
 
 use std::io::Write;
 use std::path::Path;
+
+use miniquant::gguf::ByteOrder;
 
 use super::{open_gguf, quoted, CliError};
 use crate::output_file::OutputFile;
@@ -48,6 +52,7 @@ pub(super) fn run<E: Write>(
     }
 
     let mut writer = GgufWriter::new();
+    writer.format(3, index.byte_order().unwrap_or(ByteOrder::Little));
     let mut kept_keys = 0usize;
     for entry in index.metadata() {
         let wanted =
@@ -69,6 +74,7 @@ pub(super) fn run<E: Write>(
         if !selection.tensors.is_empty() && !selection.tensors.contains(&tensor.name) {
             continue;
         }
+        // As stored: in the file's byte order, which the header keeps.
         let mut data = file.data_of(tensor)?.to_vec();
         // Pad like ggml so that the last tensor, too, ends on the alignment.
         let padded = (data.len() as u64).div_ceil(alignment) * alignment;
