@@ -394,6 +394,7 @@ fn requantize_refuses_a_type_without_a_big_endian_layout() {
     let pair = Pair::new("requantize-refused");
     for (ty, name) in [("q5_k", "Q5_K"), ("iq4_nl", "IQ4_NL"), ("q4_1", "Q4_1")] {
         let out = pair.path(&format!("{ty}.gguf"));
+        let _ = std::fs::remove_file(&out);
         let (code, err) = requantize(&pair.big, &out, ty);
         assert_eq!(code, 1, "{ty}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -402,7 +403,237 @@ fn requantize_refuses_a_type_without_a_big_endian_layout() {
             "{ty}: {err}"
         );
         assert!(!out.exists(), "{ty}: an output was written");
+        let out = pair.path(&format!("{ty}-little.gguf"));
         let (code, err) = requantize(&pair.little, &out, ty);
         assert_eq!(code, 0, "{ty} little: {err}");
+    }
+}
+
+fn convert_endian(input: &Path, output: &Path, order: &str) -> (u8, String) {
+    let (code, out, err) = run_cli(&[
+        os("convert-endian"),
+        input.as_os_str(),
+        output.as_os_str(),
+        os("--order"),
+        os(order),
+    ]);
+    assert!(out.is_empty());
+    (code, err)
+}
+
+/// A version-2 file aligned to 64 with bytes that are neither header nor tensor data: non-zero
+/// padding after the header, a gap between two tensors and bytes after the last one. The tool
+/// leaves them as they are.
+fn odd_layout_file() -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.format(2, ByteOrder::Little)
+        .kv("general.architecture", "odd")
+        .kv("general.alignment", Scalar::U32(64))
+        .kv("odd.value", Scalar::I16(-2));
+    let mut a = vec![0u8; quant::bytes_for(GgmlType::Q4_K, COLS).expect("blocks")];
+    quant::quantize(GgmlType::Q4_K, &values(1)[..COLS], &mut a).expect("quantize");
+    let mut b = vec![0u8; 2 * COLS];
+    quant::quantize(GgmlType::F16, &values(2)[..COLS], &mut b).expect("quantize");
+    let b_offset = (a.len() as u64).div_ceil(64) * 64 + 128;
+    w.tensor_at("a", GgmlType::Q4_K.code(), &[COLS as u64], 0, a.clone())
+        .tensor_at("b", GgmlType::F16.code(), &[COLS as u64], b_offset, b);
+    let header_end = w.directory_bytes().len();
+    let data_start = w.header_bytes().len();
+    assert!(data_start > header_end, "some padding after the header");
+    let mut bytes = w.to_bytes();
+    bytes[header_end..data_start].fill(0xa5);
+    bytes[data_start + a.len()..data_start + b_offset as usize].fill(0x5a);
+    bytes.extend_from_slice(b"trailing bytes");
+    bytes
+}
+
+/// The metadata of a real model (SmolLM2's 49,152-token vocabulary and merges) with its F32 norms.
+fn real_header_file(dir: &Path) -> Vec<u8> {
+    let model = miniquant_tests::cache::model_path(miniquant_tests::cache::SMOLLM2_Q4_1);
+    let out = dir.join("smollm2-norms.gguf");
+    let (code, _, err) = run_cli(&[
+        os("extract"),
+        model.as_os_str(),
+        out.as_os_str(),
+        os("--tensor"),
+        os("output_norm.weight"),
+        os("blk.0.attn_norm.weight"),
+        os("blk.29.ffn_norm.weight"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::read(out).expect("read")
+}
+
+/// `convert-endian` to big and back gives what `gguf-convert-endian` gives, byte for byte, on files
+/// with every converted tensor type and every kind of metadata, an odd layout, and a real vocabulary.
+#[test]
+fn convert_endian_is_byte_identical_to_gguf_convert_endian() {
+    let dir = scratch("convert-endian");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let files = [
+        ("model", model_file()),
+        ("odd-layout", odd_layout_file()),
+        ("real-header", real_header_file(&dir)),
+    ];
+    for (name, bytes) in files {
+        let little = dir.join(format!("{name}.gguf"));
+        std::fs::write(&little, &bytes).expect("write");
+        let ours_big = dir.join(format!("{name}-ours-big.gguf"));
+        let (code, err) = convert_endian(&little, &ours_big, "big");
+        assert_eq!(code, 0, "{name}: {err}");
+        let tools_big = converted_by_gguf_py(&little, "big");
+        assert_ne!(tools_big, bytes, "{name}: the tool changed nothing");
+        assert!(
+            std::fs::read(&ours_big).expect("read") == tools_big,
+            "{name}: convert-endian --order big differs from gguf-convert-endian"
+        );
+        let ours_little = dir.join(format!("{name}-ours-little.gguf"));
+        let (code, err) = convert_endian(&ours_big, &ours_little, "little");
+        assert_eq!(code, 0, "{name}: {err}");
+        let ours_little = std::fs::read(&ours_little).expect("read");
+        assert!(
+            ours_little == converted_by_gguf_py(&ours_big, "little"),
+            "{name}: convert-endian --order little differs from gguf-convert-endian"
+        );
+        assert!(
+            ours_little == bytes,
+            "{name}: the round trip changed the file"
+        );
+        // Already in the requested order: an identical copy.
+        let native = dir.join(format!("{name}-native.gguf"));
+        let (code, err) = convert_endian(&little, &native, "native");
+        assert_eq!(code, 0, "{name}: {err}");
+        if cfg!(target_endian = "little") {
+            assert!(err.contains("already little-endian"), "{err}");
+            assert!(std::fs::read(&native).expect("read") == bytes, "{name}");
+        }
+    }
+}
+
+/// Types `gguf-convert-endian` refuses are refused too, naming tensor and type, and nothing is
+/// written; an output that is the input (by name or through a link) is refused before anything.
+#[test]
+fn convert_endian_refuses_what_gguf_convert_endian_refuses() {
+    let dir = scratch("convert-endian-refused");
+    std::fs::create_dir_all(&dir).expect("dir");
+    for t in [GgmlType::Q5_K, GgmlType::Q4_1, GgmlType::I32, GgmlType::F64] {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", "test")
+            .tensor("ok", GgmlType::F32, &[4], vec![0; 16])
+            .tensor(
+                "w",
+                t,
+                &[t.block_size().into()],
+                vec![0; t.block_bytes() as usize],
+            );
+        let path = dir.join(format!("{t}.gguf"));
+        std::fs::write(&path, w.to_checked_bytes().expect("valid")).expect("write");
+        let copy = dir.join(format!("{t}-copy.gguf"));
+        std::fs::copy(&path, &copy).expect("copy");
+        let tool = Command::new(gguf_py_python())
+            .args([
+                "-c",
+                "import sys; from gguf.scripts.gguf_convert_endian import main; sys.exit(main())",
+            ])
+            .arg(&copy)
+            .arg("big")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run gguf-convert-endian");
+        let tool_err = String::from_utf8_lossy(&tool.stderr);
+        assert!(
+            !tool.status.success() && tool_err.contains("Cannot handle type"),
+            "{t}: gguf-convert-endian did not refuse: {tool_err}"
+        );
+        let out = dir.join(format!("{t}-big.gguf"));
+        let _ = std::fs::remove_file(&out);
+        let (code, err) = convert_endian(&path, &out, "big");
+        assert_eq!(code, 1, "{t}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: tensor \"w\"") && err.contains(&format!(" is {t},")),
+            "{t}: {err}"
+        );
+        assert!(!out.exists(), "{t}: an output was written");
+    }
+
+    let input = dir.join("input.gguf");
+    let bytes = little_endian_file();
+    std::fs::write(&input, &bytes).expect("write");
+    let link = dir.join("link.gguf");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&input, &link).expect("symlink");
+    for output in [&input, &link] {
+        let (code, err) = convert_endian(&input, output, "big");
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("is the input"), "{err}");
+        assert!(
+            std::fs::read(&input).expect("read") == bytes,
+            "input changed"
+        );
+    }
+}
+
+/// Runs `args` once per file of the pair, `FILE` standing for the file; the exit code, stdout and
+/// stderr with the file's name and byte order replaced by placeholders.
+fn on_both(pair: &Pair, args: &[&str]) -> [(u8, Vec<u8>, String); 2] {
+    [(&pair.little, "little"), (&pair.big, "big")].map(|(path, order)| {
+        let args: Vec<&OsStr> = args
+            .iter()
+            .map(|&a| if a == "FILE" { path.as_os_str() } else { os(a) })
+            .collect();
+        let (code, out, err) = run_cli(&args);
+        let normal = |text: &str| {
+            text.replace(&path.display().to_string(), "FILE")
+                .replace(&format!("byte_order {order}"), "byte_order ORDER")
+                .replace(
+                    &format!("\"byte_order\":\"{order}\""),
+                    "\"byte_order\":ORDER",
+                )
+                .replace(&format!("\"{}\"", order.to_uppercase()), "ORDER")
+        };
+        let out = match String::from_utf8(out) {
+            Ok(text) => normal(&text).into_bytes(),
+            Err(binary) => binary.into_bytes(),
+        };
+        (code, out, normal(&err))
+    })
+}
+
+/// Every command that reads a file gives the same results on the little- and big-endian copies of
+/// one file (extract, requantize and convert-endian have their own tests above).
+#[test]
+fn every_command_reads_both_byte_orders_alike() {
+    let pair = Pair::new("every-command");
+    let x = pair.path("x.f32");
+    let xs: Vec<u8> = (0..COLS)
+        .flat_map(|i| (i as f32 / 32.0 - 4.0).to_le_bytes())
+        .collect();
+    std::fs::write(&x, xs).expect("write x");
+    let x = x.to_str().expect("UTF-8 path");
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["inspect", "FILE"],
+        vec!["inspect", "--json", "FILE"],
+        vec!["inspect", "--json-format", "gguf-dump", "FILE"],
+        vec!["inspect", "--key", "test.nested", "FILE"],
+        vec!["inspect", "--key", "test.count", "FILE"],
+        vec!["validate", "FILE"],
+    ];
+    let names: Vec<String> = TYPES.into_iter().map(weight_name).collect();
+    commands.push(vec!["dequant", "FILE", "output_norm.weight", "-o", "-"]);
+    for name in &names {
+        commands.push(vec!["dequant", "FILE", name, "-o", "-"]);
+        commands.push(vec![
+            "dequant", "FILE", name, "--rows", "1..3", "--format", "npy", "-o", "-",
+        ]);
+        commands.push(vec!["matvec", "FILE", name, x, "-o", "-"]);
+    }
+    for args in &commands {
+        let [little, big] = on_both(&pair, args);
+        assert_eq!(little.0, 0, "{args:?}: {}", little.2);
+        assert_eq!(big.1, little.1, "{args:?}: stdout");
+        assert_eq!(big.2, little.2, "{args:?}: stderr");
+        assert_eq!(big.0, little.0, "{args:?}: exit code");
+        assert!(!little.1.is_empty(), "{args:?}: no output");
     }
 }

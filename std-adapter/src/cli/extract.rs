@@ -17,8 +17,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use miniquant::gguf::ByteOrder;
-
 use super::{open_gguf, quoted, CliError};
 use crate::output_file::OutputFile;
 use crate::value::{Array, Value};
@@ -52,7 +50,13 @@ pub(super) fn run<E: Write>(
     }
 
     let mut writer = GgufWriter::new();
-    writer.format(3, index.byte_order().unwrap_or(ByteOrder::Little));
+    // The input's byte order: its tensor data is copied as stored.
+    writer.format(
+        3,
+        index
+            .byte_order()
+            .unwrap_or(miniquant::gguf::ByteOrder::Little),
+    );
     let mut kept_keys = 0usize;
     for entry in index.metadata() {
         let wanted =
@@ -74,7 +78,6 @@ pub(super) fn run<E: Write>(
         if !selection.tensors.is_empty() && !selection.tensors.contains(&tensor.name) {
             continue;
         }
-        // As stored: in the file's byte order, which the header keeps.
         let mut data = file.data_of(tensor)?.to_vec();
         // Pad like ggml so that the last tensor, too, ends on the alignment.
         let padded = (data.len() as u64).div_ceil(alignment) * alignment;

@@ -29,17 +29,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use miniquant::error::Op;
-use miniquant::gguf::{ByteOrder, Scalar, TensorSpec, ValueType, WriteOptions};
-use miniquant::quant::byte_order::big_endian_layout_known;
+use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
 use miniquant::{quant, GgmlType};
 
 use super::{open_gguf, quoted, CliError};
-use crate::index::TensorEntry;
 use crate::output_file::OutputFile;
 use crate::value::Value;
 use crate::writer;
-use crate::GgufFile;
 
 /// A target of `--type`: the tensor type and the llama.cpp file type written to
 /// `general.file_type`.
@@ -256,7 +252,7 @@ pub fn requantize(
         }
         types.push(new_type);
     }
-    if index.byte_order() == Some(ByteOrder::Big) {
+    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
         refuse_unknown_big_endian_layouts(input, index.tensors(), &types)?;
     }
     let specs: Vec<TensorSpec<'_>> = index
@@ -297,21 +293,22 @@ pub fn requantize(
 /// layout (the output is big-endian too).
 fn refuse_unknown_big_endian_layouts(
     input: &Path,
-    tensors: &[TensorEntry],
+    tensors: &[crate::TensorEntry],
     types: &[GgmlType],
 ) -> Result<(), CliError> {
     let converted = tensors.iter().zip(types).filter(|(t, &u)| t.ggml_type != u);
     for (tensor, &new_type) in converted {
-        let (role, unknown) = if !big_endian_layout_known(tensor.ggml_type) {
+        use miniquant::quant::byte_order::big_endian_layout_known as known;
+        let (role, unknown) = if !known(tensor.ggml_type) {
             ("is", tensor.ggml_type)
-        } else if !big_endian_layout_known(new_type) {
+        } else if !known(new_type) {
             ("would become", new_type)
         } else {
             continue;
         };
         let why = miniquant::Error::Unsupported {
             ggml_type: unknown,
-            op: Op::FromBigEndian,
+            op: miniquant::error::Op::FromBigEndian,
         };
         return Err(CliError::Message(format!(
             "{} is big-endian and tensor {:?} {role} {unknown}: {why}; convert the file to \
@@ -323,10 +320,9 @@ fn refuse_unknown_big_endian_layouts(
     Ok(())
 }
 
-/// Writes the whole output file into `out`, in the input's byte order; returns it (flushed, not
-/// yet named) and its size.
+/// Writes the whole output file into `out`; returns it (flushed, not yet named) and its size.
 fn write_output(
-    file: &GgufFile,
+    file: &crate::GgufFile,
     out: OutputFile,
     target: Target,
     specs: &[TensorSpec<'_>],
@@ -340,8 +336,11 @@ fn write_output(
         .iter()
         .filter(|m| !REPLACED.contains(&m.key.as_str()))
         .collect();
+    // The input's byte order (see the module docs).
     let options_out = WriteOptions {
-        byte_order: index.byte_order().unwrap_or(ByteOrder::Little),
+        byte_order: index
+            .byte_order()
+            .unwrap_or(miniquant::gguf::ByteOrder::Little),
         ..WriteOptions::DEFAULT
     };
     let mut w = writer::stream(
@@ -400,8 +399,8 @@ fn write_output(
 
 /// One tensor's conversion: its rows, read from `file`, to `dst_type`.
 struct Conversion<'a> {
-    file: &'a GgufFile,
-    tensor: &'a TensorEntry,
+    file: &'a crate::GgufFile,
+    tensor: &'a crate::TensorEntry,
     dst_type: GgmlType,
 }
 
