@@ -3,6 +3,11 @@
 //! converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4, NVFP4) must read back as the little-endian file's
 //! exact bytes and values, through the library and through `miniquant dequant` and `matvec`. A
 //! big-endian file with a type the tool cannot convert is a clear error naming tensor and type.
+//!
+//! Every command that reads a file gives the same results on both copies; `extract` and
+//! `requantize` write in the input's byte order (their big-endian outputs are what the tool makes of
+//! the little-endian ones, byte for byte); `convert-endian` writes what the tool writes, byte for
+//! byte, and refuses what it refuses.
 
 use clap::Parser;
 use std::ffi::OsStr;
@@ -407,6 +412,30 @@ fn requantize_refuses_a_type_without_a_big_endian_layout() {
         let (code, err) = requantize(&pair.little, &out, ty);
         assert_eq!(code, 0, "{ty} little: {err}");
     }
+    // A source type without a big-endian layout cannot be read, so it cannot be converted.
+    let file = craft::GgufFile {
+        endian: Endian::Big,
+        metadata: vec![(b"general.architecture".to_vec(), Value::str("test"))],
+        tensors: vec![Tensor {
+            name: b"blk.0.ffn_up.weight".to_vec(),
+            ne: vec![32, 2],
+            type_code: GgmlType::Q4_1.code(),
+            offset: 0,
+        }],
+        data: vec![0; 2 * GgmlType::Q4_1.block_bytes() as usize],
+        ..craft::GgufFile::default()
+    };
+    let input = pair.path("q4_1-big.gguf");
+    std::fs::write(&input, file.to_bytes()).expect("write");
+    let out = pair.path("from-q4_1.gguf");
+    let _ = std::fs::remove_file(&out);
+    let (code, err) = requantize(&input, &out, "q8_0");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("tensor \"blk.0.ffn_up.weight\" is Q4_1") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!out.exists(), "an output was written");
 }
 
 fn convert_endian(input: &Path, output: &Path, order: &str) -> (u8, String) {

@@ -296,23 +296,32 @@ fn refuse_unknown_big_endian_layouts(
     tensors: &[crate::TensorEntry],
     types: &[GgmlType],
 ) -> Result<(), CliError> {
+    use miniquant::quant::byte_order::big_endian_layout_known as known;
     let converted = tensors.iter().zip(types).filter(|(t, &u)| t.ggml_type != u);
     for (tensor, &new_type) in converted {
-        use miniquant::quant::byte_order::big_endian_layout_known as known;
-        let (role, unknown) = if !known(tensor.ggml_type) {
-            ("is", tensor.ggml_type)
+        let problem = if !known(tensor.ggml_type) {
+            let why = miniquant::Error::Unsupported {
+                ggml_type: tensor.ggml_type,
+                op: miniquant::error::Op::FromBigEndian,
+            };
+            format!("is {}: {why}", tensor.ggml_type)
         } else if !known(new_type) {
-            ("would become", new_type)
+            let writable: Vec<&str> = TARGETS
+                .iter()
+                .filter(|(t, _)| known(*t))
+                .map(|(t, _)| t.name())
+                .collect();
+            format!(
+                "would become {new_type}, which has no big-endian layout (a big-endian output can \
+                 be {}): choose one of those, or convert the file to little-endian first \
+                 (miniquant convert-endian IN OUT --order little)",
+                writable.join(", ")
+            )
         } else {
             continue;
         };
-        let why = miniquant::Error::Unsupported {
-            ggml_type: unknown,
-            op: miniquant::error::Op::FromBigEndian,
-        };
         return Err(CliError::Message(format!(
-            "{} is big-endian and tensor {:?} {role} {unknown}: {why}; convert the file to \
-             little-endian first (miniquant convert-endian IN OUT --order little)",
+            "{} is big-endian and tensor {:?} {problem}",
             quoted(input),
             tensor.name,
         )));
