@@ -252,6 +252,16 @@ fn model_file() -> Vec<u8> {
         quant::quantize(t, &values(i), &mut blocks).expect("quantize");
         w.tensor(&weight_name(t), t, &[COLS as u64, ROWS as u64], blocks);
     }
+    // More rows than a requantize thread reads at a time.
+    let tall: Vec<f32> = (0..COLS * 150).map(|i| (i % 97) as f32 - 48.5).collect();
+    let mut blocks = vec![0u8; quant::bytes_for(GgmlType::Q8_0, tall.len()).expect("blocks")];
+    quant::quantize(GgmlType::Q8_0, &tall, &mut blocks).expect("quantize");
+    w.tensor(
+        "blk.1.ffn_down.weight",
+        GgmlType::Q8_0,
+        &[COLS as u64, 150],
+        blocks,
+    );
     // As ggml writes it: the last tensor padded too.
     w.to_checked_bytes().expect("a valid file")
 }

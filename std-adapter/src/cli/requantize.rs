@@ -406,6 +406,9 @@ fn write_output(
     Ok((out, written))
 }
 
+/// Rows a quantizer thread reads at a time.
+const BATCH_ROWS: usize = 64;
+
 /// One tensor's conversion: its rows, read from `file`, to `dst_type`.
 struct Conversion<'a> {
     file: &'a crate::GgufFile,
@@ -436,8 +439,9 @@ fn convert(
     } = *job;
     let (name, src_type) = (&tensor.name, tensor.ggml_type);
     let ne0 = tensor.cols() as usize;
+    let src_row = quant::bytes_for(src_type, ne0)?;
     let dst_row = quant::bytes_for(dst_type, ne0)?;
-    if dst_row == 0 {
+    if src_row == 0 || dst_row == 0 {
         return Ok(());
     }
     let rows = dst.len() / dst_row;
@@ -450,20 +454,28 @@ fn convert(
             .map(|(run, dst)| {
                 scope.spawn(move || -> Result<(), RowError> {
                     let mut values = vec![0f32; ne0];
-                    for (i, d) in dst.chunks_exact_mut(dst_row).enumerate() {
-                        let row = (run * rows_per_thread + i) as u64;
-                        let s = file
-                            .rows_data(tensor, row..row + 1)
+                    let first = run * rows_per_thread;
+                    // A batch of rows at a time: for a big-endian file, converted into a buffer
+                    // of that size.
+                    for (b, dst) in dst.chunks_mut(dst_row * BATCH_ROWS).enumerate() {
+                        let start = first + b * BATCH_ROWS;
+                        let end = start + dst.len() / dst_row;
+                        let src = file
+                            .rows_data(tensor, start as u64..end as u64)
                             .map_err(RowError::Kernel)?;
-                        quant::dequantize(src_type, &s, &mut values).map_err(RowError::Kernel)?;
-                        if check_finite {
-                            if let Some(column) = values.iter().position(|v| !v.is_finite()) {
-                                let row = row as usize;
-                                return Err(RowError::NonFinite(row, column, values[column]));
+                        let rows = src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row));
+                        for (i, (s, d)) in rows.enumerate() {
+                            quant::dequantize(src_type, s, &mut values)
+                                .map_err(RowError::Kernel)?;
+                            if check_finite {
+                                if let Some(column) = values.iter().position(|v| !v.is_finite()) {
+                                    let row = start + i;
+                                    return Err(RowError::NonFinite(row, column, values[column]));
+                                }
                             }
+                            quant::quantize(dst_type, &values, d).map_err(RowError::Kernel)?;
+                            bar.inc(dst_row as u64);
                         }
-                        quant::quantize(dst_type, &values, d).map_err(RowError::Kernel)?;
-                        bar.inc(dst_row as u64);
                     }
                     Ok(())
                 })
