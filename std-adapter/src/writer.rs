@@ -403,6 +403,37 @@ mod tests {
     }
 
     #[test]
+    fn format_sets_the_header_version_and_byte_order() {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", "x")
+            .kv("n", Scalar::U64(0x0102_0304_0506_0708))
+            .kv("a", Value::from(Array::I16(vec![-2, 3])));
+        w.tensor("t", GgmlType::F32, &[2, 3], vec![7; 24]);
+        let summary = |bytes: &[u8]| {
+            let index = Index::from_bytes(bytes).unwrap();
+            let keys: Vec<_> = index
+                .metadata()
+                .iter()
+                .map(|m| (m.key.clone(), m.value.clone()))
+                .collect();
+            let t = &index.tensors()[0];
+            let tensor = (t.name.clone(), t.ggml_type, t.ne().to_vec(), t.offset);
+            (index.version(), index.byte_order(), keys, tensor)
+        };
+        let (_, _, keys, tensor) = summary(&w.to_bytes());
+        for version in 1..=3 {
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                let bytes = w.format(version, order).to_bytes();
+                let expected = (version, Some(order), keys.clone(), tensor.clone());
+                assert_eq!(summary(&bytes), expected);
+                assert_eq!(&bytes[bytes.len() - 24..], &[7; 24]);
+                let directory = w.directory_bytes();
+                assert_eq!(&w.header_bytes()[..directory.len()], directory);
+            }
+        }
+    }
+
+    #[test]
     fn tensors_are_padded_to_the_declared_alignment() {
         let mut w = GgufWriter::new();
         w.kv("general.alignment", Scalar::U32(64));
