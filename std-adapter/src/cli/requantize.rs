@@ -14,9 +14,9 @@
 //!   and column of the first one) unless `--allow-non-finite`: ggml's quantizers turn them into
 //!   blocks whose scale is NaN or inf, which poison every value of the block.
 //! - Byte order: the output's is the input's. A big-endian file's rows are read in the kernels'
-//!   layout ([`crate::GgufFile::rows_data`]) and the converted blocks turned back into big-endian ones;
-//!   a conversion from or to a type without a big-endian layout is refused before anything is
-//!   written (convert the file to little-endian first with `convert-endian`).
+//!   layout ([`crate::GgufFile::rows_data`]) and the converted blocks turned back into big-endian
+//!   ones; a conversion from or to a type without a big-endian layout is refused before anything
+//!   is written (convert the file to little-endian first with `convert-endian`).
 //! - Metadata: copied in order; `general.quantization_version` (2) and `general.file_type` (the
 //!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
 //! - The file gets its name only when complete ([`crate::output_file`]): on Linux it is written
