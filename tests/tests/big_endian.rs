@@ -1,13 +1,14 @@
 //! Big-endian GGUF files made by gguf-py's `gguf-convert-endian` (run from the cached venv at test
 //! time) over a little-endian file that the project's writer makes: every tensor type the tool
-//! converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4, NVFP4) must read back as the little-endian file's
-//! exact bytes and values, through the library and through `miniquant dequant` and `matvec`. A
-//! big-endian file with a type the tool cannot convert is a clear error naming tensor and type.
+//! converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4, NVFP4) must read back as the
+//! little-endian file's exact bytes and values, through the library and through `miniquant dequant`
+//! and `matvec`. A big-endian file with a type the tool cannot convert is a clear error naming
+//! tensor and type.
 //!
 //! Every command that reads a file gives the same results on both copies; `extract` and
-//! `requantize` write in the input's byte order (their big-endian outputs are what the tool makes of
-//! the little-endian ones, byte for byte); `convert-endian` writes what the tool writes, byte for
-//! byte, and refuses what it refuses.
+//! `requantize` write in the input's byte order (their big-endian outputs are what the tool makes
+//! of the little-endian ones, byte for byte); `convert-endian` writes what the tool writes, byte
+//! for byte, and refuses what it refuses.
 
 use clap::Parser;
 use std::ffi::OsStr;
@@ -504,7 +505,8 @@ fn real_header_file(dir: &Path) -> Vec<u8> {
 }
 
 /// `convert-endian` to big and back gives what `gguf-convert-endian` gives, byte for byte, on files
-/// with every converted tensor type and every kind of metadata, an odd layout, and a real vocabulary.
+/// with every converted tensor type and every kind of metadata, an odd layout, and a real
+/// vocabulary.
 #[test]
 fn convert_endian_is_byte_identical_to_gguf_convert_endian() {
     let dir = scratch("convert-endian");
