@@ -5,8 +5,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use miniquant::quant::{self, matvec};
-use miniquant::{Error, Result};
+use miniquant::gguf::ByteOrder;
+use miniquant::quant::{self, byte_order, matvec};
+use miniquant::{Error, GgmlType, Result};
 
 use crate::file::{GgufFile, TensorDataError};
 use crate::index::TensorEntry;
@@ -48,6 +49,18 @@ impl GgufFile {
         let end = usize::try_from(rows.end.saturating_mul(row_bytes)).map_err(|_| bad_rows)?;
         let stored = self.data_of(tensor)?.get(start..end).ok_or(bad_rows)?;
         self.native(tensor.ggml_type, stored)
+    }
+
+    /// Turns `native` (whole blocks of `t` in the kernels' little-endian layout) into this file's
+    /// byte order, in place: the inverse of the conversion of [`rows_data`](Self::rows_data), for
+    /// data written beside a header in this file's order (`requantize` keeps the input's order).
+    /// Errors: for a big-endian file, a type without a big-endian layout, or partial blocks.
+    pub fn native_to_file_order(&self, t: GgmlType, native: &mut [u8]) -> Result<()> {
+        match self.index().byte_order() {
+            // Each big-endian swap is its own inverse.
+            Some(ByteOrder::Big) => byte_order::big_endian_to_native_in_place(t, native),
+            Some(ByteOrder::Little) | None => Ok(()),
+        }
     }
 
     /// Every element of the tensor called `name` as f32, row-major.

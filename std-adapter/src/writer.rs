@@ -1,6 +1,7 @@
-//! An in-memory GGUF v3 (little-endian) builder over the core writer: for the shipped example file
-//! and for tests that need files of a given shape, including broken ones (duplicate keys,
-//! overlapping or misplaced tensors, data cut short).
+//! An in-memory GGUF builder over the core writer (version 3, little-endian unless
+//! [`GgufWriter::format`] says otherwise): for the shipped example file, for `extract` and
+//! `convert-endian`, and for tests that need files of a given shape, including broken ones
+//! (duplicate keys, overlapping or misplaced tensors, data cut short).
 //!
 //! [`GgufWriter`] collects owned keys and tensors. [`GgufWriter::to_bytes`] encodes exactly what it
 //! was given, in order, through the core's unchecked [`Encoder`]; [`GgufWriter::to_checked_bytes`]
@@ -27,13 +28,27 @@ struct PendingTensor {
     data: Vec<u8>,
 }
 
-/// Builds a GGUF v3 file in memory.
-#[derive(Default)]
+/// Builds a GGUF file in memory.
 pub struct GgufWriter {
     metadata: Vec<(String, Value)>,
     tensors: Vec<PendingTensor>,
     /// Where the next [`tensor`](Self::tensor) goes, relative to the data section.
     next_offset: u64,
+    version: u32,
+    /// The order of the header's numbers; tensor data is written as given.
+    byte_order: ByteOrder,
+}
+
+impl Default for GgufWriter {
+    fn default() -> Self {
+        Self {
+            metadata: Vec::new(),
+            tensors: Vec::new(),
+            next_offset: 0,
+            version: 3,
+            byte_order: ByteOrder::Little,
+        }
+    }
 }
 
 /// Short on purpose: the pending tensors' data can be gigabytes.
@@ -51,6 +66,15 @@ impl GgufWriter {
     /// An empty file.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the header's version (1 to 3; 1 has 32-bit lengths and counts) and byte order (default:
+    /// 3, little-endian). Tensor data is written as given: data for a big-endian file must already
+    /// be in that file's layout ([`miniquant::quant::byte_order`]).
+    pub fn format(&mut self, version: u32, byte_order: ByteOrder) -> &mut Self {
+        self.version = version;
+        self.byte_order = byte_order;
+        self
     }
 
     /// Appends a metadata pair (a repeated key is written again).
@@ -107,9 +131,21 @@ impl GgufWriter {
 
     /// The header: magic, counts, metadata, tensor infos and the padding up to the data section.
     pub fn header_bytes(&self) -> Vec<u8> {
-        let mut enc = Encoder::new(Vec::new(), 3, ByteOrder::Little);
-        encode_header(&mut enc, self).unwrap_or_else(|e| unreachable!("a Vec cannot fail: {e}"));
+        let mut enc = self.directory_encoder();
+        let padded = enc.pad_to(self.alignment());
+        padded.unwrap_or_else(|e| unreachable!("a Vec cannot fail: {e}"));
         enc.into_inner()
+    }
+
+    /// The header without the padding after the tensor infos.
+    pub fn directory_bytes(&self) -> Vec<u8> {
+        self.directory_encoder().into_inner()
+    }
+
+    fn directory_encoder(&self) -> Encoder<Vec<u8>> {
+        let mut enc = Encoder::new(Vec::new(), self.version, self.byte_order);
+        encode_directory(&mut enc, self).unwrap_or_else(|e| unreachable!("a Vec cannot fail: {e}"));
+        enc
     }
 
     /// The whole file: the header, then each tensor's data at its offset (zeros in between).
@@ -138,10 +174,10 @@ fn pad(n: u64, alignment: u64) -> u64 {
     n.div_ceil(alignment).saturating_mul(alignment)
 }
 
-/// Encodes the header without checking it.
-fn encode_header(enc: &mut Encoder<Vec<u8>>, w: &GgufWriter) -> miniquant::Result<()> {
+/// Encodes the header up to the end of the tensor infos, without checking it.
+fn encode_directory(enc: &mut Encoder<Vec<u8>>, w: &GgufWriter) -> miniquant::Result<()> {
     enc.bytes(&miniquant::gguf::GGUF_MAGIC)?;
-    enc.u32(3)?;
+    enc.u32(w.version)?;
     enc.len(w.tensors.len() as u64)?;
     enc.len(w.metadata.len() as u64)?;
     for (key, value) in &w.metadata {
@@ -153,12 +189,12 @@ fn encode_header(enc: &mut Encoder<Vec<u8>>, w: &GgufWriter) -> miniquant::Resul
         enc.str(&t.name)?;
         enc.u32(t.ne.len() as u32)?;
         for &d in &t.ne {
-            enc.u64(d)?;
+            enc.len(d)?;
         }
         enc.u32(t.type_code)?;
         enc.u64(t.offset)?;
     }
-    enc.pad_to(w.alignment())
+    Ok(())
 }
 
 /// Encodes a value without checking it. Recursive for nested arrays: the values were built in
@@ -364,6 +400,37 @@ mod tests {
             w.to_checked_bytes(),
             Err(CheckedWriteError::NotSequential { name: "a".into() })
         );
+    }
+
+    #[test]
+    fn format_sets_the_header_version_and_byte_order() {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", "x")
+            .kv("n", Scalar::U64(0x0102_0304_0506_0708))
+            .kv("a", Value::from(Array::I16(vec![-2, 3])));
+        w.tensor("t", GgmlType::F32, &[2, 3], vec![7; 24]);
+        let summary = |bytes: &[u8]| {
+            let index = Index::from_bytes(bytes).unwrap();
+            let keys: Vec<_> = index
+                .metadata()
+                .iter()
+                .map(|m| (m.key.clone(), m.value.clone()))
+                .collect();
+            let t = &index.tensors()[0];
+            let tensor = (t.name.clone(), t.ggml_type, t.ne().to_vec(), t.offset);
+            (index.version(), index.byte_order(), keys, tensor)
+        };
+        let (_, _, keys, tensor) = summary(&w.to_bytes());
+        for version in 1..=3 {
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                let bytes = w.format(version, order).to_bytes();
+                let expected = (version, Some(order), keys.clone(), tensor.clone());
+                assert_eq!(summary(&bytes), expected);
+                assert_eq!(&bytes[bytes.len() - 24..], &[7; 24]);
+                let directory = w.directory_bytes();
+                assert_eq!(&w.header_bytes()[..directory.len()], directory);
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - Keys and tensors keep their file order; tensor data is laid out one tensor after the other,
 //!   each padded with zeros to the file's alignment, as ggml writes it. So with no selection at all
 //!   a file written by ggml, llama.cpp or gguf-py comes out byte-identical.
+//! - The output keeps the input's byte order: a big-endian file's header is written big-endian and
+//!   its tensor data copied as stored (so a file from `gguf-convert-endian` comes out identical too).
 //!
 //! The output goes through the project's [`GgufWriter`] into an [`Output`] file, named `OUT` only
 //! once complete: a failure never leaves a partial `OUT`.
@@ -47,6 +49,13 @@ pub(super) fn run<E: Write>(
     }
 
     let mut writer = GgufWriter::new();
+    // The input's byte order: its tensor data is copied as stored.
+    writer.format(
+        3,
+        index
+            .byte_order()
+            .unwrap_or(miniquant::gguf::ByteOrder::Little),
+    );
     let mut kept_keys = 0usize;
     for entry in index.metadata() {
         let wanted =

@@ -5,6 +5,7 @@
 //! Failures print one line per problem on `err`: `error: <what>`, where a problem in a GGUF file
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
 
+mod convert_endian;
 mod dequant;
 mod dequant_raw;
 mod extract;
@@ -119,6 +120,8 @@ pub enum Command {
         #[arg(long)]
         allow_non_finite: bool,
     },
+    /// Write a GGUF file in another byte order, byte-identical to gguf-py's `gguf-convert-endian`.
+    ConvertEndian(convert_endian::Args),
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
         /// Where to write it.
@@ -179,6 +182,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             },
             err,
         ),
+        Command::ConvertEndian(args) => convert_endian::run(args, err),
         Command::MakeExample { output } => make_example::run(output, err),
         Command::Requantize {
             input,

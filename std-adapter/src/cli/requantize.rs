@@ -13,6 +13,10 @@
 //! - NaN and infinities in a converted tensor's source values are refused (naming the tensor, row
 //!   and column of the first one) unless `--allow-non-finite`: ggml's quantizers turn them into
 //!   blocks whose scale is NaN or inf, which poison every value of the block.
+//! - Byte order: the output's is the input's. A big-endian file's rows are read in the kernels'
+//!   layout ([`crate::GgufFile::rows_data`]) and the converted blocks turned back into big-endian
+//!   ones; a conversion from or to a type without a big-endian layout is refused before anything
+//!   is written (convert the file to little-endian first with `convert-endian`).
 //! - Metadata: copied in order; `general.quantization_version` (2) and `general.file_type` (the
 //!   llama.cpp file type of TYPE) are removed and appended last, as llama.cpp's gguf writer does.
 //! - The file gets its name only when complete ([`crate::output_file`]): on Linux it is written
@@ -249,6 +253,9 @@ pub fn requantize(
         }
         types.push(new_type);
     }
+    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
+        refuse_unknown_big_endian_layouts(input, index.tensors(), &types)?;
+    }
     let specs: Vec<TensorSpec<'_>> = index
         .tensors()
         .iter()
@@ -270,6 +277,46 @@ pub fn requantize(
     Ok(summary)
 }
 
+/// For a big-endian input: every converted tensor's source and target type must have a big-endian
+/// layout (the output is big-endian too).
+fn refuse_unknown_big_endian_layouts(
+    input: &Path,
+    tensors: &[crate::TensorEntry],
+    types: &[GgmlType],
+) -> Result<(), CliError> {
+    use miniquant::quant::byte_order::big_endian_layout_known as known;
+    let converted = tensors.iter().zip(types).filter(|(t, &u)| t.ggml_type != u);
+    for (tensor, &new_type) in converted {
+        let problem = if !known(tensor.ggml_type) {
+            let why = miniquant::Error::Unsupported {
+                ggml_type: tensor.ggml_type,
+                op: miniquant::error::Op::FromBigEndian,
+            };
+            format!("is {}: {why}", tensor.ggml_type)
+        } else if !known(new_type) {
+            let writable: Vec<&str> = TARGETS
+                .iter()
+                .filter(|(t, _)| known(*t))
+                .map(|(t, _)| t.name())
+                .collect();
+            format!(
+                "would become {new_type}, which has no big-endian layout (a big-endian output can \
+                 be {}): choose one of those, or convert the file to little-endian first \
+                 (miniquant convert-endian IN OUT --order little)",
+                writable.join(", ")
+            )
+        } else {
+            continue;
+        };
+        return Err(CliError::Message(format!(
+            "{} is big-endian and tensor {:?} {problem}",
+            quoted(input),
+            tensor.name,
+        )));
+    }
+    Ok(())
+}
+
 /// Writes the whole output file into `out`; returns it (flushed, not yet named) and its size.
 fn write_output(
     file: &crate::GgufFile,
@@ -286,9 +333,16 @@ fn write_output(
         .iter()
         .filter(|m| !REPLACED.contains(&m.key.as_str()))
         .collect();
+    // The input's byte order (see the module docs).
+    let options_out = WriteOptions {
+        byte_order: index
+            .byte_order()
+            .unwrap_or(miniquant::gguf::ByteOrder::Little),
+        ..WriteOptions::DEFAULT
+    };
     let mut w = writer::stream(
         BufWriter::with_capacity(1 << 20, out),
-        WriteOptions::DEFAULT,
+        options_out,
         kept.len() as u64 + 2,
         specs,
     )?;
@@ -310,26 +364,25 @@ fn write_output(
     w.finish_header()?;
     let mut converted = Vec::new();
     for (t, spec) in index.tensors().iter().zip(specs) {
-        let data = file.data_of(t)?;
         if spec.ggml_type == t.ggml_type {
+            // As stored: already in the output's byte order.
+            let data = file.data_of(t)?;
             w.tensor_data(data)?;
             bar.inc(data.len() as u64);
         } else {
-            let ne0 = t.ne().first().copied().unwrap_or(1) as usize;
             let bytes = spec.bytes().unwrap_or(0) as usize;
             converted.resize(bytes, 0);
             convert(
                 &Conversion {
-                    name: &t.name,
-                    src_type: t.ggml_type,
+                    file,
+                    tensor: t,
                     dst_type: spec.ggml_type,
-                    ne0,
                 },
-                data,
                 &mut converted,
                 options,
                 bar,
             )?;
+            file.native_to_file_order(spec.ggml_type, &mut converted)?;
             w.tensor_data(&converted)?;
         }
     }
@@ -341,12 +394,14 @@ fn write_output(
     Ok((out, written))
 }
 
-/// One tensor's conversion: rows of `ne0` values from `src_type` to `dst_type`.
+/// Rows a quantizer thread reads at a time.
+const BATCH_ROWS: usize = 64;
+
+/// One tensor's conversion: its rows, read from `file`, to `dst_type`.
 struct Conversion<'a> {
-    name: &'a str,
-    src_type: GgmlType,
+    file: &'a crate::GgufFile,
+    tensor: &'a crate::TensorEntry,
     dst_type: GgmlType,
-    ne0: usize,
 }
 
 /// Why a quantizer thread stopped.
@@ -356,48 +411,59 @@ enum RowError {
     NonFinite(usize, usize, f32),
 }
 
-/// Converts a tensor's rows, split into `options.threads` contiguous runs, each thread
-/// dequantizing one row at a time into its own buffer.
+/// Converts a tensor's rows into `dst` (in the kernels' little-endian layout), split into
+/// `options.threads` contiguous runs, each thread reading and dequantizing one row at a time into
+/// its own buffer.
 fn convert(
     job: &Conversion<'_>,
-    src: &[u8],
     dst: &mut [u8],
     options: &Options,
     bar: &ProgressBar,
 ) -> Result<(), CliError> {
     let Conversion {
-        name,
-        src_type,
+        file,
+        tensor,
         dst_type,
-        ne0,
     } = *job;
+    let (name, src_type) = (&tensor.name, tensor.ggml_type);
+    let ne0 = tensor.cols() as usize;
     let src_row = quant::bytes_for(src_type, ne0)?;
     let dst_row = quant::bytes_for(dst_type, ne0)?;
     if src_row == 0 || dst_row == 0 {
         return Ok(());
     }
-    let rows = src.len() / src_row;
+    let rows = dst.len() / dst_row;
     let rows_per_thread = rows.div_ceil(options.threads.max(1)).max(1);
     let check_finite = !options.allow_non_finite;
     std::thread::scope(|scope| {
-        let workers: Vec<_> = src
-            .chunks(src_row * rows_per_thread)
-            .zip(dst.chunks_mut(dst_row * rows_per_thread))
+        let workers: Vec<_> = dst
+            .chunks_mut(dst_row * rows_per_thread)
             .enumerate()
-            .map(|(run, (src, dst))| {
+            .map(|(run, dst)| {
                 scope.spawn(move || -> Result<(), RowError> {
                     let mut values = vec![0f32; ne0];
-                    let rows = src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row));
-                    for (i, (s, d)) in rows.enumerate() {
-                        quant::dequantize(src_type, s, &mut values).map_err(RowError::Kernel)?;
-                        if check_finite {
-                            if let Some(column) = values.iter().position(|v| !v.is_finite()) {
-                                let row = run * rows_per_thread + i;
-                                return Err(RowError::NonFinite(row, column, values[column]));
+                    let first = run * rows_per_thread;
+                    // A batch of rows at a time: for a big-endian file, converted into a buffer
+                    // of that size.
+                    for (b, dst) in dst.chunks_mut(dst_row * BATCH_ROWS).enumerate() {
+                        let start = first + b * BATCH_ROWS;
+                        let end = start + dst.len() / dst_row;
+                        let src = file
+                            .rows_data(tensor, start as u64..end as u64)
+                            .map_err(RowError::Kernel)?;
+                        let rows = src.chunks_exact(src_row).zip(dst.chunks_exact_mut(dst_row));
+                        for (i, (s, d)) in rows.enumerate() {
+                            quant::dequantize(src_type, s, &mut values)
+                                .map_err(RowError::Kernel)?;
+                            if check_finite {
+                                if let Some(column) = values.iter().position(|v| !v.is_finite()) {
+                                    let row = start + i;
+                                    return Err(RowError::NonFinite(row, column, values[column]));
+                                }
                             }
+                            quant::quantize(dst_type, &values, d).map_err(RowError::Kernel)?;
+                            bar.inc(dst_row as u64);
                         }
-                        quant::quantize(dst_type, &values, d).map_err(RowError::Kernel)?;
-                        bar.inc(dst_row as u64);
                     }
                     Ok(())
                 })
