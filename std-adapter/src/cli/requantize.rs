@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
 use miniquant::{quant, GgmlType};
 
-use super::{open_gguf, quoted, CliError};
+use super::{open_gguf, quoted, type_arg, CliError};
 use crate::output_file::OutputFile;
 use crate::value::Value;
 use crate::writer;
@@ -68,10 +68,13 @@ const TARGETS: [(GgmlType, u32); 17] = [
 /// `general.quantization_version`: ggml's `GGML_QNT_VERSION`.
 const QUANTIZATION_VERSION: u32 = 2;
 
-/// Parses `--type` (case-insensitive); the error lists the valid names.
+/// Parses `--type` (case-insensitive) as every command does, then keeps the types requantize
+/// can produce; the error lists them.
 pub fn parse_target(name: &str) -> Result<Target, String> {
-    GgmlType::from_name(name)
-        .and_then(|t| TARGETS.iter().find(|(u, _)| *u == t))
+    let t = type_arg::parse(name)?;
+    TARGETS
+        .iter()
+        .find(|(u, _)| *u == t)
         .map(|&(ggml_type, file_type)| Target {
             ggml_type,
             file_type,
@@ -79,7 +82,7 @@ pub fn parse_target(name: &str) -> Result<Target, String> {
         .ok_or_else(|| {
             let names: Vec<&str> = TARGETS.iter().map(|(t, _)| t.name()).collect();
             format!(
-                "unknown or unsupported type {name:?}; valid types (any case): {}",
+                "requantize cannot produce {t}: ggml quantizes it only with an importance matrix,                  or it is not a weight type. Requantize types (case-insensitive): {}",
                 names.join(", ")
             )
         })
