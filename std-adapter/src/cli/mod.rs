@@ -284,9 +284,14 @@ fn find_tensor<'f>(
     path: &Path,
     name: &str,
 ) -> Result<&'f TensorEntry, CliError> {
-    file.index()
-        .tensor(name)
-        .ok_or_else(|| CliError::Message(format!("no tensor named {name:?} in {}", quoted(path))))
+    file.index().tensor(name).ok_or_else(|| {
+        let names = file.index().tensors().iter().map(|t| t.name.as_str());
+        CliError::Message(format!(
+            "no tensor named {name:?} in {}{}",
+            quoted(path),
+            crate::names::suggestion(name, names)
+        ))
+    })
 }
 
 fn quoted(path: &Path) -> String {
