@@ -161,7 +161,8 @@ impl<'n, const K: usize, const T: usize> Catalog<'n, K, T> {
         Ok(c)
     }
 
-    fn empty() -> Self {
+    /// Watches for no names (it still records where the data section starts).
+    pub fn empty() -> Self {
         Self {
             key_names: heapless::Vec::new(),
             keys: heapless::Vec::new(),

@@ -99,7 +99,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
     // 4. Hostile headers.
     for h in &HOSTILE {
         // Through the same parse function as the model (one copy of the inlined parse loop).
-        match parse_slice(h.bytes, &mut Found::new(&[], &[])).map(drop) {
+        match parse_slice(h.bytes, &mut Found::empty()).map(drop) {
             Err(e) if (h.expected)(&e) => info!("hostile header ({=str}): {}", h.name, e),
             Err(e) => {
                 error!("hostile header ({=str}): unexpected error {}", h.name, e);
