@@ -190,7 +190,7 @@ fn inspect_tensor_filter_shows_only_what_it_selects() {
     assert_eq!(
         run.stderr,
         format!(
-            "error: no tensor matches \"blk.0.attn_q.weigth\" in {path:?}; did you mean \"blk.0.attn_q.weight\"?\n"
+            "error: no tensor named \"blk.0.attn_q.weigth\" in {path:?}; did you mean \"blk.0.attn_q.weight\"?\n"
         )
     );
 }
@@ -343,7 +343,7 @@ fn extract_takes_inspects_globs_and_says_what_a_selection_drops() {
         (
             &["--tensor", "blk.0.*", "--tensor", "output_norm.wieght"],
             format!(
-                "error: no tensor matches \"output_norm.wieght\" in {path:?}; did you mean \"output_norm.weight\"?\n"
+                "error: no tensor named \"output_norm.wieght\" in {path:?}; did you mean \"output_norm.weight\"?\n"
             ),
         ),
         (

@@ -47,22 +47,27 @@ impl Selection<'_> {
     fn check(&self, index: &Index, input: &Path) -> Result<(), CliError> {
         let tensor_names: Vec<&str> = index.tensors().iter().map(|t| t.name.as_str()).collect();
         let key_names: Vec<&str> = index.metadata().iter().map(|e| e.key.as_str()).collect();
+        // Worded as `inspect` and the other commands word them.
         let lists = [
-            ("tensor", self.tensors, tensor_names),
-            ("key", self.keys, key_names),
+            (
+                ("no tensor matches", "no tensor named"),
+                self.tensors,
+                tensor_names,
+            ),
+            (("no key matches", "no metadata key"), self.keys, key_names),
         ];
-        for (what, patterns, names) in lists {
+        for ((no_match, no_name), patterns, names) in lists {
             for p in patterns {
                 if names.iter().any(|n| glob_match(p, n)) {
                     continue;
                 }
-                let hint = if is_glob(p) {
-                    String::new()
+                let (what, hint) = if is_glob(p) {
+                    (no_match, String::new())
                 } else {
-                    suggestion(p, names.iter().copied())
+                    (no_name, suggestion(p, names.iter().copied()))
                 };
                 return Err(CliError::Message(format!(
-                    "no {what} matches {p:?} in {}{hint}",
+                    "{what} {p:?} in {}{hint}",
                     quoted(input)
                 )));
             }

@@ -176,13 +176,14 @@ fn selected_tensors<'i>(
         .collect();
     match glob {
         Some(g) if tensors.is_empty() => {
-            let hint = if is_glob(g) {
-                String::new()
+            let (what, hint) = if is_glob(g) {
+                ("no tensor matches", String::new())
             } else {
-                suggestion(g, index.tensors().iter().map(|t| t.name.as_str()))
+                let names = index.tensors().iter().map(|t| t.name.as_str());
+                ("no tensor named", suggestion(g, names))
             };
             Err(CliError::Message(format!(
-                "no tensor matches {g:?} in {}{hint}",
+                "{what} {g:?} in {}{hint}",
                 quoted(path)
             )))
         }
