@@ -38,7 +38,7 @@
 //! # let stream: &[u8] = miniquant::gguf::example_header();
 //! let mut buf = [0u8; 256]; // at least `MIN_BUFFER`; every key and tensor info must fit
 //! let mut parser = ReadParser::new(stream, &mut buf, Limits::default())?;
-//! let mut want = Catalog::<1, 1>::new(&["general.architecture"], &["w"]);
+//! let mut want = Catalog::of(&["general.architecture"], &["w"]);
 //! loop {
 //!     // An event borrows the buffer, so take its offset (where it starts) before pulling it.
 //!     let offset = parser.parser().offset();

@@ -20,16 +20,31 @@
 //! - Tensor `type` is the ggml name (`Q8_0`, `Q4_K`, ...), `shape` is row-major (slowest-varying
 //!   dimension first), `offset` is relative to the data section, as stored.
 //! - `file_size` is `null` when unknown (an index read from a stream).
+//! - [`write_parts`] leaves out `metadata` or `tensors` (`inspect --no-metadata`, `--no-tensors`)
+//!   or lists only some tensors (`inspect --tensor GLOB`); [`write_entry`] writes one metadata
+//!   object alone (`inspect --json --key KEY`).
 
 use std::io::{self, Write};
 
 use miniquant::gguf::Scalar;
 
-use crate::index::Index;
+use crate::index::{Index, MetadataEntry, TensorEntry};
 use crate::value::{Array, Element, Value};
 
 /// Writes `index` as one JSON object followed by a newline.
 pub fn write_index<W: Write>(index: &Index, w: &mut W) -> io::Result<()> {
+    let all: Vec<&TensorEntry> = index.tensors().iter().collect();
+    write_parts(index, true, Some(&all), w)
+}
+
+/// Writes `index` as one JSON object followed by a newline, with the `metadata` field only if
+/// `metadata`, and a `tensors` field listing `tensors` only if it is `Some`.
+pub fn write_parts<W: Write>(
+    index: &Index,
+    metadata: bool,
+    tensors: Option<&[&TensorEntry]>,
+    w: &mut W,
+) -> io::Result<()> {
     write!(w, "{{\"version\":{},\"byte_order\":", index.version())?;
     string(w, index.byte_order().map_or("unknown", |b| b.name()))?;
     write!(
@@ -42,33 +57,22 @@ pub fn write_index<W: Write>(index: &Index, w: &mut W) -> io::Result<()> {
         Some(n) => write!(w, "{n}")?,
         None => w.write_all(b"null")?,
     }
-    w.write_all(b",\"metadata\":[")?;
-    for (i, e) in index.metadata().iter().enumerate() {
-        if i > 0 {
-            w.write_all(b",")?;
-        }
-        w.write_all(b"\n{\"key\":")?;
-        string(w, &e.key)?;
-        w.write_all(b",\"type\":")?;
-        string(w, e.value.value_type().name())?;
-        match &e.value {
-            Value::Scalar(s) => {
-                w.write_all(b",\"value\":")?;
-                scalar(w, *s)?;
-            }
-            Value::String(s) => {
-                w.write_all(b",\"value\":")?;
-                string(w, s)?;
-            }
-            Value::Array(a) => {
+    if metadata {
+        w.write_all(b",\"metadata\":[")?;
+        for (i, e) in index.metadata().iter().enumerate() {
+            if i > 0 {
                 w.write_all(b",")?;
-                array_fields(w, a)?;
             }
+            w.write_all(b"\n")?;
+            write_entry(e, w)?;
         }
-        w.write_all(b"}")?;
+        w.write_all(b"]")?;
     }
-    w.write_all(b"],\"tensors\":[")?;
-    for (i, t) in index.tensors().iter().enumerate() {
+    let Some(tensors) = tensors else {
+        return w.write_all(b"}\n");
+    };
+    w.write_all(b",\"tensors\":[")?;
+    for (i, t) in tensors.iter().enumerate() {
         if i > 0 {
             w.write_all(b",")?;
         }
@@ -86,6 +90,30 @@ pub fn write_index<W: Write>(index: &Index, w: &mut W) -> io::Result<()> {
         write!(w, "],\"offset\":{},\"bytes\":{}}}", t.offset, t.bytes)?;
     }
     w.write_all(b"]}\n")
+}
+
+/// One metadata entry as an object: `{"key":..,"type":..,"value":..}` (arrays with their
+/// `element_type` and `len`).
+pub fn write_entry<W: Write>(e: &MetadataEntry, w: &mut W) -> io::Result<()> {
+    w.write_all(b"{\"key\":")?;
+    string(w, &e.key)?;
+    w.write_all(b",\"type\":")?;
+    string(w, e.value.value_type().name())?;
+    match &e.value {
+        Value::Scalar(s) => {
+            w.write_all(b",\"value\":")?;
+            scalar(w, *s)?;
+        }
+        Value::String(s) => {
+            w.write_all(b",\"value\":")?;
+            string(w, s)?;
+        }
+        Value::Array(a) => {
+            w.write_all(b",")?;
+            array_fields(w, a)?;
+        }
+    }
+    w.write_all(b"}")
 }
 
 /// `"element_type":..,"len":..,"value":[..]` of an array. Nesting is bounded by the parser's

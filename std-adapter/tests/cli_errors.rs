@@ -236,8 +236,8 @@ fn inspect_narrows_to_tensors_keys_or_nothing() {
     assert_eq!(run.stdout_text(), "test\n");
     let run = miniquant(&["inspect", "--key", "nope", &path]);
     assert_eq!(
-        (run.code, run.stderr.as_str()),
-        (1, "error: no metadata key \"nope\"\n")
+        (run.code, run.stderr),
+        (1, format!("error: no metadata key \"nope\" in {path:?}\n"))
     );
 
     let run = miniquant(&["inspect", "--time", &path]);

@@ -23,7 +23,7 @@ impl FoundKey {
     /// ```
     /// use miniquant::gguf::{Catalog, Event, SliceParser};
     /// # let file: &[u8] = miniquant::gguf::example_header();
-    /// let mut want = Catalog::<1, 0>::new(&["general.architecture"], &[]);
+    /// let mut want = Catalog::of(&["general.architecture"], &[]);
     /// let mut parser = SliceParser::new(file, Default::default());
     /// let mut header = None;
     /// while let Some(event) = parser.next_event()? {
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn strings_and_numeric_arrays_are_read_in_place() {
         let file = file();
-        let mut want = Catalog::<3, 0>::new(&["name", "ids", "words"], &[]);
+        let mut want = Catalog::of(&["name", "ids", "words"], &[]);
         let mut parser = SliceParser::new(&file, Limits::default());
         let mut header: Option<Header> = None;
         while let Some(event) = parser.next_event().unwrap() {

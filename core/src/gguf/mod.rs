@@ -28,7 +28,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{Catalog, FoundKey, FoundTensor};
+pub use catalog::{CapacityExceeded, Catalog, FoundKey, FoundTensor};
 pub use event::{ByteOrder, DataSection, Event, Header, Shape, StrPiece, TensorInfo};
 pub use limits::{Limits, DEFAULT_DEPTH_CAPACITY, MAX_DIMS_CAPACITY};
 pub use machine::{Feed, Parser, RawEvent, RawStep, Step, DEFAULT_ALIGNMENT};

@@ -49,7 +49,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
     let names = tensor_names();
 
     // 1. The &[u8] driver.
-    let mut by_slice = Found::new(&KEYS, &names);
+    let mut by_slice = Found::of(&KEYS, &names);
     let ((events, ticks), stack) = measure(|| timed(board, || parse_slice(MODEL, &mut by_slice)));
     let slice_events = events.map_err(|e| fail_parse("slice driver", e))?;
     let slice_ticks = ticks;
@@ -61,7 +61,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
     log_header(&by_slice)?;
 
     // 2. The Read driver, 256-byte buffer, short reads.
-    let mut by_reader = Found::new(&KEYS, &names);
+    let mut by_reader = Found::of(&KEYS, &names);
     let ((events, ticks), stack) = measure(|| timed(board, || parse_reader(MODEL, &mut by_reader)));
     let (read_events, reads) = events.map_err(|e| fail_parse("Read driver", e))?;
     info!(
@@ -99,7 +99,7 @@ pub fn run<B: Board>(board: &B) -> Result<(), Failed> {
     // 4. Hostile headers.
     for h in &HOSTILE {
         // Through the same parse function as the model (one copy of the inlined parse loop).
-        match parse_slice(h.bytes, &mut Found::new(&[], &[])).map(drop) {
+        match parse_slice(h.bytes, &mut Found::empty()).map(drop) {
             Err(e) if (h.expected)(&e) => info!("hostile header ({=str}): {}", h.name, e),
             Err(e) => {
                 error!("hostile header ({=str}): unexpected error {}", h.name, e);

@@ -10,7 +10,7 @@ use miniquant::Error;
 /// (`x`: its 1024 columns, `y`: its 640 rows).
 pub fn attn_output(model: &[u8], x: &[f32], y: &mut [f32]) -> Result<(), Error> {
     let name = "blk.0.attn_output.weight";
-    let mut want = Catalog::<1, 1>::new(&["general.architecture"], &[name]);
+    let mut want = Catalog::of(&["general.architecture"], &[name]);
     let mut parser = SliceParser::new(model, Limits::default());
     while let Some(event) = parser.next_event()? {
         want.observe(&event, parser.event_offset());

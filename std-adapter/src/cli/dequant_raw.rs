@@ -1,5 +1,6 @@
-//! `miniquant dequant-raw --type TYPE IN OUT`: raw blocks in, little-endian f32 out (raw or
-//! `.npy`); the twin of `quantize-raw`.
+//! `miniquant dequant-raw --type TYPE IN OUT`: raw blocks in (or a `|u1` `.npy` of them, as
+//! `quantize-raw` writes to a `.npy` name), little-endian f32 out (raw or `.npy`); the twin of
+//! `quantize-raw`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,7 +8,8 @@ use std::path::PathBuf;
 use miniquant::GgmlType;
 
 use super::dequant::{dequantize_to, Format};
-use super::{quoted, type_arg, CliError, Output};
+use super::{array_file, quoted, type_arg, CliError, Output};
+use crate::npy::Dtype;
 
 /// `dequant-raw`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -18,7 +20,7 @@ pub struct Args {
     /// Output format: `raw` f32 or `npy`; default: `npy` if OUT ends in `.npy`, else raw.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Input: raw blocks, a whole number of them.
+    /// Input: raw blocks, a whole number of them (a `.npy` array of bytes if named `.npy`).
     pub input: PathBuf,
     /// Output (`-` for stdout).
     pub output: PathBuf,
@@ -30,8 +32,7 @@ pub(super) fn run<O: Write, E: Write>(
     err: &mut E,
 ) -> Result<(), CliError> {
     let (t, input) = (args.ggml_type, args.input.as_path());
-    let blocks = std::fs::read(input)
-        .map_err(|e| CliError::io(format!("cannot read {}", quoted(input)), e))?;
+    let blocks = array_file::read_blocks(input)?;
     let block_bytes = t.block_bytes() as usize;
     if blocks.len() % block_bytes != 0 {
         return Err(CliError::Message(format!(
@@ -44,9 +45,7 @@ pub(super) fn run<O: Write, E: Write>(
     let format = Format::resolve(args.format, Some(&args.output));
     let mut sink = Output::create(&args.output, out, &[input])?;
     let result = (|| {
-        if format == Format::Npy {
-            sink.write_all(&crate::npy::f32_header(&[elements as u64]))?;
-        }
+        array_file::start_output(&mut sink, format, Dtype::F32, &[elements as u64])?;
         dequantize_to(t, &blocks, &mut sink, &input.display().to_string())
     })();
     let described = sink.describe();

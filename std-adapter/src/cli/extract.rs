@@ -1,8 +1,10 @@
 //! `miniquant extract IN OUT [--tensor NAME]... [--key PATTERN]... [--max-array N]`: writes a
 //! smaller valid GGUF file holding the chosen tensors (data copied byte for byte) and metadata.
 //!
-//! - No `--tensor`: every tensor is kept. No `--key`: every key is kept. A `--key` pattern is a key
-//!   name in which `*` stands for any run of characters (`tokenizer.ggml.*`).
+//! - No `--tensor`: every tensor is kept. No `--key`: every key is kept. Both take the globs of
+//!   `inspect --tensor` (`*` any run of characters, `?` one: `blk.0.*`, `tokenizer.ggml.*`); a
+//!   pattern that matches nothing is an error (with a "did you mean" for a plain name), and a
+//!   selection that leaves out `general.architecture` (or every key) is warned about.
 //! - `--max-array N` cuts every metadata array to its first N elements (the tokenizer's tokens,
 //!   scores, token types and merges alike, so that they stay the same length).
 //! - Keys and tensors keep their file order; tensor data is laid out one tensor after the other,
@@ -18,17 +20,61 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{open_gguf, quoted, CliError, Output};
+use crate::index::Index;
+use crate::names::{glob_match, is_glob, suggestion};
 use crate::value::{Array, Value};
 use crate::writer::GgufWriter;
 
 /// What to keep.
 pub(super) struct Selection<'a> {
-    /// Tensor names; empty: all.
+    /// Tensor name globs; empty: all.
     pub tensors: &'a [String],
-    /// Key patterns; empty: all.
+    /// Key globs; empty: all.
     pub keys: &'a [String],
     /// Cut every array to this many elements.
     pub max_array: Option<usize>,
+}
+
+impl Selection<'_> {
+    fn keeps_tensor(&self, name: &str) -> bool {
+        self.tensors.is_empty() || self.tensors.iter().any(|p| glob_match(p, name))
+    }
+
+    fn keeps_key(&self, key: &str) -> bool {
+        self.keys.is_empty() || self.keys.iter().any(|p| glob_match(p, key))
+    }
+
+    /// An error for the first pattern that selects nothing in `index` (read from `input`).
+    fn check(&self, index: &Index, input: &Path) -> Result<(), CliError> {
+        let tensor_names: Vec<&str> = index.tensors().iter().map(|t| t.name.as_str()).collect();
+        let key_names: Vec<&str> = index.metadata().iter().map(|e| e.key.as_str()).collect();
+        // Worded as `inspect` and the other commands word them.
+        let lists = [
+            (
+                ("no tensor matches", "no tensor named"),
+                self.tensors,
+                tensor_names,
+            ),
+            (("no key matches", "no metadata key"), self.keys, key_names),
+        ];
+        for ((no_match, no_name), patterns, names) in lists {
+            for p in patterns {
+                if names.iter().any(|n| glob_match(p, n)) {
+                    continue;
+                }
+                let (what, hint) = if is_glob(p) {
+                    (no_match, String::new())
+                } else {
+                    (no_name, suggestion(p, names.iter().copied()))
+                };
+                return Err(CliError::Message(format!(
+                    "{what} {p:?} in {}{hint}",
+                    quoted(input)
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(super) fn run<E: Write>(
@@ -39,14 +85,7 @@ pub(super) fn run<E: Write>(
 ) -> Result<(), CliError> {
     let file = open_gguf(input)?;
     let index = file.index();
-    for name in selection.tensors {
-        if index.tensor(name).is_none() {
-            return Err(CliError::Message(format!(
-                "no tensor named {name:?} in {}",
-                quoted(input)
-            )));
-        }
-    }
+    selection.check(index, input)?;
 
     let mut writer = GgufWriter::new();
     // The input's byte order: its tensor data is copied as stored.
@@ -58,9 +97,7 @@ pub(super) fn run<E: Write>(
     );
     let mut kept_keys = 0usize;
     for entry in index.metadata() {
-        let wanted =
-            selection.keys.is_empty() || selection.keys.iter().any(|p| matches(p, &entry.key));
-        if !wanted {
+        if !selection.keeps_key(&entry.key) {
             continue;
         }
         let value = match (&entry.value, selection.max_array) {
@@ -74,7 +111,7 @@ pub(super) fn run<E: Write>(
     let alignment = u64::from(writer.alignment());
     let mut kept_tensors = 0usize;
     for tensor in index.tensors() {
-        if !selection.tensors.is_empty() && !selection.tensors.contains(&tensor.name) {
+        if !selection.keeps_tensor(&tensor.name) {
             continue;
         }
         let mut data = file.data_of(tensor)?.to_vec();
@@ -85,6 +122,7 @@ pub(super) fn run<E: Write>(
         kept_tensors += 1;
     }
 
+    warn_about_dropped_keys(index, selection, kept_keys, err)?;
     let bytes = writer.to_bytes();
     write_atomically(output, &bytes)?;
     writeln!(
@@ -96,6 +134,38 @@ pub(super) fn run<E: Write>(
         index.tensors().len()
     )
     .map_err(|e| CliError::io("cannot write stderr", e))
+}
+
+/// A `warning:` line if the selection leaves out every key or `general.architecture`, which
+/// llama.cpp needs to load a model.
+fn warn_about_dropped_keys<E: Write>(
+    index: &Index,
+    selection: &Selection<'_>,
+    kept_keys: usize,
+    err: &mut E,
+) -> Result<(), CliError> {
+    const ARCHITECTURE: &str = "general.architecture";
+    // (Every --key pattern matches some key, so a selection keeps at least one when the file has
+    // any; the check stays so that a selection changed later cannot empty the metadata unsaid.)
+    let warning = if kept_keys == 0 && !index.metadata().is_empty() {
+        Some(format!(
+            "the selection keeps none of the {} keys: the output has no metadata",
+            index.metadata().len()
+        ))
+    } else if index.entry(ARCHITECTURE).is_some() && !selection.keeps_key(ARCHITECTURE) {
+        Some(format!(
+            "the --key selection leaves out {ARCHITECTURE}: llama.cpp cannot load the output \
+             (add --key {ARCHITECTURE})"
+        ))
+    } else {
+        None
+    };
+    match warning {
+        Some(w) => {
+            writeln!(err, "warning: {w}").map_err(|e| CliError::io("cannot write stderr", e))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Writes `bytes` to `path` through an [`Output`]: the name appears only once complete (so `path`
@@ -128,53 +198,9 @@ fn truncated(a: &Array, n: usize) -> Array {
     }
 }
 
-/// Whether `text` matches `pattern`, where `*` matches any run of characters (including none).
-/// Greedy with one backtrack point: linear in practice, no recursion.
-fn matches(pattern: &str, text: &str) -> bool {
-    let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    let (mut pi, mut ti) = (0, 0);
-    // Position after the last `*` seen, and where in `text` it started matching.
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some(b'*') => {
-                star = Some((pi + 1, ti));
-                pi += 1;
-            }
-            Some(&c) if c == t[ti] => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                Some((after, from)) => {
-                    pi = after;
-                    ti = from + 1;
-                    star = Some((after, from + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn patterns() {
-        assert!(matches("general.name", "general.name"));
-        assert!(!matches("general.name", "general.names"));
-        assert!(!matches("general.names", "general.name"));
-        assert!(matches("tokenizer.ggml.*", "tokenizer.ggml.tokens"));
-        assert!(matches("*", ""));
-        assert!(matches("*.weight", "blk.0.attn_q.weight"));
-        assert!(matches("a*b*c", "aXbYbZc"));
-        assert!(!matches("a*b*c", "aXbYbZ"));
-        assert!(matches("**x", "yyx"));
-        assert!(!matches("", "x"));
-    }
 
     #[test]
     fn truncation_keeps_the_first_elements() {

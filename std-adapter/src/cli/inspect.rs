@@ -4,6 +4,11 @@
 //! metadata one line per key (long strings and arrays previewed; `--key` prints one value in full),
 //! the tensor directory with element counts, and totals per type and overall. A file cut short
 //! still prints what its header holds, marked truncated, and the command fails.
+//!
+//! Every flag does what it says in text and in JSON, or the combination is a usage error (exit 2):
+//! `--tensor GLOB` shows only the matching tensors (no header block, no metadata) and fails if none
+//! match; `--no-metadata` and `--no-tensors` leave their part out; `--key KEY` prints one value
+//! (`--raw`: bare, for scripts; `--json`: its JSON object) and takes no other selection.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,10 +17,11 @@ use std::time::Instant;
 
 use miniquant::GgmlType;
 
-use super::{one_line, open_gguf_unchecked, shape_text, CliError};
+use super::{one_line, open_gguf_unchecked, quoted, shape_text, CliError};
 use crate::diagnose::{problem_lines, truncation};
 use crate::file::GgufFile;
 use crate::index::{Index, TensorEntry};
+use crate::names::{glob_match, is_glob, suggestion};
 use crate::value::{Array, Element, Value};
 use crate::{format, gguf_dump, json};
 
@@ -29,18 +35,28 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// The JSON layout: `miniquant` (metadata and tensors as arrays in file order) or `gguf-dump`
-    /// (the layout of gguf-py's `gguf-dump --json --json-array`). Implies `--json`.
-    #[arg(long, value_enum, value_name = "FORMAT")]
+    /// (the layout of gguf-py's `gguf-dump --json --json-array`, the whole header; with
+    /// `--no-tensors`, without tensors). Implies `--json`.
+    #[arg(long, value_enum, value_name = "FORMAT", conflicts_with_all = ["tensor", "key", "no_metadata"])]
     pub json_format: Option<JsonFormat>,
-    /// Leave out the tensor directory.
-    #[arg(long)]
+    /// Leave out the tensor directory (in JSON, the `tensors` field).
+    #[arg(long, conflicts_with = "tensor")]
     pub no_tensors: bool,
-    /// List only tensors whose name matches GLOB (`*` any run of characters, `?` one).
+    /// Leave out the metadata (in JSON, the `metadata` field).
+    #[arg(long)]
+    pub no_metadata: bool,
+    /// Show only the tensors whose name matches GLOB (`*` any run of characters, `?` one) and
+    /// their totals, without the header block and metadata; none matching is an error.
     #[arg(long, value_name = "GLOB")]
     pub tensor: Option<String>,
-    /// Print only the value of KEY, in full (strings unquoted, arrays one element per line).
-    #[arg(long, value_name = "KEY")]
+    /// Print only the value of KEY, in full (strings unquoted, arrays one element per line; with
+    /// `--json`, the key's JSON object).
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["tensor", "no_tensors", "no_metadata"])]
     pub key: Option<String>,
+    /// With `--key`: the bare value for scripts (`8192`, not `8192u32`; arrays one bare element
+    /// per line, strings unquoted).
+    #[arg(long, requires = "key", conflicts_with = "json")]
+    pub raw: bool,
     /// Print the time taken to read the header on stderr.
     #[arg(long)]
     pub time: bool,
@@ -76,26 +92,55 @@ pub(super) fn run<O: Write, E: Write>(
         return Err(CliError::Problems(problems));
     }
     let index = file.index();
+    let json = args.json || args.json_format.is_some();
     if let Some(key) = &args.key {
-        let entry = index
-            .entry(key)
-            .ok_or_else(|| CliError::Message(format!("no metadata key {key:?}")))?;
-        write_full_value(&entry.value, out).map_err(write_error)?;
-    } else if args.json || args.json_format.is_some() {
-        if truncated {
-            return Err(CliError::Problems(problems));
+        let entry = index.entry(key).ok_or_else(|| {
+            let keys = index.metadata().iter().map(|e| e.key.as_str());
+            CliError::Message(format!(
+                "no metadata key {key:?} in {}{}",
+                quoted(&args.file),
+                suggestion(key, keys)
+            ))
+        })?;
+        if json {
+            json::write_entry(entry, out)
+                .and_then(|()| writeln!(out))
+                .map_err(write_error)?;
+        } else if args.raw {
+            write_bare_value(&entry.value, out).map_err(write_error)?;
+        } else {
+            write_full_value(&entry.value, out).map_err(write_error)?;
         }
-        match args.json_format.unwrap_or(JsonFormat::Miniquant) {
-            JsonFormat::Miniquant => json::write_index(index, out),
-            JsonFormat::GgufDump => {
-                let name = args.file.to_string_lossy();
-                gguf_dump::write_json(index, &name, !args.no_tensors, out)
-            }
-        }
-        .map_err(write_error)?;
     } else {
-        let filter = args.tensor.as_deref();
-        write_text(&file, truncated, !args.no_tensors, filter, out).map_err(write_error)?;
+        let tensors = selected_tensors(index, args.tensor.as_deref(), &args.file)?;
+        let with_tensors = !args.no_tensors;
+        // A tensor filter shows only what it selects.
+        let with_metadata = !args.no_metadata && args.tensor.is_none();
+        if json {
+            if truncated {
+                return Err(CliError::Problems(problems));
+            }
+            match args.json_format.unwrap_or(JsonFormat::Miniquant) {
+                JsonFormat::Miniquant => json::write_parts(
+                    index,
+                    with_metadata,
+                    with_tensors.then_some(&tensors[..]),
+                    out,
+                ),
+                JsonFormat::GgufDump => {
+                    let name = args.file.to_string_lossy();
+                    gguf_dump::write_json(index, &name, with_tensors, out)
+                }
+            }
+            .map_err(write_error)?;
+        } else {
+            let parts = Parts {
+                header: args.tensor.is_none(),
+                metadata: with_metadata,
+                tensors: with_tensors,
+            };
+            write_text(&file, truncated, parts, &tensors, out).map_err(write_error)?;
+        }
     }
     if truncated {
         return Err(CliError::Problems(problems));
@@ -118,11 +163,49 @@ fn is_truncated(file: &GgufFile) -> bool {
     cut_header || truncation(file.index()).is_some()
 }
 
+/// The tensors `glob` selects (all without one); a glob that selects none is an error.
+fn selected_tensors<'i>(
+    index: &'i Index,
+    glob: Option<&str>,
+    path: &std::path::Path,
+) -> Result<Vec<&'i TensorEntry>, CliError> {
+    let tensors: Vec<&TensorEntry> = index
+        .tensors()
+        .iter()
+        .filter(|t| glob.is_none_or(|g| glob_match(g, &t.name)))
+        .collect();
+    match glob {
+        Some(g) if tensors.is_empty() => {
+            let (what, hint) = if is_glob(g) {
+                ("no tensor matches", String::new())
+            } else {
+                let names = index.tensors().iter().map(|t| t.name.as_str());
+                ("no tensor named", suggestion(g, names))
+            };
+            Err(CliError::Message(format!(
+                "{what} {g:?} in {}{hint}",
+                quoted(path)
+            )))
+        }
+        _ => Ok(tensors),
+    }
+}
+
+/// The parts of the text form shown.
+#[derive(Clone, Copy)]
+struct Parts {
+    /// Version, counts, alignment, offsets.
+    header: bool,
+    metadata: bool,
+    /// The tensor rows (the totals are always shown).
+    tensors: bool,
+}
+
 fn write_text<O: Write>(
     file: &GgufFile,
     truncated: bool,
-    with_tensors: bool,
-    filter: Option<&str>,
+    parts: Parts,
+    tensors: &[&TensorEntry],
     out: &mut O,
 ) -> std::io::Result<()> {
     let index = file.index();
@@ -136,6 +219,23 @@ fn write_text<O: Write>(
         };
         writeln!(out, "TRUNCATED: {how}")?;
     }
+    if parts.header {
+        write_header_block(index, out)?;
+    }
+    if parts.metadata {
+        write_metadata(index, out)?;
+    }
+    if parts.tensors {
+        writeln!(
+            out,
+            "--- tensors (shape row-major, slowest-varying first: ggml's ne reversed; offset relative to the data section)"
+        )?;
+        write_tensor_rows(index, tensors, out)?;
+    }
+    write_totals(tensors, out)
+}
+
+fn write_header_block<O: Write>(index: &Index, out: &mut O) -> std::io::Result<()> {
     writeln!(
         out,
         "version {}  byte_order {}  kv {}  tensors {}",
@@ -153,8 +253,10 @@ fn write_text<O: Write>(
     if let Some(size) = index.file_size() {
         write!(out, "  file_size {size}")?;
     }
-    writeln!(out)?;
+    writeln!(out)
+}
 
+fn write_metadata<O: Write>(index: &Index, out: &mut O) -> std::io::Result<()> {
     writeln!(out, "--- metadata")?;
     let key_width = index
         .metadata()
@@ -171,20 +273,7 @@ fn write_text<O: Write>(
             format::value(&e.value)
         )?;
     }
-
-    let tensors: Vec<&TensorEntry> = index
-        .tensors()
-        .iter()
-        .filter(|t| filter.is_none_or(|glob| glob_match(glob, &t.name)))
-        .collect();
-    if with_tensors {
-        writeln!(
-            out,
-            "--- tensors (shape row-major, slowest-varying first: ggml's ne reversed; offset relative to the data section)"
-        )?;
-        write_tensor_rows(index, &tensors, out)?;
-    }
-    write_totals(&tensors, out)
+    Ok(())
 }
 
 /// One row per tensor; a tensor whose data runs past the end of the file is marked `(cut)`.
@@ -286,6 +375,58 @@ fn write_full_value<O: Write>(value: &Value, out: &mut O) -> std::io::Result<()>
     }
 }
 
+/// `--key --raw`: a scalar bare (`8192`, `0.5`, `true`), a string as its raw text, an array one
+/// bare element per line (strings with control characters escaped, so that each stays on its
+/// line; nested arrays previewed on their line).
+fn write_bare_value<O: Write>(value: &Value, out: &mut O) -> std::io::Result<()> {
+    match value {
+        Value::Scalar(s) => writeln!(out, "{}", bare_scalar(*s)),
+        Value::String(s) => writeln!(out, "{s}"),
+        Value::Array(a) => {
+            for element in a.iter() {
+                match element {
+                    Element::Scalar(s) => writeln!(out, "{}", bare_scalar(s))?,
+                    Element::Str(s) => writeln!(out, "{}", one_line(s))?,
+                    Element::Array(inner) => {
+                        let mut text = String::new();
+                        format::array(&mut text, inner);
+                        writeln!(out, "{text}")?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A scalar without its type suffix.
+fn bare_scalar(s: miniquant::gguf::Scalar) -> String {
+    use miniquant::gguf::Scalar;
+    match s {
+        Scalar::U8(v) => v.to_string(),
+        Scalar::I8(v) => v.to_string(),
+        Scalar::U16(v) => v.to_string(),
+        Scalar::I16(v) => v.to_string(),
+        Scalar::U32(v) => v.to_string(),
+        Scalar::I32(v) => v.to_string(),
+        Scalar::U64(v) => v.to_string(),
+        Scalar::I64(v) => v.to_string(),
+        Scalar::Bool(v) => v.to_string(),
+        Scalar::F32(v) => bare_float(v, f64::from(v)),
+        Scalar::F64(v) => bare_float(v, v),
+    }
+}
+
+/// Shortest round-trip digits; in exponent notation where `inspect` uses it (below 1e-5, from
+/// 1e16), which scripts parse as well.
+fn bare_float<F: std::fmt::Display + std::fmt::LowerExp>(v: F, wide: f64) -> String {
+    if wide.is_finite() && wide != 0.0 && !(1e-5..1e16).contains(&wide.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 fn write_array_lines<O: Write>(a: &Array, out: &mut O) -> std::io::Result<()> {
     for element in a.iter() {
         match element {
@@ -303,54 +444,4 @@ fn write_array_lines<O: Write>(a: &Array, out: &mut O) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Shell-style glob: `*` matches any run of characters, `?` one character; everything else
-/// itself. Iterative with one backtrack point, so linear-ish and without recursion.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ti));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || Some(&c) == t.get(ti) => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p.get(pi..)
-        .is_some_and(|rest| rest.iter().all(|&c| c == '*'))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs_match_like_a_shell() {
-        assert!(glob_match("blk.*.attn_q.weight", "blk.12.attn_q.weight"));
-        assert!(glob_match("*", ""));
-        assert!(glob_match("blk.?.ffn_*", "blk.3.ffn_up.weight"));
-        assert!(!glob_match("blk.?.ffn_*", "blk.13.ffn_up.weight"));
-        assert!(glob_match("*weight", "output.weight"));
-        assert!(!glob_match("*weight", "output.bias"));
-        assert!(glob_match("a*b*c", "aXbYbZc"));
-        assert!(!glob_match("a*b*c", "aXbYbZ"));
-        assert!(glob_match("token_embd.weight", "token_embd.weight"));
-        assert!(!glob_match("token_embd", "token_embd.weight"));
-    }
 }

@@ -1,5 +1,5 @@
-//! `miniquant matvec FILE TENSOR X.f32 [-o Y.f32]`: y = W x with the quantized weights read in place
-//! from the memory map.
+//! `miniquant matvec FILE TENSOR X [-o Y]`: y = W x with the quantized weights read in place from
+//! the memory map; x and y raw little-endian f32 or `.npy` (x a 1-D `<f4` array).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,20 +9,27 @@ use miniquant::quant::{level, Level};
 
 use crate::parallel;
 
-use super::{find_tensor, open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
+use super::array_file::{self, F32Input};
+use super::dequant::Format;
+use super::{find_tensor, open_gguf, quoted, shape_text, threads_arg, CliError, Output};
+use crate::npy::{self, Dtype};
 use crate::stats::Stats;
 
-/// How to run the product: threads and kernel level.
+/// How to run the product: threads, kernel level, and the format of x and y.
 #[derive(Debug, Clone, Args)]
 pub struct MatvecOptions {
     /// Threads to split the rows over [default: all cores]; a tensor gets at most one per 64 KiB
     /// of weights. Any count gives the same bytes.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub threads: Option<u16>,
+    #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
+    pub threads: Option<std::num::NonZeroUsize>,
     /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni (a level this CPU lacks
     /// is an error). Every level gives the same bytes. [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
     pub level: Option<Level>,
+    /// Format of x and y: `raw` f32 or `npy` (NumPy, `<f4`); default: `npy` for a file named
+    /// `.npy`, else raw.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
 }
 
 /// `--level`: a level name or `auto`, available on this CPU (else a usage error, exit 2).
@@ -58,7 +65,17 @@ pub(super) fn run<O: Write, E: Write>(
     };
     let rows = usize::try_from(rows).map_err(|_| too_big())?;
     let cols = usize::try_from(cols).map_err(|_| too_big())?;
-    let x = read_f32_file(x_path)?;
+    let F32Input {
+        shape: x_shape,
+        values: x,
+    } = array_file::read_f32(x_path, options.format)?;
+    if let Some(x_shape) = x_shape.filter(|s| s.len() != 1) {
+        return Err(CliError::Message(format!(
+            "{} has shape {}: matvec needs a 1-D vector of {cols} values (x.reshape(-1))",
+            quoted(x_path),
+            npy::shape_text(&x_shape)
+        )));
+    }
     if x.len() != cols {
         return Err(CliError::Message(format!(
             "{} holds {} f32 values but tensor {name:?} of shape {shape} has {cols} columns",
@@ -72,14 +89,19 @@ pub(super) fn run<O: Write, E: Write>(
     let level = options.level.unwrap_or_else(level::current);
     let threads = options
         .threads
-        .map_or_else(parallel::default_threads, usize::from);
+        .map_or_else(parallel::default_threads, std::num::NonZeroUsize::get);
     let mut y = vec![0f32; rows];
     parallel::matvec(level, tensor.ggml_type, &w, rows, cols, &x, threads, &mut y)?;
     let mut stats = Stats::default();
     stats.add(&y);
-    let destination = output.map_or_else(|| PathBuf::from("y.f32"), Path::to_path_buf);
+    let format = Format::resolve(options.format, output);
+    let destination = output.map_or_else(
+        || PathBuf::from(format!("y.{}", format.extension())),
+        Path::to_path_buf,
+    );
     let mut sink = Output::create(&destination, out, &[path, x_path])?;
-    let result = sink.write_f32(&y, &mut Vec::new());
+    let result = array_file::start_output(&mut sink, format, Dtype::F32, &[rows as u64])
+        .and_then(|()| sink.write_f32(&y, &mut Vec::new()));
     let described = sink.describe();
     sink.finish(result)?;
     writeln!(

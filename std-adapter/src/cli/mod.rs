@@ -5,6 +5,7 @@
 //! Failures print one line per problem on `err`: `error: <what>`, where a problem in a GGUF file
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
 
+mod array_file;
 mod convert_endian;
 mod dequant;
 mod dequant_raw;
@@ -16,6 +17,7 @@ mod output;
 mod progress;
 mod quantize_raw;
 pub mod requantize;
+mod threads_arg;
 mod type_arg;
 mod validate;
 
@@ -63,21 +65,22 @@ pub enum Command {
     /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
     /// go to stderr.
     Dequant(dequant::Args),
-    /// Quantize a raw little-endian f32 file into raw blocks of a ggml type.
+    /// Quantize little-endian f32 (raw or `.npy`) into raw blocks of a ggml type.
     QuantizeRaw(quantize_raw::Args),
     /// Dequantize a file of raw blocks of a ggml type into little-endian f32 (raw or `.npy`).
     DequantRaw(dequant_raw::Args),
-    /// Compute y = W x for a 2-D tensor W of shape [rows, cols] as `inspect` prints it and a raw
-    /// f32 vector x of cols values; write y (rows values) as raw little-endian f32.
+    /// Compute y = W x for a 2-D tensor W of shape [rows, cols] as `inspect` prints it and an f32
+    /// vector x of cols values; write y (rows values) as little-endian f32 (raw or `.npy`).
     Matvec {
         /// The GGUF file.
         file: PathBuf,
         /// The tensor W.
         tensor: String,
-        /// x: raw little-endian f32, cols values: the last number of the shape `inspect` prints
-        /// (ggml's `ne[0]`, the first stored dimension).
+        /// x: little-endian f32 (raw, or a 1-D `.npy`), cols values: the last number of the shape
+        /// `inspect` prints (ggml's `ne[0]`, the first stored dimension).
         x: PathBuf,
-        /// Output file (`-` for stdout) [default: y.f32 in the current directory].
+        /// Output file (`-` for stdout) [default: y.f32, or y.npy with `--format npy`, in the
+        /// current directory].
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
         /// Threads and kernel level.
@@ -114,7 +117,7 @@ pub enum Command {
         #[arg(long = "type", value_name = "TYPE", value_parser = requantize::parse_target)]
         target: requantize::Target,
         /// Threads that quantize rows [default: all cores].
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
         threads: Option<std::num::NonZeroUsize>,
         /// Quantize NaN and infinite source values as ggml would (their blocks become NaN or inf).
         #[arg(long)]
@@ -315,30 +318,18 @@ fn find_tensor<'f>(
     path: &Path,
     name: &str,
 ) -> Result<&'f TensorEntry, CliError> {
-    file.index()
-        .tensor(name)
-        .ok_or_else(|| CliError::Message(format!("no tensor named {name:?} in {}", quoted(path))))
+    file.index().tensor(name).ok_or_else(|| {
+        let names = file.index().tensors().iter().map(|t| t.name.as_str());
+        CliError::Message(format!(
+            "no tensor named {name:?} in {}{}",
+            quoted(path),
+            crate::names::suggestion(name, names)
+        ))
+    })
 }
 
 fn quoted(path: &Path) -> String {
     format!("{:?}", path.display().to_string())
-}
-
-/// Reads a raw little-endian f32 file.
-fn read_f32_file(path: &Path) -> Result<Vec<f32>, CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::io(format!("cannot read {}", quoted(path)), e))?;
-    if bytes.len() % 4 != 0 {
-        return Err(CliError::Message(format!(
-            "{} is {} bytes, not a whole number of f32 values (4 bytes each)",
-            quoted(path),
-            bytes.len()
-        )));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
 }
 
 /// A name as printed on one line: control characters escaped.

@@ -34,7 +34,7 @@ use miniquant::gguf::{Scalar, TensorSpec, ValueType, WriteOptions};
 use miniquant::{quant, GgmlType};
 
 use super::output::FileOutput;
-use super::{open_gguf, progress, quoted, CliError};
+use super::{open_gguf, progress, quoted, type_arg, CliError};
 use crate::value::Value;
 use crate::writer;
 
@@ -73,21 +73,23 @@ const TARGETS: [(GgmlType, u32); 17] = [
 /// `general.quantization_version`: ggml's `GGML_QNT_VERSION`.
 const QUANTIZATION_VERSION: u32 = 2;
 
-/// Parses `--type` (case-insensitive); the error lists the valid names.
+/// Parses `--type` (case-insensitive) as every command does, keeping the types requantize can
+/// produce; the error lists them.
 pub fn parse_target(name: &str) -> Result<Target, String> {
-    GgmlType::from_name(name)
-        .and_then(|t| TARGETS.iter().find(|(u, _)| *u == t))
+    let types = TARGETS.map(|(t, _)| t);
+    let t = type_arg::parse_among(
+        name,
+        &types,
+        "ggml quantizes it only with an importance matrix, or it is not a type for weights",
+    )?;
+    TARGETS
+        .iter()
+        .find(|(u, _)| *u == t)
         .map(|&(ggml_type, file_type)| Target {
             ggml_type,
             file_type,
         })
-        .ok_or_else(|| {
-            let names: Vec<&str> = TARGETS.iter().map(|(t, _)| t.name()).collect();
-            format!(
-                "unknown or unsupported type {name:?}; valid types (any case): {}",
-                names.join(", ")
-            )
-        })
+        .ok_or_else(|| format!("{t} is not a requantize type"))
 }
 
 /// Whether llama.cpp's quantizer converts a tensor of this name and dimension count.
@@ -143,17 +145,10 @@ pub fn target_for(t: GgmlType, ne0: u64) -> Result<GgmlType, String> {
     if fits(t) {
         return Ok(t);
     }
-    let fallback = match t {
-        GgmlType::IQ4_XS => GgmlType::IQ4_NL,
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::TQ1_0 | GgmlType::TQ2_0 => GgmlType::Q4_0,
-        GgmlType::Q4_K => GgmlType::Q5_0,
-        GgmlType::Q5_K => GgmlType::Q5_1,
-        GgmlType::Q6_K => GgmlType::Q8_0,
-        _ => {
-            return Err(format!(
-                "rows of {ne0} values are not whole {t} blocks and ggml defines no fallback for {t}"
-            ))
-        }
+    let Some(fallback) = fallback_of(t) else {
+        return Err(format!(
+            "rows of {ne0} values are not whole {t} blocks and ggml defines no fallback for {t}"
+        ));
     };
     Ok(if fits(fallback) {
         fallback
@@ -162,13 +157,58 @@ pub fn target_for(t: GgmlType, ne0: u64) -> Result<GgmlType, String> {
     })
 }
 
+/// ggml's fallback for a tensor whose rows are not whole blocks of `t` (`llama_tensor_get_type`).
+fn fallback_of(t: GgmlType) -> Option<GgmlType> {
+    match t {
+        GgmlType::IQ4_XS => Some(GgmlType::IQ4_NL),
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::TQ1_0 | GgmlType::TQ2_0 => Some(GgmlType::Q4_0),
+        GgmlType::Q4_K => Some(GgmlType::Q5_0),
+        GgmlType::Q5_K => Some(GgmlType::Q5_1),
+        GgmlType::Q6_K => Some(GgmlType::Q8_0),
+        _ => None,
+    }
+}
+
+/// Converted tensors that got a fallback type instead of the target, grouped by that type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The type they got.
+    pub ggml_type: GgmlType,
+    /// How many tensors.
+    pub tensors: usize,
+    /// Their row lengths (ggml's `ne[0]`), ascending, each once.
+    pub row_lengths: Vec<u64>,
+}
+
+impl Fallback {
+    /// Why, for target `t`: `rows of 576 values are not a multiple of 256 (Q4_K's block size)`.
+    pub fn reason(&self, t: GgmlType) -> String {
+        let lengths: Vec<String> = self.row_lengths.iter().map(u64::to_string).collect();
+        let rows = match lengths.as_slice() {
+            [one] => format!("rows of {one} values are"),
+            _ => format!("rows of {} values are", lengths.join(", ")),
+        };
+        let mut why = format!(
+            "{rows} not a multiple of {} ({t}'s block size)",
+            t.block_size()
+        );
+        if let Some(f) = fallback_of(t).filter(|&f| f != self.ggml_type) {
+            why.push_str(&format!(
+                " nor of {} ({f}'s, ggml's fallback for {t})",
+                f.block_size()
+            ));
+        }
+        why
+    }
+}
+
 /// What was done, for the summary line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
     /// Tensors converted.
     pub converted: usize,
-    /// Of those, tensors that got a fallback type.
-    pub fallbacks: usize,
+    /// Of those, the tensors that got a fallback type, per type (in type order).
+    pub fallbacks: Vec<Fallback>,
     /// Tensors copied unchanged.
     pub copied: usize,
     /// Input size in bytes.
@@ -196,20 +236,31 @@ pub(super) fn run<E: Write>(
         allow_non_finite,
     };
     let summary = requantize(input, output, target, &options)?;
-    writeln!(
-        err,
-        "{} -> {}: {} tensors to {} ({} by fallback), {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} threads",
+    let t = target.ggml_type;
+    let by_fallback: usize = summary.fallbacks.iter().map(|f| f.tensors).sum();
+    let mut converted = format!("{} tensors to {t}", summary.converted - by_fallback);
+    for f in &summary.fallbacks {
+        converted.push_str(&format!(", {} to {} (fallback)", f.tensors, f.ggml_type));
+    }
+    let mut text = format!(
+        "{} -> {}: {converted}, {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} threads\n",
         quoted(input),
         quoted(output),
-        summary.converted,
-        target.ggml_type,
-        summary.fallbacks,
         summary.copied,
         summary.bytes_in as f64 / 1e6,
         summary.bytes_out as f64 / 1e6,
         start.elapsed().as_secs_f64()
-    )
-    .map_err(|e| CliError::io("cannot write stderr", e))
+    );
+    for f in &summary.fallbacks {
+        text.push_str(&format!(
+            "  {} tensors to {}: {}\n",
+            f.tensors,
+            f.ggml_type,
+            f.reason(t)
+        ));
+    }
+    err.write_all(text.as_bytes())
+        .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
 /// How [`requantize`] runs.
@@ -237,9 +288,10 @@ pub fn requantize(
         bytes_in: file.bytes().len() as u64,
         ..Summary::default()
     };
+    let mut fallbacks: std::collections::BTreeMap<GgmlType, Fallback> = Default::default();
     for t in index.tensors() {
+        let ne0 = t.ne().first().copied().unwrap_or(1);
         let new_type = if allows_quantization(&t.name, t.ne().len()) {
-            let ne0 = t.ne().first().copied().unwrap_or(1);
             target_for(target.ggml_type, ne0)
                 .map_err(|m| CliError::Message(format!("tensor {:?}: {m}", t.name)))?
         } else {
@@ -249,13 +301,24 @@ pub fn requantize(
             summary.copied += 1;
         } else {
             summary.converted += 1;
-            summary.fallbacks += usize::from(new_type != target.ggml_type);
+            if new_type != target.ggml_type {
+                let f = fallbacks.entry(new_type).or_insert_with(|| Fallback {
+                    ggml_type: new_type,
+                    tensors: 0,
+                    row_lengths: Vec::new(),
+                });
+                f.tensors += 1;
+                if let Err(at) = f.row_lengths.binary_search(&ne0) {
+                    f.row_lengths.insert(at, ne0);
+                }
+            }
         }
         types.push(new_type);
     }
     if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
         refuse_unknown_big_endian_layouts(input, index.tensors(), &types)?;
     }
+    summary.fallbacks = fallbacks.into_values().collect();
     let specs: Vec<TensorSpec<'_>> = index
         .tensors()
         .iter()

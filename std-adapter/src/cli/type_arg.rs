@@ -4,13 +4,29 @@
 
 use miniquant::GgmlType;
 
-/// clap's value parser for `--type`.
+/// clap's value parser for `--type`: any ggml type.
 pub(super) fn parse(name: &str) -> Result<GgmlType, String> {
-    if let Some(t) = GgmlType::from_name(name) {
-        return Ok(t);
-    }
-    let valid: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
+    parse_among(name, &GgmlType::ALL, "")
+}
+
+/// `--type` of a command that takes only the types `allowed`; a ggml type outside them is refused
+/// with `why_not` (which says why the command cannot take it) and the list of those it takes.
+pub(super) fn parse_among(
+    name: &str,
+    allowed: &[GgmlType],
+    why_not: &str,
+) -> Result<GgmlType, String> {
+    let valid: Vec<&str> = allowed.iter().map(|t| t.name()).collect();
     let valid = valid.join(", ");
+    if let Some(t) = GgmlType::from_name(name) {
+        return if allowed.contains(&t) {
+            Ok(t)
+        } else {
+            Err(format!(
+                "{t} cannot be used here: {why_not}. Valid types (case-insensitive): {valid}"
+            ))
+        };
+    }
     // llama.cpp's `LLAMA_FTYPE_MOSTLY_*` names: a base type and a mixture suffix.
     let upper = name.to_ascii_uppercase();
     let recipe = ["_XS", "_S", "_M", "_L"]
@@ -20,7 +36,7 @@ pub(super) fn parse(name: &str) -> Result<GgmlType, String> {
     Err(match recipe {
         Some(base) => format!(
             "{name} is a llama-quantize recipe (a mix of types chosen per tensor), not a ggml \
-             type; the nearest type is {base}. Valid types: {valid}"
+             type; the nearest type is {base}. Valid types (case-insensitive): {valid}"
         ),
         None => format!("unknown ggml type {name:?}. Valid types (case-insensitive): {valid}"),
     })
@@ -46,6 +62,26 @@ mod tests {
         assert!(
             unknown.contains("Q8_0") && unknown.contains("IQ4_XS"),
             "{unknown}"
+        );
+    }
+
+    #[test]
+    fn a_command_taking_some_types_says_why_and_lists_them() {
+        let some = [GgmlType::Q8_0, GgmlType::Q4_K];
+        assert_eq!(parse_among("q4_k", &some, "x"), Ok(GgmlType::Q4_K));
+        assert_eq!(
+            parse_among("iq2_xxs", &some, "it needs an importance matrix"),
+            Err(
+                "IQ2_XXS cannot be used here: it needs an importance matrix. Valid types \
+                 (case-insensitive): Q8_0, Q4_K"
+                    .into()
+            )
+        );
+        let recipe = parse_among("Q4_K_M", &some, "x").unwrap_err();
+        assert!(recipe.contains("nearest type is Q4_K"), "{recipe}");
+        assert!(
+            recipe.ends_with("Valid types (case-insensitive): Q8_0, Q4_K"),
+            "{recipe}"
         );
     }
 }

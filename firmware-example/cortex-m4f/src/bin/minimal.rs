@@ -14,8 +14,7 @@ use miniquant::gguf::{Catalog, Limits, SliceParser};
 #[entry]
 fn main() -> ! {
     let names = tensor_names();
-    let mut found =
-        Catalog::<1, { firmware_common::inputs::TENSORS }>::new(&["general.architecture"], &names);
+    let mut found = Catalog::of(&["general.architecture"], &names);
     let mut parser = SliceParser::new(MODEL, Limits::DEFAULT);
     let mut ok = true;
     loop {
