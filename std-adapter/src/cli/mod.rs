@@ -49,11 +49,9 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
     Inspect(inspect::Args),
-    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not.
-    Validate {
-        /// The GGUF file.
-        file: PathBuf,
-    },
+    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not;
+    /// `--data` also checks every value and block scale as llama.cpp's `--check-tensors` does.
+    Validate(validate::Args),
     /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
     /// go to stderr.
     Dequant(dequant::Args),
@@ -128,7 +126,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     }
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(args, out, err),
-        Command::Validate { file } => validate::run(file, out, err),
+        Command::Validate(args) => validate::run(args, out, err),
         Command::Dequant(args) => dequant::run(args, out, err),
         Command::QuantizeRaw(args) => quantize_raw::run(args, err),
         Command::DequantRaw(args) => dequant_raw::run(args, out, err),
