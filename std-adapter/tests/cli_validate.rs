@@ -433,3 +433,43 @@ fn data_check_names_the_tensor_row_and_block_of_a_nan_scale() {
          scale\n"
     );
 }
+
+/// A tensor or key count off by one makes the parser read data or a tensor info as something else,
+/// and the error alone ("limit max_key_bytes exceeded: found <huge>") does not say why: the hint
+/// line names the count and the value with which the header parses.
+#[test]
+fn a_count_off_by_one_is_named_in_a_hint() {
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "llama")
+        .kv("a", Scalar::U32(7))
+        .tensor("w", GgmlType::F32, &[8], vec![0xab; 32])
+        .tensor("v", GgmlType::F32, &[4], vec![0xcd; 16]);
+    let bytes = w.to_bytes();
+    for (at, declared, fits, noun, field) in [
+        (8, 3, 2, "tensors", "tensor"),
+        (16, 3, 2, "metadata keys", "metadata key"),
+        (16, 1, 2, "metadata keys", "metadata key"),
+    ] {
+        let mut wrong = bytes.clone();
+        wrong[at..at + 8].copy_from_slice(&(declared as u64).to_le_bytes());
+        let run = validate("count.gguf", &wrong);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        let lines = run.stderr_lines();
+        assert!(lines[0].starts_with("error: "), "{lines:?}");
+        assert_eq!(
+            lines[1..],
+            [format!(
+                "hint: the header declares {declared} {noun}, but with {fits} the whole header \
+                 parses and the tensors' data ends where the file does: the {field} count (byte \
+                 {at}) is probably off by 1, and the error above is where the parser read past \
+                 the real end of the {}",
+                if at == 8 {
+                    "tensor directory"
+                } else {
+                    "metadata"
+                }
+            )],
+            "{lines:?}"
+        );
+    }
+}
