@@ -51,36 +51,13 @@ impl std::fmt::Display for Truncation {
 }
 
 /// Whether the tensors of a complete `index` end past its [`file_size`](Index::file_size), and
-/// by how much. `None` for a partial index or one read from a stream of unknown length.
+/// by how much (as [`Report::truncation`]). `None` for a partial index or one read from a stream
+/// of unknown length.
 pub fn truncation(index: &Index) -> Option<Truncation> {
-    let file_size = index.file_size()?;
     if !index.is_complete() {
         return None;
     }
-    let mut needed = index.data_offset();
-    let mut first_cut: Option<CutTensor> = None;
-    for t in index.tensors() {
-        // Overflowing ranges are reported by the validator as their own error.
-        let Ok(range) = index.data_range(t) else {
-            continue;
-        };
-        needed = needed.max(range.end);
-        let earlier = first_cut
-            .as_ref()
-            .is_none_or(|c| range.start < c.data_start);
-        if range.end > file_size && earlier {
-            first_cut = Some(CutTensor {
-                name: t.name.clone(),
-                info_offset: t.info_offset,
-                data_start: range.start,
-            });
-        }
-    }
-    Some(Truncation {
-        file_size,
-        needed,
-        first_cut: first_cut?,
-    })
+    crate::validate::check(index, None).truncation
 }
 
 /// Where each metadata pair lies in a file, to name the key an error offset falls in.
@@ -301,7 +278,7 @@ pub fn problem_lines(file: &GgufFile) -> Vec<String> {
 /// The lines of `report` (from [`GgufFile::validate`] or a file's own), as [`problem_lines`];
 /// `file`, when given, is the file the report is about and supplies the context.
 pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
-    let cut = file.and_then(|f| truncation(f.index()));
+    let cut = &report.truncation;
     let last_offset = report.errors.iter().filter_map(Error::offset).max();
     let keys = match (file, last_offset) {
         (Some(f), Some(up_to)) => KeyRanges::scan(f.bytes(), up_to),
@@ -310,7 +287,7 @@ pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
     let mut summarized = false;
     let mut lines = Vec::new();
     for e in &report.errors {
-        if let (Error::TensorOutOfBounds { .. }, Some(t)) = (e, &cut) {
+        if let (Error::TensorOutOfBounds { .. }, Some(t)) = (e, cut) {
             // One summary line, where the first of these errors was.
             if !summarized {
                 lines.push(format!("error: {t}"));

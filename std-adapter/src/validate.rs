@@ -18,6 +18,7 @@ use miniquant::gguf::{Event, Limits, SliceParser, ValueType};
 use miniquant::quant::{self, validate::Invalid};
 use miniquant::{Error, GgmlType};
 
+use crate::diagnose::{CutTensor, Truncation};
 use crate::file::GgufFile;
 use crate::index::{Index, TensorEntry};
 use crate::value::{Array, Value};
@@ -112,6 +113,10 @@ pub struct Report {
     pub keys: u64,
     /// Tensor infos checked.
     pub tensors: u64,
+    /// The file ends before the data its header describes (a partial download): how much is
+    /// there and the first tensor cut. The [`errors`](Self::errors) then hold one "past the end"
+    /// error per cut tensor; this is the one line to show instead.
+    pub truncation: Option<Truncation>,
 }
 
 impl Report {
@@ -273,6 +278,27 @@ fn bounds(tensors: &[Placement<'_>], layout: Layout, report: &mut Report) {
     let Some(file_size) = layout.file_size else {
         return;
     };
+    let mut needed = layout.data_offset;
+    let mut first_cut: Option<CutTensor> = None;
+    for t in tensors {
+        let start = layout.data_offset.checked_add(t.offset);
+        if let Some((start, end)) = start.and_then(|s| Some((s, s.checked_add(t.bytes)?))) {
+            needed = needed.max(end);
+            let earlier = first_cut.as_ref().is_none_or(|c| start < c.data_start);
+            if end > file_size && earlier {
+                first_cut = Some(CutTensor {
+                    name: t.name.to_owned(),
+                    info_offset: t.info_offset,
+                    data_start: start,
+                });
+            }
+        }
+    }
+    report.truncation = first_cut.map(|first_cut| Truncation {
+        file_size,
+        needed,
+        first_cut,
+    });
     for t in tensors {
         let end = layout
             .data_offset

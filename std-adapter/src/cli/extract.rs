@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{open_gguf, quoted, CliError};
+use super::{open_gguf_allowing_cut, quoted, whole, CliError};
 use crate::output_file::OutputFile;
 use crate::value::{Array, Value};
 use crate::writer::GgufWriter;
@@ -36,7 +36,7 @@ pub(super) fn run<E: Write>(
     selection: &Selection<'_>,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let file = open_gguf(input)?;
+    let file = open_gguf_allowing_cut(input)?;
     let index = file.index();
     for name in selection.tensors {
         if index.tensor(name).is_none() {
@@ -69,6 +69,7 @@ pub(super) fn run<E: Write>(
         if !selection.tensors.is_empty() && !selection.tensors.contains(&tensor.name) {
             continue;
         }
+        whole(&file, tensor)?;
         let mut data = file.data_of(tensor)?.to_vec();
         // Pad like ggml so that the last tensor, too, ends on the alignment.
         let padded = (data.len() as u64).div_ceil(alignment) * alignment;

@@ -9,7 +9,9 @@ use miniquant::quant::{level, Level};
 
 use crate::parallel;
 
-use super::{find_tensor, open_gguf, quoted, read_f32_file, shape_text, CliError, Output};
+use super::{
+    find_tensor, open_gguf_allowing_cut, quoted, read_f32_file, shape_text, CliError, Output,
+};
 use crate::stats::Stats;
 
 /// How to run the product: threads and kernel level.
@@ -39,7 +41,7 @@ pub(super) fn run<O: Write, E: Write>(
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let file = open_gguf(path)?;
+    let file = open_gguf_allowing_cut(path)?;
     let tensor = find_tensor(&file, path, name)?;
     let shape = shape_text(&tensor.shape());
     let (cols, rows) = match tensor.ne() {

@@ -262,6 +262,26 @@ fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
     }
 }
 
+/// [`open_gguf`] for the commands that read chosen tensors (`dequant`, `matvec`, `extract`): a
+/// file cut short (a partial download) opens too, and only reading a cut tensor fails, naming it
+/// ([`find_tensor`], [`whole`]).
+fn open_gguf_allowing_cut(path: &Path) -> Result<GgufFile, CliError> {
+    let file = open_gguf_unchecked(path)?;
+    if file.report().is_valid() || file.is_only_truncated() {
+        Ok(file)
+    } else {
+        Err(CliError::Problems(crate::diagnose::problem_lines(&file)))
+    }
+}
+
+/// Fails, naming the tensor and how much of it the file holds, if the file ends inside `tensor`.
+fn whole(file: &GgufFile, tensor: &TensorEntry) -> Result<(), CliError> {
+    match file.cut(tensor) {
+        Some(cut) => Err(CliError::Message(cut.to_string())),
+        None => Ok(()),
+    }
+}
+
 /// Opens a GGUF file (`-`: reads standard input) without failing on problems in it.
 fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
     if path == Path::new("-") {
@@ -273,15 +293,18 @@ fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
     }
 }
 
-/// The entry of tensor `name` in `file` (opened from `path`), or the error that names both.
+/// The entry of tensor `name` in `file` (opened from `path`), or the error that names both; an
+/// error too if the file ends inside its data (a truncated file).
 fn find_tensor<'f>(
     file: &'f GgufFile,
     path: &Path,
     name: &str,
 ) -> Result<&'f TensorEntry, CliError> {
-    file.index()
-        .tensor(name)
-        .ok_or_else(|| CliError::Message(format!("no tensor named {name:?} in {}", quoted(path))))
+    let tensor = file.index().tensor(name).ok_or_else(|| {
+        CliError::Message(format!("no tensor named {name:?} in {}", quoted(path)))
+    })?;
+    whole(file, tensor)?;
+    Ok(tensor)
 }
 
 fn quoted(path: &Path) -> String {
