@@ -1,6 +1,7 @@
-//! Compiles ggml's C reference (quantizers, dequantizers, generic vec_dot kernels) into a static
-//! library for the oracle tests. Nothing of ggml is committed: the sources come from the cache that
-//! `scripts/fetch-ggml.sh` fills, or from `$MINIQUANT_GGML_DIR`.
+//! Compiles ggml's C reference (quantizers, dequantizers, generic vec_dot kernels, the data check
+//! `ggml_validate_row_data`) into a static library for the oracle tests. Nothing of ggml is
+//! committed: the sources come from the cache that `scripts/fetch-ggml.sh` fills, or from
+//! `$MINIQUANT_GGML_DIR`.
 //!
 //! Flags are fixed, not taken from the cargo profile: `-O2 -ffp-contract=off`, plus
 //! `-march=x86-64-v3` on x86_64. FMA contraction changes the reference quantizers' output bytes, so

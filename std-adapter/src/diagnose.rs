@@ -1,8 +1,11 @@
-//! Context for error messages: which metadata key a byte offset falls in, and whether a file is
+//! Context for error messages: which metadata key a byte offset falls in, whether a file is
 //! simply cut short (a partial download), so that a user reads one line that says so instead of
-//! one "past the end of the file" error per tensor; [`problem_lines`] puts it together.
+//! one "past the end of the file" error per tensor, and what a header that fails to parse probably
+//! got wrong (a tensor or key count off by one, [`count_hint`]); [`problem_lines`] puts it
+//! together.
 
-use miniquant::gguf::{Event, Limits, SliceParser};
+use miniquant::error::Limit;
+use miniquant::gguf::{ByteOrder, Event, Limits, SliceParser};
 use miniquant::Error;
 
 use crate::file::GgufFile;
@@ -48,36 +51,13 @@ impl std::fmt::Display for Truncation {
 }
 
 /// Whether the tensors of a complete `index` end past its [`file_size`](Index::file_size), and
-/// by how much. `None` for a partial index or one read from a stream of unknown length.
+/// by how much (as [`Report::truncation`]). `None` for a partial index or one read from a stream
+/// of unknown length.
 pub fn truncation(index: &Index) -> Option<Truncation> {
-    let file_size = index.file_size()?;
     if !index.is_complete() {
         return None;
     }
-    let mut needed = index.data_offset();
-    let mut first_cut: Option<CutTensor> = None;
-    for t in index.tensors() {
-        // Overflowing ranges are reported by the validator as their own error.
-        let Ok(range) = index.data_range(t) else {
-            continue;
-        };
-        needed = needed.max(range.end);
-        let earlier = first_cut
-            .as_ref()
-            .is_none_or(|c| range.start < c.data_start);
-        if range.end > file_size && earlier {
-            first_cut = Some(CutTensor {
-                name: t.name.clone(),
-                info_offset: t.info_offset,
-                data_start: range.start,
-            });
-        }
-    }
-    Some(Truncation {
-        file_size,
-        needed,
-        first_cut: first_cut?,
-    })
+    crate::validate::check(index, None).truncation
 }
 
 /// Where each metadata pair lies in a file, to name the key an error offset falls in.
@@ -145,6 +125,148 @@ impl KeyRanges {
     }
 }
 
+/// Which count of the header a [`CountHint`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// The tensor count (bytes 8..16 of a v2/v3 header).
+    Tensors,
+    /// The metadata key/value count (bytes 16..24).
+    Keys,
+}
+
+impl Count {
+    fn offset(self) -> usize {
+        match self {
+            Self::Tensors => 8,
+            Self::Keys => 16,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Tensors => "tensors",
+            Self::Keys => "metadata keys",
+        }
+    }
+}
+
+/// What a header that fails to parse probably got wrong: one of its counts. Found by trying the
+/// counts next to the declared one: the hint is given only if, with that count, the whole header
+/// parses and the file ends where the last tensor's data ends (up to the alignment padding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountHint {
+    /// The count.
+    pub count: Count,
+    /// What the header declares.
+    pub declared: u64,
+    /// The count with which the header parses and the data ends at the end of the file.
+    pub fits: u64,
+}
+
+impl std::fmt::Display for CountHint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (noun, declared, fits) = (self.count.noun(), self.declared, self.fits);
+        let (field, section) = match self.count {
+            Count::Tensors => ("tensor", "tensor directory"),
+            Count::Keys => ("metadata key", "metadata"),
+        };
+        write!(
+            f,
+            "the header declares {declared} {noun}, but with {fits} the whole header parses and \
+             the tensors' data ends where the file does: the {field} count (byte {}) is probably \
+             off by {}, and the error above is where the parser read past the real end of the \
+             {section}",
+            self.count.offset(),
+            declared.abs_diff(fits)
+        )
+    }
+}
+
+/// Counts up to this far from the declared one are tried.
+const COUNT_SLACK: u64 = 2;
+
+/// For a header that stopped parsing at `error` (`index` is partial), the count that makes
+/// `bytes` a valid file, if one within [`COUNT_SLACK`] of a declared count does. Not for a file
+/// that simply ends inside its header (a cut file is not a wrong count, though fewer keys would
+/// make it parse). Re-reads the header once per candidate (at most eight times), without copying
+/// the file.
+pub fn count_hint(bytes: &[u8], index: &Index, error: &Error) -> Option<CountHint> {
+    let order = index.byte_order()?;
+    let cut = matches!(error, Error::Truncated { .. });
+    if cut || index.is_complete() || index.version() < 2 || bytes.len() < 24 {
+        return None;
+    }
+    let file_size = bytes.len() as u64;
+    let read = |at: usize| {
+        let field: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+        Some(match order {
+            ByteOrder::Little => u64::from_le_bytes(field),
+            ByteOrder::Big => u64::from_be_bytes(field),
+        })
+    };
+    for count in [Count::Tensors, Count::Keys] {
+        let declared = read(count.offset())?;
+        for delta in 1..=COUNT_SLACK {
+            for fits in [declared.checked_sub(delta), declared.checked_add(delta)] {
+                let Some(fits) = fits else { continue };
+                let mut head = [0u8; 24];
+                head.copy_from_slice(bytes.get(..24)?);
+                let patched = match order {
+                    ByteOrder::Little => fits.to_le_bytes(),
+                    ByteOrder::Big => fits.to_be_bytes(),
+                };
+                head[count.offset()..count.offset() + 8].copy_from_slice(&patched);
+                let rest = bytes.get(24..)?;
+                let Ok(candidate) = Index::from_reader(std::io::Read::chain(&head[..], rest))
+                else {
+                    continue;
+                };
+                // The file must end where that header's data ends (give or take the padding),
+                // as a file ggml writes does, and hold a tensor: a count that merely parses (0
+                // tensors always does, and a header of no tensors ends anywhere) is no evidence.
+                let ends = candidate
+                    .tensors()
+                    .iter()
+                    .try_fold(candidate.data_offset(), |end, t| {
+                        candidate.data_range(t).ok().map(|r| end.max(r.end))
+                    });
+                let slack = u64::from(candidate.alignment());
+                let has_data = !candidate.tensors().is_empty();
+                if has_data && ends.is_some_and(|end| end <= file_size && file_size - end < slack) {
+                    return Some(CountHint {
+                        count,
+                        declared,
+                        fits,
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// For a length field too large for the whole file: a sign the parser lost its place before it.
+fn implausible_length(e: &Error, file_size: u64) -> Option<String> {
+    let (found, offset) = match *e {
+        Error::LimitExceeded {
+            limit: Limit::KeyBytes | Limit::StringBytes,
+            found,
+            offset,
+            ..
+        } => (found, offset),
+        // Not the header's own counts (bytes 8..24): nothing comes before them to be wrong.
+        Error::ExceedsInput { found, offset, .. } if offset >= 24 => (found, offset),
+        _ => return None,
+    };
+    (found > file_size).then(|| {
+        format!(
+            "{found} at byte {offset} is larger than the whole file ({file_size} bytes), so it is \
+             not a real length: the parser probably lost its place earlier, because a count or \
+             length before byte {offset} is wrong (a count off by one, or bytes cut out of the file)"
+        )
+    })
+}
+
 /// The `error:` and `warning:` lines for `file`'s [`report`](GgufFile::report), errors in offset
 /// order, then warnings, with the context a user needs to act: a file cut short is one line (how
 /// much is there, how much is needed, the first tensor cut), and an error inside a metadata pair
@@ -156,7 +278,7 @@ pub fn problem_lines(file: &GgufFile) -> Vec<String> {
 /// The lines of `report` (from [`GgufFile::validate`] or a file's own), as [`problem_lines`];
 /// `file`, when given, is the file the report is about and supplies the context.
 pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
-    let cut = file.and_then(|f| truncation(f.index()));
+    let cut = &report.truncation;
     let last_offset = report.errors.iter().filter_map(Error::offset).max();
     let keys = match (file, last_offset) {
         (Some(f), Some(up_to)) => KeyRanges::scan(f.bytes(), up_to),
@@ -165,7 +287,7 @@ pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
     let mut summarized = false;
     let mut lines = Vec::new();
     for e in &report.errors {
-        if let (Error::TensorOutOfBounds { .. }, Some(t)) = (e, &cut) {
+        if let (Error::TensorOutOfBounds { .. }, Some(t)) = (e, cut) {
             // One summary line, where the first of these errors was.
             if !summarized {
                 lines.push(format!("error: {t}"));
@@ -176,6 +298,17 @@ pub fn report_lines(report: &Report, file: Option<&GgufFile>) -> Vec<String> {
         match e.offset().and_then(|o| keys.key_at(o)) {
             Some(key) => lines.push(format!("error: key {key:?}: {e}")),
             None => lines.push(format!("error: {e}")),
+        }
+    }
+    // A header that stopped parsing: say what probably went wrong.
+    if let Some(f) = file.filter(|f| !f.index().is_complete()) {
+        let parse_error = report.errors.iter().max_by_key(|e| e.offset());
+        if let Some(hint) = parse_error.and_then(|e| count_hint(f.bytes(), f.index(), e)) {
+            lines.push(format!("hint: {hint}"));
+        } else if let Some(hint) =
+            parse_error.and_then(|e| implausible_length(e, f.bytes().len() as u64))
+        {
+            lines.push(format!("hint: {hint}"));
         }
     }
     lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));

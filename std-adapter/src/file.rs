@@ -18,10 +18,11 @@ use crate::index::{Index, TensorEntry};
 use crate::signals::WatchedMap;
 use crate::validate::{self, Report};
 
-/// Why a file could not be opened. Its `Debug` is as short as its `Display` (a `?` in `main`
-/// prints it), however many errors the report holds. For messages with their context (the key an
-/// error is in, one line for a truncated file), open with [`GgufFile::open_unchecked`] and use
-/// [`diagnose::problem_lines`](crate::diagnose::problem_lines).
+/// Why a file could not be opened. Its `Debug` is its `Display`, one line (a `?` in `main` prints
+/// it), however many errors the report holds: the first error and how many more, or for a file
+/// cut short (a partial download) the one line that says so. For every message with its context
+/// (the key an error is in, a hint when a count is off), open with
+/// [`GgufFile::open_unchecked`] and use [`diagnose::problem_lines`](crate::diagnose::problem_lines).
 pub enum OpenError {
     /// The file could not be opened or mapped.
     Io(std::io::Error),
@@ -33,6 +34,10 @@ impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Io(e) => write!(f, "{e}"),
+            Self::Invalid(Report {
+                truncation: Some(t),
+                ..
+            }) => write!(f, "{t}"),
             Self::Invalid(report) => match report.errors.first() {
                 Some(first) if report.errors.len() > 1 => {
                     write!(f, "{first} (and {} more errors)", report.errors.len() - 1)
@@ -44,17 +49,11 @@ impl fmt::Display for OpenError {
     }
 }
 
+/// The same line as `Display`: `fn main() -> Result<(), Box<dyn Error>>` prints the `Debug` of an
+/// error, and a user reading it wants the message, not the report's fields.
 impl fmt::Debug for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => f.debug_tuple("Io").field(e).finish(),
-            Self::Invalid(report) => f
-                .debug_struct("Invalid")
-                .field("errors", &report.errors.len())
-                .field("first", &report.errors.first())
-                .field("warnings", &report.warnings.len())
-                .finish_non_exhaustive(),
-        }
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -255,6 +254,9 @@ impl GgufFile {
             .index
             .tensor(name)
             .ok_or_else(|| TensorDataError::NoSuchTensor(name.to_owned()))?;
+        if let Some(cut) = self.cut(tensor) {
+            return Err(cut);
+        }
         self.data_of(tensor).map_err(TensorDataError::Gguf)
     }
 
@@ -282,6 +284,31 @@ impl GgufFile {
         }
     }
 
+    /// `Some` if the file ends before the end of `tensor`'s data (a truncated file): how much of
+    /// it is there, as [`TensorDataError::Cut`]. `None` if the data is wholly inside the file.
+    pub fn cut(&self, tensor: &TensorEntry) -> Option<TensorDataError> {
+        let range = self.index.data_range(tensor).ok()?;
+        let file_size = self.bytes.as_slice().len() as u64;
+        (range.end > file_size).then(|| TensorDataError::Cut {
+            name: tensor.name.clone(),
+            present: file_size.saturating_sub(range.start),
+            bytes: tensor.bytes,
+        })
+    }
+
+    /// Whether the only errors of the file are tensors cut by its end (a partial download): the
+    /// header is whole, and the tensors wholly present can be read (open it with
+    /// [`open_unchecked`](Self::open_unchecked); [`cut`](Self::cut) says which are not).
+    pub fn is_only_truncated(&self) -> bool {
+        self.report.truncation.is_some()
+            && self.index.is_complete()
+            && self
+                .report
+                .errors
+                .iter()
+                .all(|e| matches!(e, Error::TensorOutOfBounds { .. }))
+    }
+
     /// The data of `tensor` (an entry of this file's index), borrowed from the mapping: the bytes
     /// as stored, in the file's byte order ([`Index::byte_order`]). The kernels need them in
     /// little-endian layout: see [`native_data_of`](Self::native_data_of).
@@ -299,12 +326,22 @@ impl GgufFile {
     }
 }
 
-/// Why [`GgufFile::tensor_data`] failed.
+/// Why [`GgufFile::tensor_data`] (or another read of a tensor by name) failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TensorDataError {
     /// The index has no tensor of this name.
     NoSuchTensor(String),
-    /// The tensor's data is not inside the file.
+    /// The file ends inside or before the tensor's data (a partial download): it holds `present`
+    /// of its `bytes` bytes. The tensors wholly present can still be read.
+    Cut {
+        /// The tensor.
+        name: String,
+        /// Bytes of its data the file holds.
+        present: u64,
+        /// Bytes of its data.
+        bytes: u64,
+    },
+    /// The tensor's data is not inside the file, or cannot be converted or computed.
     Gguf(Error),
 }
 
@@ -312,6 +349,15 @@ impl fmt::Display for TensorDataError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoSuchTensor(name) => write!(f, "no tensor named {name:?}"),
+            Self::Cut {
+                name,
+                present,
+                bytes,
+            } => write!(
+                f,
+                "tensor {name:?} is cut at byte {present} of {bytes}: the file is truncated (a \
+                 partial download?); the tensors wholly present can still be read"
+            ),
             Self::Gguf(e) => write!(f, "{e}"),
         }
     }

@@ -5,14 +5,22 @@
 //! by sorting the tensors by offset: O(n log n)). Warnings (the spec allows it, ggml refuses it):
 //! gaps between tensors, tensor offsets out of file order, tensor names of 64 bytes or more, and
 //! nested arrays. Every problem is collected, not just the first.
+//!
+//! [`check_data`] reads the tensors' data too: ggml's `ggml_validate_row_data` rules (no NaN or
+//! infinite value or block scale), one line per bad tensor.
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use miniquant::gguf::{Event, Limits, SliceParser, ValueType};
-use miniquant::Error;
+use miniquant::quant::{self, validate::Invalid};
+use miniquant::{Error, GgmlType};
 
-use crate::index::Index;
+use crate::diagnose::{CutTensor, Truncation};
+use crate::file::GgufFile;
+use crate::index::{Index, TensorEntry};
 use crate::value::{Array, Value};
 
 /// ggml's `GGML_MAX_NAME`: it refuses tensor names of this many bytes or more.
@@ -105,6 +113,10 @@ pub struct Report {
     pub keys: u64,
     /// Tensor infos checked.
     pub tensors: u64,
+    /// The file ends before the data its header describes (a partial download): how much is
+    /// there and the first tensor cut. The [`errors`](Self::errors) then hold one "past the end"
+    /// error per cut tensor; this is the one line to show instead.
+    pub truncation: Option<Truncation>,
 }
 
 impl Report {
@@ -266,6 +278,27 @@ fn bounds(tensors: &[Placement<'_>], layout: Layout, report: &mut Report) {
     let Some(file_size) = layout.file_size else {
         return;
     };
+    let mut needed = layout.data_offset;
+    let mut first_cut: Option<CutTensor> = None;
+    for t in tensors {
+        let start = layout.data_offset.checked_add(t.offset);
+        if let Some((start, end)) = start.and_then(|s| Some((s, s.checked_add(t.bytes)?))) {
+            needed = needed.max(end);
+            let earlier = first_cut.as_ref().is_none_or(|c| start < c.data_start);
+            if end > file_size && earlier {
+                first_cut = Some(CutTensor {
+                    name: t.name.to_owned(),
+                    info_offset: t.info_offset,
+                    data_start: start,
+                });
+            }
+        }
+    }
+    report.truncation = first_cut.map(|first_cut| Truncation {
+        file_size,
+        needed,
+        first_cut,
+    });
     for t in tensors {
         let end = layout
             .data_offset
@@ -347,6 +380,129 @@ fn nested_arrays(index: &Index, report: &mut Report) {
             });
         }
     }
+}
+
+/// A tensor whose data ggml's `ggml_validate_row_data` refuses (what llama.cpp checks when asked
+/// to check tensors), or whose data cannot be read: see [`check_data`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataProblem {
+    /// The tensor.
+    pub tensor: String,
+    /// Its type.
+    pub ggml_type: GgmlType,
+    /// Absolute offset of its tensor info.
+    pub info_offset: u64,
+    /// What is wrong.
+    pub kind: DataProblemKind,
+}
+
+/// What [`DataProblem`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataProblemKind {
+    /// The first bad value or block, as ggml stops at the first.
+    Invalid {
+        /// The row (of [`cols`](TensorEntry::cols) elements) it is in.
+        row: u64,
+        /// The block's index in its row (the column, for F32, F16, BF16 and F64).
+        block: u64,
+        /// Absolute offset of the block in the file.
+        offset: u64,
+        /// The bad field and what is wrong with it.
+        invalid: Invalid,
+    },
+    /// The data could not be read (outside the file, or a big-endian type with no known layout).
+    Unreadable(Error),
+}
+
+impl fmt::Display for DataProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, t) = (&self.tensor, self.ggml_type);
+        match &self.kind {
+            DataProblemKind::Invalid {
+                row,
+                block,
+                offset,
+                invalid,
+            } => {
+                let what = invalid.problem.as_str();
+                if t.block_size() == 1 {
+                    write!(
+                        f,
+                        "tensor {name:?} ({t}): row {row}, column {block}: value is {what}"
+                    )?;
+                } else {
+                    let size = u64::from(t.block_size());
+                    let first = block * size;
+                    let last = first + size - 1;
+                    write!(
+                        f,
+                        "tensor {name:?} ({t}): row {row}, block {block} (columns {first}..={last}): \
+                         {} is {what}",
+                        invalid.field
+                    )?;
+                }
+                write!(f, " (ggml_validate_row_data refuses it) at byte {offset}")
+            }
+            DataProblemKind::Unreadable(e) => {
+                write!(f, "tensor {name:?} ({t}): cannot check its data: {e}")
+            }
+        }
+    }
+}
+
+/// Runs ggml's data check ([`miniquant::quant::validate`]) on every tensor of `file`, on up to
+/// `threads` threads (tensors shared out as they finish): the first bad value or block of each bad
+/// tensor, in file order. Big-endian data is checked in the kernels' layout, like every read.
+pub fn check_data(file: &GgufFile, threads: usize) -> Vec<DataProblem> {
+    let tensors = file.index().tensors();
+    let next = AtomicUsize::new(0);
+    let found = Mutex::new(Vec::new());
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(t) = tensors.get(i) else { break };
+        if let Some(p) = check_tensor(file, t) {
+            found
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((i, p));
+        }
+    };
+    let threads = threads.clamp(1, tensors.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        work();
+    });
+    let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+    found.sort_unstable_by_key(|&(i, _)| i);
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+fn check_tensor(file: &GgufFile, t: &TensorEntry) -> Option<DataProblem> {
+    let problem = |kind| DataProblem {
+        tensor: t.name.clone(),
+        ggml_type: t.ggml_type,
+        info_offset: t.info_offset,
+        kind,
+    };
+    let data = match file.native_data_of(t) {
+        Ok(data) => data,
+        Err(e) => return Some(problem(DataProblemKind::Unreadable(e))),
+    };
+    let invalid = match quant::validate::first_invalid(t.ggml_type, &data) {
+        Ok(found) => found?,
+        Err(e) => return Some(problem(DataProblemKind::Unreadable(e))),
+    };
+    let blocks_per_row = (t.cols() / u64::from(t.ggml_type.block_size())).max(1);
+    let block = invalid.block as u64;
+    let start = file.index().data_range(t).map_or(0, |r| r.start);
+    Some(problem(DataProblemKind::Invalid {
+        row: block / blocks_per_row,
+        block: block % blocks_per_row,
+        offset: start + block * u64::from(t.ggml_type.block_bytes()),
+        invalid,
+    }))
 }
 
 #[cfg(test)]

@@ -53,6 +53,41 @@ impl Value {
         }
     }
 
+    /// The value as a u64 if it is an integer of any width that is not negative
+    /// (`general.file_type`, `llama.context_length`, ...).
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_scalar()?.as_u64()
+    }
+
+    /// The value as a u32 if it is an integer that fits.
+    pub fn as_u32(&self) -> Option<u32> {
+        self.as_u64().and_then(|v| u32::try_from(v).ok())
+    }
+
+    /// The value as an i64 if it is an integer that fits (every integer type but the largest u64s).
+    pub fn as_i64(&self) -> Option<i64> {
+        self.as_scalar().and_then(scalar_as_i64)
+    }
+
+    /// The value as an f64 if it is a number: floats exactly, integers rounded to the nearest f64
+    /// (exact up to 2^53).
+    pub fn as_f64(&self) -> Option<f64> {
+        self.as_scalar().and_then(scalar_as_f64)
+    }
+
+    /// The value if it is a bool.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.as_scalar()? {
+            Scalar::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The strings, if the value is an array of strings (`tokenizer.ggml.tokens`, ...).
+    pub fn as_strings(&self) -> Option<&Strings> {
+        self.as_array()?.as_strings()
+    }
+
     /// Equality that compares floats by their bits (so a NaN equals the same NaN), recursively.
     pub fn bits_eq(&self, other: &Self) -> bool {
         match (self, other) {
@@ -191,6 +226,67 @@ pub enum Element<'a> {
     Array(&'a Array),
 }
 
+impl Element<'_> {
+    /// The element as a u64, as [`Value::as_u64`].
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Self::Scalar(s) => s.as_u64(),
+            _ => None,
+        }
+    }
+
+    /// The element as an i64, as [`Value::as_i64`].
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Self::Scalar(s) => scalar_as_i64(s),
+            _ => None,
+        }
+    }
+
+    /// The element as an f64, as [`Value::as_f64`].
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Self::Scalar(s) => scalar_as_f64(s),
+            _ => None,
+        }
+    }
+
+    /// The element if it is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match *self {
+            Self::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+fn scalar_as_i64(s: Scalar) -> Option<i64> {
+    match s {
+        Scalar::U8(v) => Some(v.into()),
+        Scalar::I8(v) => Some(v.into()),
+        Scalar::U16(v) => Some(v.into()),
+        Scalar::I16(v) => Some(v.into()),
+        Scalar::U32(v) => Some(v.into()),
+        Scalar::I32(v) => Some(v.into()),
+        Scalar::I64(v) => Some(v),
+        Scalar::U64(v) => i64::try_from(v).ok(),
+        Scalar::F32(_) | Scalar::F64(_) | Scalar::Bool(_) => None,
+    }
+}
+
+/// Integers are rounded to the nearest f64 (`as` rounds to nearest), which is exact up to 2^53.
+#[allow(clippy::cast_precision_loss)]
+fn scalar_as_f64(s: Scalar) -> Option<f64> {
+    Some(match s {
+        Scalar::F32(v) => v.into(),
+        Scalar::F64(v) => v,
+        Scalar::U64(v) => v as f64,
+        Scalar::I64(v) => v as f64,
+        Scalar::Bool(_) => return None,
+        other => scalar_as_i64(other)? as f64,
+    })
+}
+
 impl Array {
     /// An empty array of `element_type`.
     pub fn empty(element_type: ValueType) -> Self {
@@ -279,6 +375,48 @@ impl Array {
         (0..self.len()).map_while(|i| self.get(i))
     }
 
+    /// The strings, if the elements are strings.
+    pub fn as_strings(&self) -> Option<&Strings> {
+        match self {
+            Self::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The elements, if they are f32 (`tokenizer.ggml.scores`, ...).
+    pub fn as_f32_slice(&self) -> Option<&[f32]> {
+        match self {
+            Self::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements, if they are i32 (`tokenizer.ggml.token_type`, ...).
+    pub fn as_i32_slice(&self) -> Option<&[i32]> {
+        match self {
+            Self::I32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements, if they are u32.
+    pub fn as_u32_slice(&self) -> Option<&[u32]> {
+        match self {
+            Self::U32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Every element as a u64, if the elements are integers none of which is negative.
+    pub fn to_u64_vec(&self) -> Option<Vec<u64>> {
+        self.iter().map(|e| e.as_u64()).collect()
+    }
+
+    /// Every element as an f64, if the elements are numbers (as [`Value::as_f64`]).
+    pub fn to_f64_vec(&self) -> Option<Vec<f64>> {
+        self.iter().map(|e| e.as_f64()).collect()
+    }
+
     /// Appends a scalar; `false` (and nothing appended) if its type is not the element type.
     pub fn push_scalar(&mut self, s: Scalar) -> bool {
         match (self, s) {
@@ -343,5 +481,44 @@ mod tests {
         assert!(Array::F32(vec![nan]).bits_eq(&Array::F32(vec![nan])));
         assert!(!Array::F32(vec![nan]).bits_eq(&Array::F32(vec![f32::NAN])));
         assert!(!Array::F32(vec![0.0]).bits_eq(&Array::F32(vec![-0.0])));
+    }
+
+    #[test]
+    fn typed_accessors_convert_only_what_fits() {
+        let v = |s: Scalar| Value::Scalar(s);
+        assert_eq!(v(Scalar::U32(8192)).as_u64(), Some(8192));
+        assert_eq!(v(Scalar::U32(8192)).as_u32(), Some(8192));
+        assert_eq!(v(Scalar::U64(u64::MAX)).as_u32(), None);
+        assert_eq!(v(Scalar::U64(u64::MAX)).as_i64(), None);
+        assert_eq!(v(Scalar::I8(-3)).as_u64(), None);
+        assert_eq!(v(Scalar::I8(-3)).as_i64(), Some(-3));
+        assert_eq!(v(Scalar::I8(-3)).as_f64(), Some(-3.0));
+        assert_eq!(v(Scalar::F32(0.5)).as_f64(), Some(0.5));
+        assert_eq!(v(Scalar::F32(0.5)).as_u64(), None);
+        assert_eq!(v(Scalar::Bool(true)).as_bool(), Some(true));
+        assert_eq!(v(Scalar::Bool(true)).as_u64(), None);
+        assert_eq!(v(Scalar::U8(1)).as_bool(), None);
+        assert_eq!(Value::from("llama").as_str(), Some("llama"));
+        assert_eq!(Value::from("llama").as_u64(), None);
+
+        let tokens: Value = ["a", "bc"].into_iter().collect::<Array>().into();
+        let strings = tokens.as_strings().expect("strings");
+        assert_eq!(strings.iter().collect::<Vec<_>>(), ["a", "bc"]);
+        assert_eq!(
+            tokens
+                .as_array()
+                .and_then(|a| a.get(1))
+                .and_then(|e| e.as_str().map(str::to_owned)),
+            Some("bc".to_owned())
+        );
+        let scores = Array::F32(vec![0.0, -1.5]);
+        assert_eq!(scores.as_f32_slice(), Some(&[0.0, -1.5][..]));
+        assert_eq!(scores.as_i32_slice(), None);
+        assert_eq!(scores.to_f64_vec(), Some(vec![0.0, -1.5]));
+        assert_eq!(scores.to_u64_vec(), None);
+        assert_eq!(Array::I32(vec![1, -1]).to_u64_vec(), None);
+        assert_eq!(Array::U16(vec![1, 2]).to_u64_vec(), Some(vec![1, 2]));
+        assert_eq!(Array::I32(vec![3]).as_i32_slice(), Some(&[3][..]));
+        assert_eq!(Array::U32(vec![3]).as_u32_slice(), Some(&[3][..]));
     }
 }

@@ -153,7 +153,7 @@ fn library_helpers_agree_with_the_cli() {
     let w = file.index().tensor("w").unwrap();
     assert_eq!((w.rows(), w.cols(), w.row_bytes()), (6, 64, 68));
     let cli = f32_values(&miniquant(&["dequant", &gguf, "w", "-o", "-"]).stdout);
-    assert_eq!(file.dequantize_tensor("w").unwrap(), cli);
+    assert_eq!(file.dequantize_tensor("w", 2).unwrap(), cli);
     assert_eq!(file.rows_data(w, 1..3).unwrap().len(), 2 * 68);
     assert!(file.rows_data(w, 5..7).is_err());
 
@@ -162,12 +162,12 @@ fn library_helpers_agree_with_the_cli() {
     let run = miniquant(&["matvec", &gguf, "w", &x_path, "-o", "-"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
-        file.matvec_tensor("w", &x).unwrap(),
+        file.matvec_tensor("w", &x, 2).unwrap(),
         f32_values(&run.stdout)
     );
-    assert!(file.matvec_tensor("w", &x[..32]).is_err());
+    assert!(file.matvec_tensor("w", &x[..32], 1).is_err());
     assert_eq!(
-        file.dequantize_tensor("nope").unwrap_err().to_string(),
+        file.dequantize_tensor("nope", 1).unwrap_err().to_string(),
         "no tensor named \"nope\""
     );
 }

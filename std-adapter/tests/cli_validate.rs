@@ -371,3 +371,105 @@ fn hostile_headers_give_one_error_line() {
         );
     }
 }
+
+/// The issue's case: a Q8_0 tensor whose f16 scale is NaN passes the header checks; `--data`
+/// names the tensor, row and block, and the byte where the block starts.
+#[test]
+fn data_check_names_the_tensor_row_and_block_of_a_nan_scale() {
+    let mut q8_0 = vec![0u8; 4 * 34]; // 2 rows of 64 values: 2 blocks per row
+    q8_0[3 * 34..3 * 34 + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+    let mut w = GgufWriter::new();
+    w.tensor("clean", GgmlType::F32, &[4], vec![0; 16])
+        .tensor("w", GgmlType::Q8_0, &[64, 2], q8_0);
+    let bytes = w.to_bytes();
+    let path = scratch_file("nan-scale.gguf", &bytes);
+    let plain = miniquant(&["validate", &path]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+
+    let run = miniquant(&["validate", "--data", &path]);
+    assert_no_panic(&run);
+    assert_eq!(run.code, 1, "{}", run.stdout_text());
+    let index = miniquant_std::Index::from_bytes(&bytes).unwrap();
+    let w = index.tensor("w").unwrap();
+    let block_offset = index.data_range(w).unwrap().start + 3 * 34;
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: tensor \"w\" (Q8_0): row 1, block 1 (columns 32..=63): d is NaN \
+             (ggml_validate_row_data refuses it) at byte {block_offset}\n"
+        )
+    );
+
+    // An F32 infinity: row and column.
+    let mut values = vec![0u8; 4 * 6];
+    values[4 * 4..4 * 5].copy_from_slice(&f32::NEG_INFINITY.to_le_bytes());
+    let mut w = GgufWriter::new();
+    w.tensor("norm", GgmlType::F32, &[3, 2], values);
+    let run = miniquant(&[
+        "validate",
+        "--data",
+        &scratch_file("inf.gguf", &w.to_bytes()),
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .starts_with("error: tensor \"norm\" (F32): row 1, column 1: value is infinite"),
+        "{}",
+        run.stderr
+    );
+
+    // A clean file says what was read.
+    let mut w = GgufWriter::new();
+    w.tensor("t", GgmlType::F32, &[8], vec![0; 32]);
+    let run = miniquant(&[
+        "validate",
+        "--data",
+        &scratch_file("clean.gguf", &w.to_bytes()),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout_text(),
+        "ok: 0 metadata keys, 1 tensors, 0 warnings; data: 32 bytes, no NaN or infinite value or \
+         scale\n"
+    );
+}
+
+/// A tensor or key count off by one makes the parser read data or a tensor info as something else,
+/// and the error alone ("limit max_key_bytes exceeded: found <huge>") does not say why: the hint
+/// line names the count and the value with which the header parses.
+#[test]
+fn a_count_off_by_one_is_named_in_a_hint() {
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "llama")
+        .kv("a", Scalar::U32(7))
+        .tensor("w", GgmlType::F32, &[8], vec![0xab; 32])
+        .tensor("v", GgmlType::F32, &[4], vec![0xcd; 16]);
+    let bytes = w.to_bytes();
+    for (at, declared, fits, noun, field) in [
+        (8, 3, 2, "tensors", "tensor"),
+        (16, 3, 2, "metadata keys", "metadata key"),
+        (16, 1, 2, "metadata keys", "metadata key"),
+    ] {
+        let mut wrong = bytes.clone();
+        wrong[at..at + 8].copy_from_slice(&(declared as u64).to_le_bytes());
+        let run = validate("count.gguf", &wrong);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        let lines = run.stderr_lines();
+        assert!(lines[0].starts_with("error: "), "{lines:?}");
+        assert_eq!(
+            lines[1..],
+            [format!(
+                "hint: the header declares {declared} {noun}, but with {fits} the whole header \
+                 parses and the tensors' data ends where the file does: the {field} count (byte \
+                 {at}) is probably off by 1, and the error above is where the parser read past \
+                 the real end of the {}",
+                if at == 8 {
+                    "tensor directory"
+                } else {
+                    "metadata"
+                }
+            )],
+            "{lines:?}"
+        );
+    }
+}

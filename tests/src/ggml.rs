@@ -1,6 +1,7 @@
 //! ggml's C reference, as compiled by `build.rs` with fixed flags: the `quantize_row_*_ref`
-//! quantizers, the `dequantize_row_*` dequantizers, the imatrix quantizers and the generic
-//! `ggml_vec_dot_*` kernels, behind safe wrappers keyed by [`GgmlType`].
+//! quantizers, the `dequantize_row_*` dequantizers, the imatrix quantizers, the generic
+//! `ggml_vec_dot_*` kernels and the data check `ggml_validate_row_data`, behind safe wrappers
+//! keyed by [`GgmlType`].
 //!
 //! Every wrapper returns `None` when ggml has no such function for the type, and panics on a
 //! harness mistake (a length that is not whole blocks). Inputs are copied into 8-byte aligned
@@ -56,6 +57,7 @@ extern_quantizers!(
 
 extern "C" {
     fn miniquant_oracle_init();
+    fn ggml_validate_row_data(type_code: c_int, data: *const c_void, nbytes: usize) -> bool;
     fn miniquant_oracle_init_iq_grids(type_code: c_int);
 
     fn dequantize_row_q4_0(x: *const c_void, y: *mut f32, k: i64);
@@ -506,6 +508,19 @@ pub fn ggml_dequantize(t: GgmlType, bytes: &[u8]) -> Option<Vec<f32>> {
     // SAFETY: `src` holds whole blocks for `n` elements, 8-byte aligned; `out` holds `n` floats.
     unsafe { dequantize(src.ptr(), out.as_mut_ptr(), n as i64) };
     Some(out)
+}
+
+/// ggml's verdict on `bytes` of type `t` (`ggml_validate_row_data`, which llama.cpp's
+/// `--check-tensors` runs on every tensor): `true` if no value or block scale is NaN or infinite
+/// (and, for MXFP4, no shared exponent is 0xFF). Bytes that are not whole blocks give `false`, as
+/// in ggml. ggml prints why it refuses on stderr.
+pub fn ggml_validate(t: GgmlType, bytes: &[u8]) -> bool {
+    init();
+    let data = Aligned::copy_of(bytes);
+    // SAFETY: `data` holds `bytes.len()` readable bytes, 8-byte aligned; ggml reads whole blocks
+    // of `t` within `nbytes` after checking that `nbytes` is a multiple of the block size, and
+    // reads nothing for a type it does not know.
+    unsafe { ggml_validate_row_data(t.code() as c_int, data.ptr(), bytes.len()) }
 }
 
 /// ggml's generic dot of `w` (whole blocks of `t`) with `x` (the same number of elements in

@@ -49,6 +49,7 @@ pub mod matvec;
 pub mod misc;
 pub mod table;
 pub mod typed;
+pub mod validate;
 
 pub use level::Level;
 

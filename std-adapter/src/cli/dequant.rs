@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use miniquant::{quant, GgmlType};
 
 use super::progress::Progress;
-use super::{find_tensor, one_line, open_gguf, shape_text, CliError, Output};
+use super::{find_tensor, one_line, open_gguf_allowing_cut, shape_text, CliError, Output};
 use crate::npy;
 use crate::stats::Stats;
 
@@ -101,7 +101,7 @@ pub(super) fn run<O: Write, E: Write>(
     err: &mut E,
 ) -> Result<(), CliError> {
     let (path, name) = (args.file.as_path(), args.tensor.as_str());
-    let file = open_gguf(path)?;
+    let file = open_gguf_allowing_cut(path)?;
     let tensor = find_tensor(&file, path, name)?;
     let t = tensor.ggml_type;
     let all_rows = tensor.rows();

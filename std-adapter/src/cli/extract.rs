@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{open_gguf, quoted, CliError, Output};
+use super::{open_gguf_allowing_cut, quoted, whole, CliError, Output};
 use crate::index::Index;
 use crate::names::{glob_match, is_glob, suggestion};
 use crate::value::{Array, Value};
@@ -83,7 +83,7 @@ pub(super) fn run<E: Write>(
     selection: &Selection<'_>,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let file = open_gguf(input)?;
+    let file = open_gguf_allowing_cut(input)?;
     let index = file.index();
     selection.check(index, input)?;
 
@@ -114,6 +114,7 @@ pub(super) fn run<E: Write>(
         if !selection.keeps_tensor(&tensor.name) {
             continue;
         }
+        whole(&file, tensor)?;
         let mut data = file.data_of(tensor)?.to_vec();
         // Pad like ggml so that the last tensor, too, ends on the alignment.
         let padded = (data.len() as u64).div_ceil(alignment) * alignment;

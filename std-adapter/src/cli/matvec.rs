@@ -11,7 +11,9 @@ use crate::parallel;
 
 use super::array_file::{self, F32Input};
 use super::dequant::Format;
-use super::{find_tensor, open_gguf, quoted, shape_text, threads_arg, CliError, Output};
+use super::{
+    find_tensor, open_gguf_allowing_cut, quoted, shape_text, threads_arg, CliError, Output,
+};
 use crate::npy::{self, Dtype};
 use crate::stats::Stats;
 
@@ -46,7 +48,7 @@ pub(super) fn run<O: Write, E: Write>(
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let file = open_gguf(path)?;
+    let file = open_gguf_allowing_cut(path)?;
     let tensor = find_tensor(&file, path, name)?;
     let shape = shape_text(&tensor.shape());
     let (cols, rows) = match tensor.ne() {

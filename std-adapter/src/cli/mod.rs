@@ -57,11 +57,9 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
     Inspect(inspect::Args),
-    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not.
-    Validate {
-        /// The GGUF file.
-        file: PathBuf,
-    },
+    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not;
+    /// `--data` also checks every value and block scale as llama.cpp's `--check-tensors` does.
+    Validate(validate::Args),
     /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
     /// go to stderr.
     Dequant(dequant::Args),
@@ -158,7 +156,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     }
     let result = match &cli.command {
         Command::Inspect(args) => inspect::run(args, out, err),
-        Command::Validate { file } => validate::run(file, out, err),
+        Command::Validate(args) => validate::run(args, out, err),
         Command::Dequant(args) => dequant::run(args, out, err),
         Command::QuantizeRaw(args) => quantize_raw::run(args, err),
         Command::DequantRaw(args) => dequant_raw::run(args, out, err),
@@ -301,6 +299,26 @@ fn open_gguf(path: &Path) -> Result<GgufFile, CliError> {
     }
 }
 
+/// [`open_gguf`] for the commands that read chosen tensors (`dequant`, `matvec`, `extract`): a
+/// file cut short (a partial download) opens too, and only reading a cut tensor fails, naming it
+/// ([`find_tensor`], [`whole`]).
+fn open_gguf_allowing_cut(path: &Path) -> Result<GgufFile, CliError> {
+    let file = open_gguf_unchecked(path)?;
+    if file.report().is_valid() || file.is_only_truncated() {
+        Ok(file)
+    } else {
+        Err(CliError::Problems(crate::diagnose::problem_lines(&file)))
+    }
+}
+
+/// Fails, naming the tensor and how much of it the file holds, if the file ends inside `tensor`.
+fn whole(file: &GgufFile, tensor: &TensorEntry) -> Result<(), CliError> {
+    match file.cut(tensor) {
+        Some(cut) => Err(CliError::Message(cut.to_string())),
+        None => Ok(()),
+    }
+}
+
 /// Opens a GGUF file (`-`: reads standard input) without failing on problems in it.
 fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
     if path == Path::new("-") {
@@ -312,20 +330,23 @@ fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
     }
 }
 
-/// The entry of tensor `name` in `file` (opened from `path`), or the error that names both.
+/// The entry of tensor `name` in `file` (opened from `path`), or the error that names both; an
+/// error too if the file ends inside its data (a truncated file).
 fn find_tensor<'f>(
     file: &'f GgufFile,
     path: &Path,
     name: &str,
 ) -> Result<&'f TensorEntry, CliError> {
-    file.index().tensor(name).ok_or_else(|| {
+    let tensor = file.index().tensor(name).ok_or_else(|| {
         let names = file.index().tensors().iter().map(|t| t.name.as_str());
         CliError::Message(format!(
             "no tensor named {name:?} in {}{}",
             quoted(path),
             crate::names::suggestion(name, names)
         ))
-    })
+    })?;
+    whole(file, tensor)?;
+    Ok(tensor)
 }
 
 fn quoted(path: &Path) -> String {
