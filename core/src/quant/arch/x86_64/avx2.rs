@@ -90,11 +90,8 @@ pub(super) fn prefetch_range_l2(start: *const i8, len: usize) {
 }
 
 /// How far ahead of the block being summed a K-quant kernel asks for weights: a matvec reads its
-/// rows back to back, so this runs into the next row, as the summing will. (Zen 3, 512 MiB
-/// one-row matvec, two rounds: Q6_K 14.4-14.6 / 13.9-15.8 / 16.2 GB/s at 1 / 2 / 4 KiB, Q4_K
-/// level at ~14 GB/s, its kernel's own speed. Zen 4, `cargo xtask ab`, Q4_K over 256 MiB,
-/// three rounds each against 4 KiB: 1 KiB 2-4% and 16 KiB 2-12% slower; into L2 at 8 KiB
-/// Q4_K -6..-9%, Q6_K level; T0 at 4 KiB plus L2 at 16 KiB Q4_K -10..-20%, Q6_K level.)
+/// rows back to back, so this runs into the next row, as the summing will (distance measured:
+/// docs/kernel-experiments.md).
 const K_PREFETCH_BYTES: usize = 4096;
 
 /// `v`, with what LLVM knows of it hidden behind an empty `asm!`, where its shuffle combining
@@ -147,8 +144,8 @@ pub(super) fn lane_groups(v: __m256i) -> __m256i {
     _mm256_shuffle_epi8(halves, transpose)
 }
 
-/// [`lane_groups`]; with `VBMI` by one `vpermb` (only in kernels run where the CPU has VBMI:
-/// in a plain build on Zen 4, one shuffle instead of two made Q4_K/Q5_K rows 8-10% faster).
+/// [`lane_groups`]; with `VBMI` by one `vpermb` (only in kernels run where the CPU has VBMI):
+/// one shuffle instead of two.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn grouped<const VBMI: bool>(v: __m256i) -> __m256i {
@@ -176,8 +173,7 @@ pub(super) fn mins_layout<const VNNI: bool, const VBMI: bool>(v: __m256i) -> __m
 /// A little-endian IEEE half as f32 by F16C (`vcvtph2ps`): the bits of `cast::f16_le` (exact,
 /// NaNs made quiet with their payload kept), in three instructions. `cast`'s own form picks F16C
 /// only when the whole build has it; a plain build would run its portable form, about fifteen
-/// instructions, for every block's scale (a plain build's Q3_K rows loop: 128 → 111
-/// instructions a block).
+/// instructions, for every block's scale.
 #[inline]
 #[target_feature(enable = "f16c")]
 pub(super) fn f16_le(bytes: [u8; 2]) -> f32 {
@@ -464,9 +460,7 @@ fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
 /// Below the VNNI level each pair of sub-blocks is two `maddubs` (element `k` beside `k + 8`, one
 /// lane) into a [`LaneAcc`]. At the VNNI level the quants are in [`lane_groups`] order: one
 /// `vpdpbusd` per sub-block leaves its eight lane sums in lane order, and one `vpdpwssd` scales
-/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order). Zen 4,
-/// `cargo xtask ab`, cached rows: Q4_K +11-16% built `-C target-cpu=native` (`vpermb`), level in
-/// a plain build with the two-shuffle permutation, +8% there with the VBMI copy.
+/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
@@ -483,7 +477,7 @@ pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
     // The previous block's integer results, whose float steps run one block late: in program
     // order they then come after this block's integer work, whose loads they would otherwise
     // wait behind, holding scheduler entries. Starting from zeros adds `+0·0` to `+0`: the
-    // scalar twin's bits. (Zen 3's 64-entry vector scheduler was full half the time.)
+    // scalar twin's bits.
     let mut pending = (
         _mm256_setzero_si256(),
         _mm_setzero_ps(),
@@ -499,8 +493,7 @@ pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
         let high_bits = qh.map(|h| mins_layout::<VNNI, VBMI>(load32(h)));
 
         // The eight scale bytes in every 64-bit element; pair p (scales 2p, 2p+1, as i16) is
-        // taken into every 32-bit element by one byte shuffle. (Zen 3 runs shuffles on two of its
-        // four vector pipes; a widening `vpmovzxbw` to 256 bits costs two of those slots.)
+        // taken into every 32-bit element by one byte shuffle (a 256-bit widening costs two).
         let scale_bytes = _mm256_set1_epi64x(i64::from_le_bytes(scales));
         let mut acc = LaneAcc::new();
         let mut grouped = _mm256_setzero_si256();
@@ -1380,7 +1373,7 @@ fn quantize_q8_0_impl(values: &[f32], blocks: &mut [BlockQ8_0]) {
             .fold(0.0f32, |m, v| if m > v { m } else { v });
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        block.d = crate::quant::float::f16_le_bytes(d);
+        block.d = crate::quant::cast::f16_to_le(d);
         let id = _mm256_set1_ps(id);
         for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
             let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
@@ -1489,6 +1482,21 @@ mod tests {
     extern crate std;
 
     use super::*;
+
+    /// The F16C decoder gives the bits of the crate's one decoder, `cast::f16_le`, for every half.
+    #[test]
+    fn f16c_decoder_matches_the_one_decoder() {
+        if !std::is_x86_feature_detected!("f16c") {
+            return;
+        }
+        for bits in 0..=u16::MAX {
+            let bytes = bits.to_le_bytes();
+            // SAFETY: F16C was detected above.
+            let found = unsafe { f16_le(bytes) };
+            let expected = crate::quant::cast::f16_le(bytes);
+            assert_eq!(found.to_bits(), expected.to_bits(), "f16 {bits:#06x}");
+        }
+    }
 
     /// `lane_groups` puts element `m + 8j` of each 32 at byte `4m + j`: lane `m`'s four elements
     /// in 32-bit lane `m`, for any byte values.

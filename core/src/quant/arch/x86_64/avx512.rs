@@ -63,8 +63,7 @@ pub(super) fn grouped_pair(
 /// `vpdpwssd acc, a, b`: `acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]` (i16 products, wrapping i32
 /// sum: `madd` then `add`, in one instruction). Through `asm!`, not the intrinsic: under the
 /// generic tuning of a plain build LLVM turns each `vpdpwssd` after the first of a chain back
-/// into `vpmaddwd` + `vpaddd` (Zen 4, `cargo xtask ab`, plain build: Q4_K and Q5_K rows 2-5%
-/// slower with the intrinsic).
+/// into `vpmaddwd` + `vpaddd`.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -84,7 +83,7 @@ pub(super) fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 
 /// [`dpwssd`] through the intrinsic, for Q6_K: there a native build folds each scale broadcast
 /// into it as a memory operand, and even the split LLVM makes of it in a plain build is not slower
-/// there (Zen 4, `cargo xtask ab`, Q6_K rows against `asm!`: 3-7% faster native, 3% plain).
+/// there.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dpwssd_foldable(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
