@@ -42,6 +42,20 @@ fn install() -> Result<(), String> {
 pub fn fuzz(seconds: u64) -> Result<(), String> {
     install()?;
     let fuzz_dir = crate::root().join("fuzz");
+    // Every target in one cargo invocation (shared dependencies, links in parallel); the runs
+    // below then find them built.
+    eprintln!("+ (in fuzz/) cargo +nightly fuzz build");
+    let start = Instant::now();
+    let status = Command::new("cargo")
+        .args(["+nightly", "fuzz", "build"])
+        .current_dir(&fuzz_dir)
+        .env("CARGO_TARGET_DIR", fuzz_dir.join("target"))
+        .status()
+        .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if !status.success() {
+        return Err(format!("cargo fuzz build failed: {status}"));
+    }
     let max_time = format!("-max_total_time={seconds}");
     for target in TARGETS {
         let scratch = fuzz_dir.join("target").join("corpus").join(target);
