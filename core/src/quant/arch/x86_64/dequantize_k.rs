@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{f16_le, load32, part};
+use super::vector::{f16_le, load32, part};
 use crate::quant::activation::QK_K;
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::q4_k::scales_and_mins;

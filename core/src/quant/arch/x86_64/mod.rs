@@ -11,12 +11,14 @@ mod dequantize_k;
 pub(crate) mod detect;
 mod iq4_xs;
 mod plain;
+mod primitives;
 mod q3_k;
 mod qkx2_lanes;
 mod quantize_k;
 mod quantize_legacy;
 mod quantize_q2_k;
 mod rows;
+mod vector;
 
 use crate::quant::table::{ArchKernels, Ops};
 #[cfg(test)]

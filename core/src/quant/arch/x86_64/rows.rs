@@ -28,11 +28,12 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 use super::avx2::{
-    dot_q6_k, dot_with_mins, hsum_i32, load16, load32, mins_layout, opaque, part,
-    prefetch_range_l2, q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts,
-    q6_k_activation_group, transpose_sums, MinsBlock,
+    dot_q6_k, dot_with_mins, q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts,
+    q6_k_activation_group, MinsBlock,
 };
-use super::avx512::dpbusd;
+use super::primitives::dpbusd;
+use super::primitives::mins_layout;
+use super::vector::{hsum_i32, load16, load32, opaque, part, prefetch_range_l2, transpose_sums};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
