@@ -2,9 +2,14 @@
 //!
 //! Parser errors say what was wrong, which limit (with its value and the value found) and at which
 //! byte offset of the input. Kernel errors say which lengths or types did not fit.
+//!
+//! A leaf: it imports only plain `Copy` enums (each from a module that imports nothing else of the
+//! crate but this one) and calls only their `const fn` names, so formatting an error does no work
+//! (no CPU detection: the best level is recorded when the error is built).
 
 use crate::ggml_type::GgmlType;
-use crate::gguf::ValueType;
+use crate::gguf::{Misuse, ValueType};
+use crate::quant::Level;
 
 /// A field of the GGUF header, named in errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,16 +310,20 @@ pub enum Error {
         /// The operation.
         op: Op,
     },
+    /// A kernel level name that is none of `auto scalar neon dotprod i8mm avx2 avx512vnni`.
+    LevelUnknown,
     /// A kernel level was requested that this CPU or build does not have.
     LevelUnavailable {
         /// The level.
-        level: crate::quant::Level,
+        level: Level,
+        /// The best level this CPU and build have (detected when the error was built).
+        best: Level,
     },
     /// A [`GgufWriter`](crate::gguf::GgufWriter) call that would make a wrong file; nothing of it
     /// was written, and the writer refuses further calls.
     WriterMisuse {
         /// What was wrong.
-        problem: crate::gguf::Misuse,
+        problem: Misuse,
         /// Bytes written before the call.
         offset: u64,
     },
@@ -386,6 +395,7 @@ impl Error {
             Self::PartialBlock { .. }
             | Self::LengthMismatch { .. }
             | Self::Unsupported { .. }
+            | Self::LevelUnknown
             | Self::LevelUnavailable { .. } => None,
         }
     }
@@ -478,10 +488,12 @@ impl core::fmt::Display for Error {
                     f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;
                 }
             }
-            Self::LevelUnavailable { level } => write!(
+            Self::LevelUnknown => f.write_str(
+                "unknown kernel level (expected one of auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni)",
+            )?,
+            Self::LevelUnavailable { level, best } => write!(
                 f,
-                "kernel level {level} is not available on this CPU or build (best: {})",
-                crate::quant::level::detect()
+                "kernel level {level} is not available on this CPU or build (best available: {best})"
             )?,
             Self::WriterMisuse { problem, .. } => write!(f, "GGUF writer misuse: {problem}")?,
             Self::WriteFailed { kind, .. } => write!(f, "write failed: {kind:?}")?,

@@ -42,6 +42,11 @@ fn install() -> Result<(), String> {
 pub fn fuzz(seconds: u64) -> Result<(), String> {
     install()?;
     let fuzz_dir = crate::root().join("fuzz");
+    // Every target in one cargo invocation (shared dependencies, links in parallel); the runs
+    // below then find them built.
+    if !cargo_fuzz(&fuzz_dir, &["+nightly", "fuzz", "build"])? {
+        return Err("cargo fuzz build failed".into());
+    }
     let max_time = format!("-max_total_time={seconds}");
     for target in TARGETS {
         let scratch = fuzz_dir.join("target").join("corpus").join(target);
@@ -60,23 +65,28 @@ pub fn fuzz(seconds: u64) -> Result<(), String> {
             "-timeout=20",
             "-print_final_stats=1",
         ];
-        eprintln!("+ (in fuzz/) cargo {}", args.join(" "));
-        let start = Instant::now();
-        let status = Command::new("cargo")
-            .args(args)
-            .current_dir(&fuzz_dir)
-            // The fuzz workspace keeps its own target directory (sanitizer builds).
-            .env("CARGO_TARGET_DIR", fuzz_dir.join("target"))
-            .status()
-            .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
-        eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
-        if !status.success() {
+        if !cargo_fuzz(&fuzz_dir, &args)? {
             return Err(format!(
-                "fuzz target `{target}` found a failing input (see fuzz/artifacts/{target}/): {status}"
+                "fuzz target `{target}` found a failing input (see fuzz/artifacts/{target}/)"
             ));
         }
     }
     Ok(())
+}
+
+/// Runs `cargo ARGS` in `fuzz_dir`, echoing it and its time; whether it succeeded.
+fn cargo_fuzz(fuzz_dir: &Path, args: &[&str]) -> Result<bool, String> {
+    eprintln!("+ (in fuzz/) cargo {}", args.join(" "));
+    let start = Instant::now();
+    let status = Command::new("cargo")
+        .args(args)
+        .current_dir(fuzz_dir)
+        // The fuzz workspace keeps its own target directory (sanitizer builds).
+        .env("CARGO_TARGET_DIR", fuzz_dir.join("target"))
+        .status()
+        .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
+    eprintln!("  ({:.1} s, {status})", start.elapsed().as_secs_f64());
+    Ok(status.success())
 }
 
 fn path_str(p: &Path) -> Result<&str, String> {

@@ -2,7 +2,7 @@
 //! developer machine and in CI.
 //!
 //! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
-//!   venv), then run fmt, clippy, rustdoc, the build with the declared `rust-version` (1.89),
+//!   venv), then run fmt, clippy, rustdoc, `cargo check` with the declared `rust-version` (1.89),
 //!   the no_std build of `core` for `thumbv7em-none-eabihf`, and every test (doctests included);
 //!   which kernel levels this CPU let the tests run is printed before them and at the end (see
 //!   `levels.rs`).
@@ -44,15 +44,18 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "ci" => {
+            let steps: [(&str, Step); 8] = [
+                ("fetch", fetch),
+                ("checks", checks),
+                ("tests", tests),
+                ("overflow", overflow::tests),
+                ("scalar-only", scalar_only::run),
+                ("aarch64", aarch64::cross_tests),
+                ("firmware", firmware::firmware),
+                ("fuzz", || fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
+            ];
+            let result = timed_steps(&steps);
             // `tests()` prints the levels before the tests; again here, next to the summary.
-            let result = fetch()
-                .and_then(|()| checks())
-                .and_then(|()| tests())
-                .and_then(|()| overflow::tests())
-                .and_then(|()| scalar_only::run())
-                .and_then(|()| aarch64::cross_tests())
-                .and_then(|()| firmware::firmware())
-                .and_then(|()| fuzz::fuzz(fuzz::DEFAULT_SECONDS));
             levels::print();
             result
         }
@@ -87,6 +90,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One step of `ci`.
+type Step = fn() -> Result<(), String>;
+
+/// Runs `steps` in order until one fails, then prints each step's time and the total (the
+/// budget is 15 minutes on a fresh 2-core machine).
+fn timed_steps(steps: &[(&str, Step)]) -> Result<(), String> {
+    let start = Instant::now();
+    let mut times = Vec::new();
+    let mut result = Ok(());
+    for (name, step) in steps {
+        let step_start = Instant::now();
+        result = step();
+        times.push((*name, step_start.elapsed().as_secs_f64()));
+        if result.is_err() {
+            break;
+        }
+    }
+    let total = start.elapsed().as_secs_f64();
+    let each: Vec<String> = times
+        .iter()
+        .map(|(name, s)| format!("{name} {s:.0}"))
+        .collect();
+    eprintln!(
+        "xtask: ci step times (s): {}; total {:.0} s ({:.1} min)",
+        each.join(", "),
+        total,
+        total / 60.0
+    );
+    result
 }
 
 fn root() -> PathBuf {

@@ -12,10 +12,8 @@ use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::{GgmlType, TypeCodeError};
 
-/// The alignment of the data section when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u32 = 32;
-
-const ALIGNMENT_KEY: &[u8] = b"general.alignment";
+pub use super::format::DEFAULT_ALIGNMENT;
+use super::format::{ALIGNMENT_KEY, GGUF_MAGIC};
 
 /// Whether more input can follow the bytes handed to [`Parser::next`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -709,7 +707,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
     fn header_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {
         // A wrong magic is named as such even when the version after it is cut.
         let magic: Option<[u8; 4]> = input.get(..4).and_then(|s| s.try_into().ok());
-        if let Some(found) = magic.filter(|m| m != b"GGUF") {
+        if let Some(found) = magic.filter(|m| *m != GGUF_MAGIC) {
             return Err(Error::BadMagic { found });
         }
         if let Some(needed) =
@@ -858,7 +856,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
             code,
             offset: type_offset,
         })?;
-        let is_alignment = input.get(width..type_at) == Some(ALIGNMENT_KEY);
+        let is_alignment = input.get(width..type_at) == Some(ALIGNMENT_KEY.as_bytes());
         if is_alignment {
             if self.alignment != 0 || self.reading_alignment {
                 return Err(Error::BadAlignment {

@@ -15,6 +15,7 @@
 mod catalog;
 mod driver_debug;
 mod event;
+mod format;
 mod found_value;
 mod limits;
 mod machine;

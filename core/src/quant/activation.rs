@@ -57,11 +57,6 @@ impl Block for BlockQ8K {
     const TYPE: GgmlType = GgmlType::Q8_K;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockQ8_0>() == GgmlType::Q8_0.block_bytes() as usize);
-const _: () = assert!(core::mem::size_of::<BlockQ8_1>() == GgmlType::Q8_1.block_bytes() as usize);
-const _: () = assert!(core::mem::size_of::<BlockQ8K>() == GgmlType::Q8_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ8K>() == 1);
-
 impl BlockQ8K {
     /// The scale as f32.
     pub fn scale(&self) -> f32 {

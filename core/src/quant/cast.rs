@@ -29,8 +29,9 @@ pub fn blocks_mut<B: Block>(bytes: &mut [u8]) -> Result<&mut [B]> {
     })
 }
 
-/// Reads a little-endian IEEE half stored as two bytes: exact, with NaNs made quiet (payload kept),
-/// as the `half` crate and the F16C / AArch64 conversion instructions do.
+/// The crate's one f16 decoder (SIMD kernels use the conversion instruction with these bits, each
+/// tested against it). Reads a little-endian IEEE half stored as two bytes: exact, with NaNs made
+/// quiet (payload kept), as the `half` crate and the F16C / AArch64 conversion instructions do.
 #[inline(always)]
 pub fn f16_le(bytes: [u8; 2]) -> f32 {
     f16_bits_to_f32(u16::from_le_bytes(bytes))
@@ -62,15 +63,41 @@ fn f16_bits_to_f32(bits: u16) -> f32 {
     f32::from_bits(sign | magnitude)
 }
 
-/// Encodes an f32 as a little-endian IEEE half (round to nearest even, like `GGML_FP32_TO_FP16`).
+/// The crate's one f16 encoder, ggml's `GGML_FP32_TO_FP16`, as little-endian bytes: round to
+/// nearest even, overflow to infinity, and every NaN becomes the quiet NaN `0x7E00` with the
+/// input's sign (ggml's scalar rule; its payload is not kept, unlike the decoder's).
 #[inline(always)]
 pub fn f16_to_le(x: f32) -> [u8; 2] {
-    half::f16::from_f32(x).to_bits().to_le_bytes()
+    f32_to_f16_bits(x).to_le_bytes()
+}
+
+/// [`f16_to_le`]'s bits.
+#[inline(always)]
+pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
+    if x.is_nan() {
+        ((x.to_bits() >> 16) as u16 & 0x8000) | 0x7e00
+    } else {
+        half::f16::from_f32(x).to_bits()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_rounds_to_even_and_canonicalises_nan() {
+        // 1 + 2^-11 is halfway between 1 and the next f16 (1 + 2^-10): ties to even gives 1.
+        assert_eq!(f32_to_f16_bits(1.0 + 1.0 / 2048.0), 0x3c00);
+        // 1 + 3*2^-11 is halfway between 1+2^-10 and 1+2^-9: ties to even gives 1+2^-9 (0x3c02).
+        assert_eq!(f32_to_f16_bits(1.0 + 3.0 / 2048.0), 0x3c02);
+        assert_eq!(f32_to_f16_bits(65520.0), 0x7c00);
+        assert_eq!(f32_to_f16_bits(f32::from_bits(0x7f80_0001)), 0x7e00);
+        assert_eq!(f32_to_f16_bits(f32::from_bits(0xffc1_2345)), 0xfe00);
+        assert_eq!(f32_to_f16_bits(-0.0), 0x8000);
+        assert_eq!(f16_to_le(f32::from_bits(0xff80_0001)), [0x00, 0xfe]);
+        assert_eq!(f16_to_le(65520.0), [0x00, 0x7c]);
+    }
 
     #[test]
     fn f16_conversion_matches_half_for_every_bit_pattern() {

@@ -223,23 +223,6 @@ fn integer_sqrt(n: u64) -> (u64, u64) {
     (root, remainder)
 }
 
-/// `GGML_FP32_TO_FP16`: round to nearest even, overflow to infinity, and every NaN becomes the quiet
-/// NaN `0x7E00` with the input's sign.
-#[inline(always)]
-pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
-    if x.is_nan() {
-        ((x.to_bits() >> 16) as u16 & 0x8000) | 0x7e00
-    } else {
-        half::f16::from_f32(x).to_bits()
-    }
-}
-
-/// [`f32_to_f16_bits`] as the two little-endian bytes a block stores.
-#[inline(always)]
-pub(crate) fn f16_le_bytes(x: f32) -> [u8; 2] {
-    f32_to_f16_bits(x).to_le_bytes()
-}
-
 /// `ggml_compute_fp32_to_bf16`: round to nearest even on the top 16 bits; a NaN keeps its sign and
 /// top payload bits and is made quiet.
 #[inline(always)]
@@ -273,8 +256,6 @@ mod tests {
         assert_eq!(c_cast_i32(f32::NAN), i32::MIN);
         assert_eq!(c_cast_i32(3e9), i32::MIN);
         assert_eq!(fabsf(-0.0).to_bits(), 0);
-        assert_eq!(f16_le_bytes(f32::from_bits(0xff80_0001)), [0x00, 0xfe]);
-        assert_eq!(f16_le_bytes(65520.0), [0x00, 0x7c]);
     }
 
     #[test]
@@ -455,18 +436,6 @@ mod tests {
         assert!(sqrt(-0.0).is_sign_negative());
         assert!(sqrt(-1.0).is_nan());
         assert_eq!(sqrt(f32::INFINITY), f32::INFINITY);
-    }
-
-    #[test]
-    fn f16_rounds_to_even_and_canonicalises_nan() {
-        // 1 + 2^-11 is halfway between 1 and the next f16 (1 + 2^-10): ties to even gives 1.
-        assert_eq!(f32_to_f16_bits(1.0 + 1.0 / 2048.0), 0x3c00);
-        // 1 + 3*2^-11 is halfway between 1+2^-10 and 1+2^-9: ties to even gives 1+2^-9 (0x3c02).
-        assert_eq!(f32_to_f16_bits(1.0 + 3.0 / 2048.0), 0x3c02);
-        assert_eq!(f32_to_f16_bits(65520.0), 0x7c00);
-        assert_eq!(f32_to_f16_bits(f32::from_bits(0x7f80_0001)), 0x7e00);
-        assert_eq!(f32_to_f16_bits(f32::from_bits(0xffc1_2345)), 0xfe00);
-        assert_eq!(f32_to_f16_bits(-0.0), 0x8000);
     }
 
     #[test]

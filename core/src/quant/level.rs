@@ -6,7 +6,8 @@
 //! 2. under the `std` feature, the environment variable `MINIQUANT_LEVEL` (read once; a name that
 //!    does not parse or a level this CPU lacks is ignored here, the CLI reports it as an error);
 //! 3. the best level the CPU has: known at compile time from `cfg(target_feature)` (bare metal,
-//!    `-C target-cpu`), and under `std` detected at run time once and cached in an atomic.
+//!    `-C target-cpu`), else detected at run time once and cached in an atomic: on x86_64 in
+//!    every build (`cpuid`), on aarch64 under `std`.
 //!
 //! Built with `--cfg miniquant_disable_simd`, only [`Level::Scalar`] exists at run time and no
 //! SIMD code is compiled.
@@ -42,22 +43,39 @@ pub enum LevelError {
     /// The name is none of `scalar neon dotprod i8mm avx2 avx512vnni` (or `auto` where accepted).
     UnknownName,
     /// This CPU (or this build) does not have the level.
-    Unavailable(Level),
+    Unavailable {
+        /// The level asked for.
+        level: Level,
+        /// The best level this CPU and build have.
+        best: Level,
+    },
 }
 
+impl LevelError {
+    /// `level` is unavailable here.
+    pub(crate) fn unavailable(level: Level) -> LevelError {
+        LevelError::Unavailable {
+            level,
+            best: detect(),
+        }
+    }
+}
+
+impl From<LevelError> for crate::Error {
+    fn from(e: LevelError) -> crate::Error {
+        match e {
+            LevelError::UnknownName => crate::Error::LevelUnknown,
+            LevelError::Unavailable { level, best } => {
+                crate::Error::LevelUnavailable { level, best }
+            }
+        }
+    }
+}
+
+/// The message is [`crate::Error`]'s, written once there.
 impl fmt::Display for LevelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LevelError::UnknownName => write!(
-                f,
-                "unknown kernel level (expected one of auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni)"
-            ),
-            LevelError::Unavailable(level) => write!(
-                f,
-                "kernel level {level} is not available on this CPU or build (best available: {})",
-                detect()
-            ),
-        }
+        fmt::Display::fmt(&crate::Error::from(*self), f)
     }
 }
 
@@ -168,25 +186,17 @@ const fn compiled_in(level: Level) -> bool {
     }
 }
 
-/// Run-time detection (only under `std`; bare metal relies on [`compiled_in`]).
+/// Run-time detection. On x86_64 with `cpuid`/`xgetbv` in every build (no `std` needed), cached
+/// there; on aarch64 under `std` (the standard library asks the OS), bare metal relies on
+/// [`compiled_in`].
 #[allow(unused_variables)]
 fn detected(level: Level) -> bool {
-    #[cfg(all(
-        any(test, feature = "std"),
-        target_arch = "x86_64",
-        not(miniquant_disable_simd)
-    ))]
+    #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
     {
-        use std::is_x86_feature_detected as has;
-        let avx2 = has!("avx2") && has!("f16c");
+        let has = super::arch::x86_64::detect::features();
         return match level {
-            Level::Avx2 => avx2,
-            Level::Avx512Vnni => {
-                avx2 && has!("avx512f")
-                    && has!("avx512bw")
-                    && has!("avx512vl")
-                    && has!("avx512vnni")
-            }
+            Level::Avx2 => has.avx2,
+            Level::Avx512Vnni => has.avx512vnni,
             _ => false,
         };
     }
@@ -243,7 +253,7 @@ pub fn current() -> Level {
 /// Forces `level` for every later kernel call in this process, or fails if the CPU lacks it.
 pub fn set_level(level: Level) -> Result<(), LevelError> {
     if !level.is_available() {
-        return Err(LevelError::Unavailable(level));
+        return Err(LevelError::unavailable(level));
     }
     CURRENT.store(level as u8 + 1, Ordering::Relaxed);
     Ok(())
@@ -260,7 +270,7 @@ pub fn resolve(name: &str) -> Result<Level, LevelError> {
     if level.is_available() {
         Ok(level)
     } else {
-        Err(LevelError::Unavailable(level))
+        Err(LevelError::unavailable(level))
     }
 }
 
@@ -333,7 +343,7 @@ mod tests {
         };
         for &level in foreign {
             assert!(!level.is_available());
-            assert_eq!(set_level(level), Err(LevelError::Unavailable(level)));
+            assert_eq!(set_level(level), Err(LevelError::unavailable(level)));
         }
     }
 }

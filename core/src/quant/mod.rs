@@ -61,17 +61,7 @@ use typed::check_level;
 /// The type that `vec_dot` takes its second operand in (ggml's `type_traits_cpu[t].vec_dot_type`),
 /// or `None` if ggml has no vec_dot for `t` (Q8_1, Q8_K and the integer types).
 pub const fn vec_dot_type(t: GgmlType) -> Option<GgmlType> {
-    use GgmlType::*;
-    Some(match t {
-        F32 => F32,
-        F16 => F16,
-        BF16 => BF16,
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 | Q2_0 => Q8_0,
-        Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ2_XXS | IQ2_XS | IQ3_XXS | IQ1_S | IQ3_S | IQ2_S
-        | IQ4_XS | IQ1_M | TQ1_0 | TQ2_0 => Q8_K,
-        Q8_1 | Q8_K | I8 | I16 | I32 | I64 | F64 => return None,
-    })
+    table::vec_dot_type(t)
 }
 
 /// Number of elements that `bytes` bytes of type `t` hold, or an error if they are not whole blocks.

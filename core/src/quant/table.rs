@@ -162,10 +162,19 @@ macro_rules! scalar_vec_dot {
     }};
 }
 
+macro_rules! vec_dot_type_of {
+    ([none], $A:ty) => {
+        None
+    };
+    ([$($dot:tt)+], $A:ty) => {
+        Some(<$A as Block>::TYPE)
+    };
+}
+
 macro_rules! kernel_table {
     ($(
         $(#[$gate:meta])*
-        $T:ident => $B:ty, $field:ident, values $N:expr,
+        $T:ident => $B:ty, $field:ident,
             dequantize $deq:path,
             quantize [$($quant:tt)+],
             vec_dot $A:ty, per $R:expr, [$($dot:tt)+];
@@ -186,19 +195,19 @@ macro_rules! kernel_table {
         $(
             $(#[$gate])*
             impl Kernels for $B {
-                const VALUES: usize = $N;
+                const VALUES: usize = GgmlType::$T.block_size() as usize;
                 type Activation = $A;
                 const ACTIVATION_BLOCKS: usize = $R;
 
                 fn dequantize_kernel(level: Level) -> fn(&[Self], &mut [f32]) {
                     let scalar: fn(&[Self], &mut [f32]) =
-                        |b, out| dequantize_each::<$B, { $N }>(b, out, $deq);
+                        |b, out| dequantize_each::<$B, { GgmlType::$T.block_size() as usize }>(b, out, $deq);
                     pick!(level, $field.dequantize).unwrap_or(scalar)
                 }
 
                 fn quantize_kernel(level: Level) -> Option<QuantizeFn<Self>> {
                     let scalar: Option<QuantizeFn<Self>> =
-                        scalar_quantize!($($quant)+, $B, $N);
+                        scalar_quantize!($($quant)+, $B, GgmlType::$T.block_size() as usize);
                     scalar.map(|s| pick!(level, $field.quantize).unwrap_or(s))
                 }
 
@@ -218,6 +227,27 @@ macro_rules! kernel_table {
             }
         )*
 
+        /// ggml's `type_traits_cpu[t].vec_dot_type` as this table holds it, whether or not the
+        /// type's kernel family is compiled in: `None` where the table has no vec_dot for `t` (or
+        /// no row).
+        pub(crate) const fn vec_dot_type(t: GgmlType) -> Option<GgmlType> {
+            match t {
+                $(GgmlType::$T => vec_dot_type_of!([$($dot)+], $A),)*
+                #[allow(unreachable_patterns)]
+                _ => None,
+            }
+        }
+
+        $(
+            // The block struct has the type's ggml geometry (its value count is `GgmlType`'s).
+            $(#[$gate])*
+            const _: () = assert!(
+                core::mem::size_of::<$B>() == GgmlType::$T.block_bytes() as usize
+                    && core::mem::align_of::<$B>() == 1
+                    && <$B as Block>::TYPE as u32 == GgmlType::$T as u32
+            );
+        )*
+
         /// Runs `visitor` for the block type of `t`; `None` for F64 and the integer types (no
         /// block type, see `legacy::plain`) and for types whose kernel family is not compiled in.
         pub(crate) fn visit<V: Visitor>(t: GgmlType, visitor: V) -> Option<V::Out> {
@@ -235,154 +265,154 @@ macro_rules! kernel_table {
 
 kernel_table! {
     // The activation types, always present.
-    Q8_0 => BlockQ8_0, q8_0, values 32,
+    Q8_0 => BlockQ8_0, q8_0,
         dequantize legacy::q8_0::dequantize_block,
         quantize [legacy::q8_0::quantize_block],
         vec_dot BlockQ8_0, per 1, [legacy::q8_0::vec_dot];
-    Q8_1 => BlockQ8_1, q8_1, values 32,
+    Q8_1 => BlockQ8_1, q8_1,
         dequantize legacy::q8_1::dequantize_block,
         quantize [legacy::q8_1::quantize_block],
         vec_dot BlockQ8_1, per 1, [none];
-    Q8_K => BlockQ8K, q8_k, values 256,
+    Q8_K => BlockQ8K, q8_k,
         dequantize k_quants::q8_k::dequantize_block,
         quantize [k_quants::q8_k::quantize_block],
         vec_dot BlockQ8K, per 1, [none];
 
     // The plain float types, always present: one value per block, dotted with their own type.
-    F32 => BlockF32, f32, values 1,
+    F32 => BlockF32, f32,
         dequantize legacy::plain::dequantize_f32,
         quantize [legacy::plain::quantize_f32],
         vec_dot BlockF32, per 1, [legacy::plain::vec_dot_f32];
-    F16 => BlockF16, f16, values 1,
+    F16 => BlockF16, f16,
         dequantize legacy::plain::dequantize_f16,
         quantize [legacy::plain::quantize_f16],
         vec_dot BlockF16, per 1, [legacy::plain::vec_dot_f16];
-    BF16 => BlockBf16, bf16, values 1,
+    BF16 => BlockBf16, bf16,
         dequantize legacy::plain::dequantize_bf16,
         quantize [legacy::plain::quantize_bf16],
         vec_dot BlockBf16, per 1, [legacy::plain::vec_dot_bf16];
 
     #[cfg(feature = "legacy")]
-    Q4_0 => BlockQ4_0, q4_0, values 32,
+    Q4_0 => BlockQ4_0, q4_0,
         dequantize legacy::q4_0::dequantize_block,
         quantize [legacy::q4_0::quantize_block],
         vec_dot BlockQ8_0, per 1, [legacy::q4_0::vec_dot];
     #[cfg(feature = "legacy")]
-    Q4_1 => BlockQ4_1, q4_1, values 32,
+    Q4_1 => BlockQ4_1, q4_1,
         dequantize legacy::q4_1::dequantize_block,
         quantize [legacy::q4_1::quantize_block],
         vec_dot BlockQ8_1, per 1, [legacy::q4_1::vec_dot];
     #[cfg(feature = "legacy")]
-    Q5_0 => BlockQ5_0, q5_0, values 32,
+    Q5_0 => BlockQ5_0, q5_0,
         dequantize legacy::q5_0::dequantize_block,
         quantize [legacy::q5_0::quantize_block],
         vec_dot BlockQ8_0, per 1, [legacy::q5_0::vec_dot];
     #[cfg(feature = "legacy")]
-    Q5_1 => BlockQ5_1, q5_1, values 32,
+    Q5_1 => BlockQ5_1, q5_1,
         dequantize legacy::q5_1::dequantize_block,
         quantize [legacy::q5_1::quantize_block],
         vec_dot BlockQ8_1, per 1, [legacy::q5_1::vec_dot];
 
     #[cfg(feature = "k-quants")]
-    Q2_K => BlockQ2K, q2_k, values 256,
+    Q2_K => BlockQ2K, q2_k,
         dequantize k_quants::q2_k::dequantize_block,
         quantize [k_quants::q2_k::quantize_block],
         vec_dot BlockQ8K, per 1, [k_quants::q2_k::vec_dot];
     #[cfg(feature = "k-quants")]
-    Q3_K => BlockQ3K, q3_k, values 256,
+    Q3_K => BlockQ3K, q3_k,
         dequantize k_quants::q3_k::dequantize_block,
         quantize [k_quants::q3_k::quantize_block],
         vec_dot BlockQ8K, per 1, [k_quants::q3_k::vec_dot];
     #[cfg(feature = "k-quants")]
-    Q4_K => BlockQ4K, q4_k, values 256,
+    Q4_K => BlockQ4K, q4_k,
         dequantize k_quants::q4_k::dequantize_block,
         quantize [k_quants::q4_k::quantize_block],
         vec_dot BlockQ8K, per 1, [k_quants::q4_k::vec_dot];
     #[cfg(feature = "k-quants")]
-    Q5_K => BlockQ5K, q5_k, values 256,
+    Q5_K => BlockQ5K, q5_k,
         dequantize k_quants::q5_k::dequantize_block,
         quantize [k_quants::q5_k::quantize_block],
         vec_dot BlockQ8K, per 1, [k_quants::q5_k::vec_dot];
     #[cfg(feature = "k-quants")]
-    Q6_K => BlockQ6K, q6_k, values 256,
+    Q6_K => BlockQ6K, q6_k,
         dequantize k_quants::q6_k::dequantize_block,
         quantize [k_quants::q6_k::quantize_block],
         vec_dot BlockQ8K, per 1, [k_quants::q6_k::vec_dot];
 
     #[cfg(feature = "iq")]
-    IQ2_XXS => BlockIq2Xxs, iq2_xxs, values 256,
+    IQ2_XXS => BlockIq2Xxs, iq2_xxs,
         dequantize iq::iq2_xxs::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq2_xxs::vec_dot];
     #[cfg(feature = "iq")]
-    IQ2_XS => BlockIq2Xs, iq2_xs, values 256,
+    IQ2_XS => BlockIq2Xs, iq2_xs,
         dequantize iq::iq2_xs::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq2_xs::vec_dot];
     #[cfg(feature = "iq")]
-    IQ2_S => BlockIq2S, iq2_s, values 256,
+    IQ2_S => BlockIq2S, iq2_s,
         dequantize iq::iq2_s::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq2_s::vec_dot];
     #[cfg(feature = "iq")]
-    IQ3_XXS => BlockIq3Xxs, iq3_xxs, values 256,
+    IQ3_XXS => BlockIq3Xxs, iq3_xxs,
         dequantize iq::iq3_xxs::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq3_xxs::vec_dot];
     #[cfg(feature = "iq")]
-    IQ3_S => BlockIq3S, iq3_s, values 256,
+    IQ3_S => BlockIq3S, iq3_s,
         dequantize iq::iq3_s::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq3_s::vec_dot];
     #[cfg(feature = "iq")]
-    IQ1_S => BlockIq1S, iq1_s, values 256,
+    IQ1_S => BlockIq1S, iq1_s,
         dequantize iq::iq1_s::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq1_s::vec_dot];
     #[cfg(feature = "iq")]
-    IQ1_M => BlockIq1M, iq1_m, values 256,
+    IQ1_M => BlockIq1M, iq1_m,
         dequantize iq::iq1_m::dequantize_block,
         quantize [none],
         vec_dot BlockQ8K, per 1, [iq::iq1_m::vec_dot];
     #[cfg(feature = "iq")]
-    IQ4_NL => BlockIq4Nl, iq4_nl, values 32,
+    IQ4_NL => BlockIq4Nl, iq4_nl,
         dequantize iq::iq4_nl::dequantize_block,
         quantize [iq::iq4_nl::quantize_block],
         vec_dot BlockQ8_0, per 1, [iq::iq4_nl::vec_dot];
     #[cfg(feature = "iq")]
-    IQ4_XS => BlockIq4Xs, iq4_xs, values 256,
+    IQ4_XS => BlockIq4Xs, iq4_xs,
         dequantize iq::iq4_xs::dequantize_block,
         quantize [iq::iq4_xs::quantize_block],
         vec_dot BlockQ8K, per 1, [iq::iq4_xs::vec_dot];
 
     #[cfg(feature = "misc")]
-    TQ1_0 => BlockTq1_0, tq1_0, values 256,
+    TQ1_0 => BlockTq1_0, tq1_0,
         dequantize misc::tq1_0::dequantize_block,
         quantize [misc::tq1_0::quantize_block],
         vec_dot BlockQ8K, per 1, [misc::tq1_0::vec_dot];
     #[cfg(feature = "misc")]
-    TQ2_0 => BlockTq2_0, tq2_0, values 256,
+    TQ2_0 => BlockTq2_0, tq2_0,
         dequantize misc::tq2_0::dequantize_block,
         quantize [misc::tq2_0::quantize_block],
         vec_dot BlockQ8K, per 1, [misc::tq2_0::vec_dot];
     #[cfg(feature = "misc")]
-    MXFP4 => BlockMxfp4, mxfp4, values 32,
+    MXFP4 => BlockMxfp4, mxfp4,
         dequantize misc::mxfp4::dequantize_block,
         quantize [misc::mxfp4::quantize_block],
         vec_dot BlockQ8_0, per 1, [misc::mxfp4::vec_dot];
     #[cfg(feature = "misc")]
-    NVFP4 => BlockNvfp4, nvfp4, values 64,
+    NVFP4 => BlockNvfp4, nvfp4,
         dequantize misc::nvfp4::dequantize_block,
         quantize [misc::nvfp4::quantize_block],
         vec_dot BlockQ8_0, per 2, [grouped 2, misc::nvfp4::vec_dot];
     #[cfg(feature = "misc")]
-    Q1_0 => BlockQ1_0, q1_0, values 128,
+    Q1_0 => BlockQ1_0, q1_0,
         dequantize misc::q1_0::dequantize_block,
         quantize [misc::q1_0::quantize_block],
         vec_dot BlockQ8_0, per misc::q1_0::Q8_PER_BLOCK,
             [grouped misc::q1_0::Q8_PER_BLOCK, misc::q1_0::vec_dot];
     #[cfg(feature = "misc")]
-    Q2_0 => BlockQ2_0, q2_0, values 64,
+    Q2_0 => BlockQ2_0, q2_0,
         dequantize misc::q2_0::dequantize_block,
         quantize [misc::q2_0::quantize_block],
         vec_dot BlockQ8_0, per misc::q2_0::Q8_PER_BLOCK,

@@ -9,7 +9,7 @@
 
 use super::blockwise::same_len;
 use super::cast::{blocks, blocks_mut, Block};
-use super::level::{self, Level};
+use super::level::{self, Level, LevelError};
 use super::table::Kernels;
 use crate::error::{Error, Op, Result};
 
@@ -18,7 +18,7 @@ pub(crate) fn check_level(level: Level) -> Result<()> {
     if level.is_available() {
         Ok(())
     } else {
-        Err(Error::LevelUnavailable { level })
+        Err(LevelError::unavailable(level).into())
     }
 }
 

@@ -1,6 +1,6 @@
 //! What a misused [`GgufWriter`](super::GgufWriter) reports.
 
-use crate::gguf::ValueType;
+use crate::gguf::format::ValueType;
 
 /// What the writer expected instead of the call it got, named in [`Misuse::OutOfOrder`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@
 use super::event::{ByteOrder, Event, StrPiece, TensorInfo};
 use super::limits::Limits;
 
-use super::machine::DEFAULT_ALIGNMENT;
+use super::format::DEFAULT_ALIGNMENT;
 use super::value::{Scalar, ScalarRun, ValueType};
 use crate::error::{AlignmentProblem, Error, Field, Limit, Result};
 use crate::ggml_type::GgmlType;
@@ -37,11 +37,7 @@ mod tests;
 pub use encoder::Encoder;
 pub use misuse::{Expected, Misuse};
 
-/// The four bytes every GGUF file starts with.
-pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
-
-/// The key that sets the data alignment (a `u32`, a power of two).
-pub const ALIGNMENT_KEY: &str = "general.alignment";
+pub use super::format::{ALIGNMENT_KEY, GGUF_MAGIC};
 
 /// How many keys [`GgufWriter`] can check for duplicates, and so the most keys a file it writes
 /// may declare.

@@ -32,8 +32,6 @@ impl Block for BlockIq1M {
     const TYPE: GgmlType = GgmlType::IQ1_M;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIq1M>() == GgmlType::IQ1_M.block_bytes() as usize);
-
 /// The four scale words and the super-block scale assembled from their top nibbles.
 fn scale_words(block: &BlockIq1M) -> ([u16; 4], f32) {
     let sc = block.scales.map(u16::from_le_bytes);

@@ -32,8 +32,6 @@ impl Block for BlockIq1S {
     const TYPE: GgmlType = GgmlType::IQ1_S;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIq1S>() == GgmlType::IQ1_S.block_bytes() as usize);
-
 /// The grid values of index `l` of a group: `qs[l] | ((qh >> 3l) & 7) << 8`.
 fn grid_values(low: u8, qh: u16, l: usize) -> [i8; 8] {
     let high = (usize::from(qh) >> (3 * (l & 3))) & 7;

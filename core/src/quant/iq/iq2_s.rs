@@ -35,8 +35,6 @@ impl Block for BlockIq2S {
     const TYPE: GgmlType = GgmlType::IQ2_S;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIq2S>() == GgmlType::IQ2_S.block_bytes() as usize);
-
 /// The magnitudes of index `l` of a group: `qs[l] | (qh << (8 - 2l) & 0x300)`.
 fn magnitudes(low: u8, qh: u8, l: usize) -> [u8; 8] {
     let index = u32::from(low) | ((u32::from(qh) << (8 - 2 * (l & 3))) & 0x300);

@@ -35,8 +35,6 @@ impl Block for BlockIq3S {
     const TYPE: GgmlType = GgmlType::IQ3_S;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIq3S>() == GgmlType::IQ3_S.block_bytes() as usize);
-
 /// The 8 magnitudes of sub-group `l` of a group: index `2l` takes its ninth bit from `qh` bit `2l`
 /// (`qh << (8 - 2l) & 256`), index `2l + 1` from bit `2l + 1` (`qh << (7 - 2l) & 256`).
 fn magnitudes([first, second]: [u8; 2], qh: u8, l: usize) -> [u8; 8] {

@@ -8,8 +8,7 @@ use super::iq4_search::{group_scale, pack_levels};
 use super::tables::iq4_level;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::f16_le_bytes;
+use crate::quant::cast::{f16_le, f16_to_le, Block};
 
 /// Values per IQ4_NL block.
 pub const QK4_NL: usize = 32;
@@ -51,7 +50,7 @@ pub(crate) fn quantize_block(x: &[f32; QK4_NL]) -> BlockIq4Nl {
     let mut levels = [0u8; QK4_NL];
     let scale = group_scale(x, -1, &mut levels).unwrap_or(0.0);
     BlockIq4Nl {
-        d: f16_le_bytes(scale),
+        d: f16_to_le(scale),
         qs: pack_levels(&levels),
     }
 }

@@ -9,8 +9,8 @@ use super::iq4_search::{best_index, group_scale, pack_levels};
 use super::tables::iq4_level;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, fabsf, nearest_int};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{fabsf, nearest_int};
 
 /// `block_iq4_xs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -98,7 +98,7 @@ pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockIq4Xs {
         scales_h |= u16::from(code >> 4) << (2 * ib);
     }
     BlockIq4Xs {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         scales_h: scales_h.to_le_bytes(),
         scales_l,
         qs: levels.map(|l| pack_levels(&l)),

@@ -7,8 +7,8 @@ use super::common::{
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, nearest_int};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::nearest_int;
 use bytemuck::{Pod, Zeroable};
 
 /// `block_q2_K`.
@@ -29,9 +29,6 @@ pub struct BlockQ2K {
 impl Block for BlockQ2K {
     const TYPE: GgmlType = GgmlType::Q2_K;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ2K>() == GgmlType::Q2_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ2K>() == 1);
 
 /// Sub-block `k` (16 values) reads bytes `32*(k/8) + 16*(k%2) ..+16` of `qs` at bit offset
 /// `2*((k%8)/2)`.
@@ -114,18 +111,18 @@ pub(crate) fn block_from_fits(
         for (packed, &scale) in block.scales.iter_mut().zip(scales) {
             *packed = nearest_int(iscale * scale) as u8;
         }
-        block.d = f16_le_bytes(max_scale / Q4SCALE);
+        block.d = f16_to_le(max_scale / Q4SCALE);
     } else {
-        block.d = f16_le_bytes(0.0);
+        block.d = f16_to_le(0.0);
     }
     if max_min > 0.0 {
         let iscale = Q4SCALE / max_min;
         for (packed, &min) in block.scales.iter_mut().zip(mins) {
             *packed |= (nearest_int(iscale * min) << 4) as u8;
         }
-        block.dmin = f16_le_bytes(max_min / Q4SCALE);
+        block.dmin = f16_to_le(max_min / Q4SCALE);
     } else {
-        block.dmin = f16_le_bytes(0.0);
+        block.dmin = f16_to_le(0.0);
     }
 
     // Re-quantize against the rounded scales; a sub-block whose scale rounds to 0 keeps the levels

@@ -6,8 +6,8 @@ use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, nearest_int};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::nearest_int;
 use bytemuck::{Pod, Zeroable};
 
 /// `block_q3_K`.
@@ -28,9 +28,6 @@ pub struct BlockQ3K {
 impl Block for BlockQ3K {
     const TYPE: GgmlType = GgmlType::Q3_K;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ3K>() == GgmlType::Q3_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ3K>() == 1);
 
 /// The 256 signed quants (`-4..=3`) of a block, in element order. In each half of 128 values, the
 /// 32-value chunk `c` takes its low bits from the half's 32 `qs` bytes at bit offset `2c` and its
@@ -103,9 +100,9 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
             }
             block.scales[8 + j % 4] |= ((l >> 4) << (2 * (j / 4))) as u8;
         }
-        block.d = f16_le_bytes(1.0 / iscale);
+        block.d = f16_to_le(1.0 / iscale);
     } else {
-        block.d = f16_le_bytes(0.0);
+        block.d = f16_to_le(0.0);
     }
 
     // Re-quantize against the rounded scales; sub-blocks whose scale is 0 keep the search's levels.

@@ -9,8 +9,8 @@ use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, nearest_int, sqrt};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{nearest_int, sqrt};
 use bytemuck::{Pod, Zeroable};
 
 /// `block_q4_K`.
@@ -31,9 +31,6 @@ pub struct BlockQ4K {
 impl Block for BlockQ4K {
     const TYPE: GgmlType = GgmlType::Q4_K;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ4K>() == GgmlType::Q4_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ4K>() == 1);
 
 /// `dequantize_row_q4_K` for one block.
 pub fn dequantize_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
@@ -122,8 +119,8 @@ pub(crate) fn pack_fits(scales: &[f32; 8], mins: &[f32; 8]) -> ([u8; 12], [u8; 2
     }
     (
         pack_scale_min_k4(&scale_levels, &min_levels),
-        f16_le_bytes(max_scale / 63.0),
-        f16_le_bytes(max_min / 63.0),
+        f16_to_le(max_scale / 63.0),
+        f16_to_le(max_min / 63.0),
     )
 }
 
@@ -193,9 +190,8 @@ pub(crate) fn block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
 }
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block ([`scale_min_k4`] for `j = 0..8`), unpacked
-/// four at a time with whole-word masks, as ggml's SIMD kernels do. (A byte-by-byte loop here
-/// let LLVM, compiling for AMD Zen, pick SSE4a's `insertq` amid AVX code: the scalar Q4_K dot ran
-/// 20x slower than the scalar Q6_K one.)
+/// four at a time with whole-word masks, as ggml's SIMD kernels do (a byte-by-byte loop lets LLVM
+/// pick SSE4a's `insertq` amid AVX code when compiling for AMD Zen).
 #[inline(always)]
 pub(crate) fn scales_and_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     const LOW6: u32 = 0x3f3f_3f3f;

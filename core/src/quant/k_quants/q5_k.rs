@@ -28,9 +28,6 @@ impl Block for BlockQ5K {
     const TYPE: GgmlType = GgmlType::Q5_K;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockQ5K>() == GgmlType::Q5_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ5K>() == 1);
-
 /// The 256 quants (`0..32`) of a block, in element order: each 32 bytes of `qs` give 32 low nibbles,
 /// then 32 high nibbles (as Q4_K), and chunk `c` of 32 elements takes its fifth bit from bit `c` of
 /// the 32 `qh` bytes.

@@ -6,8 +6,8 @@ use super::dot::{accumulate_lanes, add_lanes, scaled_lane_sums};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, nearest_int};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::nearest_int;
 use bytemuck::{Pod, Zeroable};
 
 /// `block_q6_K`.
@@ -30,9 +30,6 @@ pub struct BlockQ6K {
 impl Block for BlockQ6K {
     const TYPE: GgmlType = GgmlType::Q6_K;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ6K>() == GgmlType::Q6_K.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ6K>() == 1);
 
 /// The 256 signed quants (`-32..32`) of a block, in element order. Each half of 128 values reads
 /// 64 `ql` bytes and 32 `qh` bytes: for `l < 32`, `ql[l]` and `ql[l + 32]` give the low nibbles of
@@ -111,12 +108,12 @@ pub(crate) fn block_from_fits(
 
     let mut block = BlockQ6K::zeroed();
     if max_abs_scale < GROUP_MAX_EPS {
-        block.d = f16_le_bytes(0.0);
+        block.d = f16_to_le(0.0);
         return block;
     }
 
     let iscale = -128.0 / max_scale;
-    block.d = f16_le_bytes(1.0 / iscale);
+    block.d = f16_to_le(1.0 / iscale);
     for (packed, &scale) in block.scales.iter_mut().zip(scales) {
         *packed = nearest_int(iscale * scale).min(127) as i8;
     }

@@ -16,8 +16,8 @@
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;
 use crate::quant::blockwise::scalars;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{bf16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use crate::quant::cast::{f16_le, f32_to_f16_bits, Block};
+use crate::quant::float::{bf16_bits_to_f32, f32_to_bf16_bits};
 use bytemuck::{Pod, Zeroable};
 
 /// One F32 value, little-endian bytes.
@@ -47,13 +47,6 @@ impl Block for BlockF16 {
 impl Block for BlockBf16 {
     const TYPE: GgmlType = GgmlType::BF16;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockF32>() == GgmlType::F32.block_bytes() as usize);
-const _: () = assert!(core::mem::size_of::<BlockF16>() == GgmlType::F16.block_bytes() as usize);
-const _: () = assert!(core::mem::size_of::<BlockBf16>() == GgmlType::BF16.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockF32>() == 1);
-const _: () = assert!(core::mem::align_of::<BlockF16>() == 1);
-const _: () = assert!(core::mem::align_of::<BlockBf16>() == 1);
 
 impl BlockF32 {
     /// The value.

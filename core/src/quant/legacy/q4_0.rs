@@ -4,8 +4,8 @@
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32_each, f16_le_bytes, first_largest_magnitude};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{c_cast_i32_each, first_largest_magnitude};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -26,9 +26,6 @@ impl Block for BlockQ4_0 {
     const TYPE: GgmlType = GgmlType::Q4_0;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockQ4_0>() == GgmlType::Q4_0.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ4_0>() == 1);
-
 /// `dequantize_row_q4_0` for one block.
 pub fn dequantize_block(block: &BlockQ4_0, out: &mut [f32; QK]) {
     let d = f16_le(block.d);
@@ -47,7 +44,7 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ4_0 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
     let mut block = BlockQ4_0 {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         qs: [0; QK / 2],
     };
     let mut shifted = [0.0f32; QK];

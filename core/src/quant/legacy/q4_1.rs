@@ -4,8 +4,8 @@
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_1;
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32_each, f16_le_bytes};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::c_cast_i32_each;
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -27,9 +27,6 @@ pub struct BlockQ4_1 {
 impl Block for BlockQ4_1 {
     const TYPE: GgmlType = GgmlType::Q4_1;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ4_1>() == GgmlType::Q4_1.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ4_1>() == 1);
 
 /// `dequantize_row_q4_1` for one block.
 pub fn dequantize_block(block: &BlockQ4_1, out: &mut [f32; QK]) {
@@ -59,8 +56,8 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ4_1 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
     let mut block = BlockQ4_1 {
-        d: f16_le_bytes(d),
-        m: f16_le_bytes(min),
+        d: f16_to_le(d),
+        m: f16_to_le(min),
         qs: [0; QK / 2],
     };
     let mut shifted = [0.0f32; QK];

@@ -5,8 +5,8 @@
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_0;
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32_each, f16_le_bytes, first_largest_magnitude};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{c_cast_i32_each, first_largest_magnitude};
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -28,9 +28,6 @@ pub struct BlockQ5_0 {
 impl Block for BlockQ5_0 {
     const TYPE: GgmlType = GgmlType::Q5_0;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ5_0>() == GgmlType::Q5_0.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ5_0>() == 1);
 
 /// The 5-bit quants of elements `j` and `j + 16` (for `j < 16`).
 #[inline(always)]
@@ -63,7 +60,7 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_0 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
     let mut block = BlockQ5_0 {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         qh: [0; 4],
         qs: [0; QK / 2],
     };

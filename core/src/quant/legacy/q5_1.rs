@@ -5,8 +5,8 @@ use super::q5_0::quant_pair;
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::BlockQ8_1;
 use crate::quant::arrays::map;
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_cast_i32_each, f16_le_bytes};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::c_cast_i32_each;
 use bytemuck::{Pod, Zeroable};
 
 /// Elements per block.
@@ -30,9 +30,6 @@ pub struct BlockQ5_1 {
 impl Block for BlockQ5_1 {
     const TYPE: GgmlType = GgmlType::Q5_1;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ5_1>() == GgmlType::Q5_1.block_bytes() as usize);
-const _: () = assert!(core::mem::align_of::<BlockQ5_1>() == 1);
 
 /// `dequantize_row_q5_1` for one block.
 pub fn dequantize_block(block: &BlockQ5_1, out: &mut [f32; QK]) {
@@ -64,8 +61,8 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ5_1 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
 
     let mut block = BlockQ5_1 {
-        d: f16_le_bytes(d),
-        m: f16_le_bytes(min),
+        d: f16_to_le(d),
+        m: f16_to_le(min),
         qh: [0; 4],
         qs: [0; QK / 2],
     };

@@ -4,7 +4,8 @@
 
 use crate::quant::activation::{BlockQ8_0, QK8_0 as QK};
 use crate::quant::cast::f16_le;
-use crate::quant::float::{c_max, c_round_i32_each, f16_le_bytes};
+use crate::quant::cast::f16_to_le;
+use crate::quant::float::{c_max, c_round_i32_each};
 
 /// `dequantize_row_q8_0` for one block.
 pub fn dequantize_block(block: &BlockQ8_0, out: &mut [f32; QK]) {
@@ -18,7 +19,7 @@ pub fn dequantize_block(block: &BlockQ8_0, out: &mut [f32; QK]) {
 pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_0 {
     let (d, id) = scale_of(x);
     let mut block = BlockQ8_0 {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         qs: [0; QK],
     };
     for (q, r) in block.qs.iter_mut().zip(c_round_i32_each(&scaled(x, id))) {

@@ -5,7 +5,8 @@
 use super::q8_0::{scale_of, scaled};
 use crate::quant::activation::{BlockQ8_1, QK8_0 as QK};
 use crate::quant::cast::f16_le;
-use crate::quant::float::{c_round_i32_each, f16_le_bytes};
+use crate::quant::cast::f16_to_le;
+use crate::quant::float::c_round_i32_each;
 
 /// `q * d` for one block (ggml has no `dequantize_row_q8_1`).
 pub fn dequantize_block(block: &BlockQ8_1, out: &mut [f32; QK]) {
@@ -24,8 +25,8 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_1 {
     }
     let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
     BlockQ8_1 {
-        d: f16_le_bytes(d),
-        s: f16_le_bytes(sum as f32 * d),
+        d: f16_to_le(d),
+        s: f16_to_le(sum as f32 * d),
         qs,
     }
 }

@@ -28,8 +28,6 @@ impl Block for BlockMxfp4 {
     const TYPE: GgmlType = GgmlType::MXFP4;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockMxfp4>() == GgmlType::MXFP4.block_bytes() as usize);
-
 /// For `K = floor(log2 x) + 1` (the next power of two's exponent), `K - δ = log2 x` rounds to `K`
 /// in f32 when δ is below half the gap between `K` and its f32 neighbour beyond `x`. Writing
 /// `x = 2^(K-1) · (2 - j·2^-23)` (`j = 2^23 -` the 23-bit mantissa), δ < 2^-s exactly when

@@ -31,8 +31,6 @@ impl Block for BlockNvfp4 {
     const TYPE: GgmlType = GgmlType::NVFP4;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockNvfp4>() == GgmlType::NVFP4.block_bytes() as usize);
-
 /// `dequantize_row_nvfp4` for one block.
 pub(crate) fn dequantize_block(block: &BlockNvfp4, out: &mut [f32; QK_NVFP4]) {
     for ((&scale, qs), out) in block

@@ -5,8 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8_0, QK8_0};
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{f16_le_bytes, fabsf};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::fabsf;
 
 /// Values per Q1_0 block.
 pub const QK1_0: usize = 128;
@@ -28,8 +28,6 @@ impl Block for BlockQ1_0 {
     const TYPE: GgmlType = GgmlType::Q1_0;
 }
 
-const _: () = assert!(core::mem::size_of::<BlockQ1_0>() == GgmlType::Q1_0.block_bytes() as usize);
-
 /// `dequantize_row_q1_0` for one block.
 pub(crate) fn dequantize_block(block: &BlockQ1_0, out: &mut [f32; QK1_0]) {
     let d = f16_le(block.d);
@@ -50,7 +48,7 @@ pub(crate) fn quantize_block(x: &[f32; QK1_0]) -> BlockQ1_0 {
     }
     let d = sum_abs / QK1_0 as f32;
     let mut block = BlockQ1_0 {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         qs: [[0; QK8_0 / 8]; Q8_PER_BLOCK],
     };
     for (byte, xs) in block.qs.iter_mut().flatten().zip(x.chunks_exact(8)) {

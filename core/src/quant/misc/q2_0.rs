@@ -5,8 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8_0, QK8_0};
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_round_i32, f16_le_bytes, fabsf};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{c_round_i32, fabsf};
 
 /// Values per Q2_0 block.
 pub const QK2_0: usize = 64;
@@ -27,8 +27,6 @@ pub struct BlockQ2_0 {
 impl Block for BlockQ2_0 {
     const TYPE: GgmlType = GgmlType::Q2_0;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockQ2_0>() == GgmlType::Q2_0.block_bytes() as usize);
 
 /// The 4 codes of a byte, value order.
 fn codes(byte: u8) -> [i32; 4] {
@@ -59,7 +57,7 @@ pub(crate) fn quantize_block(x: &[f32; QK2_0]) -> BlockQ2_0 {
     let d = amax;
     let id = if d > 0.0 { 1.0 / d } else { 0.0 };
     let mut block = BlockQ2_0 {
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
         qs: [[0; QK8_0 / 4]; Q8_PER_BLOCK],
     };
     for (byte, xs) in block.qs.iter_mut().flatten().zip(x.chunks_exact(4)) {

@@ -10,8 +10,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{c_max, fabsf, lroundf};
 
 /// `block_tq1_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -29,8 +29,6 @@ pub struct BlockTq1_0 {
 impl Block for BlockTq1_0 {
     const TYPE: GgmlType = GgmlType::TQ1_0;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockTq1_0>() == GgmlType::TQ1_0.block_bytes() as usize);
 
 const POW3: [u8; 5] = [1, 3, 9, 27, 81];
 
@@ -86,7 +84,7 @@ pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockTq1_0 {
     let mut block = BlockTq1_0 {
         qs: [0; 48],
         qh: [0; 4],
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
     };
     let (head, tail) = block.qs.split_at_mut(32);
     for (m, q) in head.iter_mut().enumerate() {

@@ -6,8 +6,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
-use crate::quant::cast::{f16_le, Block};
-use crate::quant::float::{c_max, f16_le_bytes, fabsf, lroundf};
+use crate::quant::cast::{f16_le, f16_to_le, Block};
+use crate::quant::float::{c_max, fabsf, lroundf};
 
 /// `block_tq2_0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -23,8 +23,6 @@ pub struct BlockTq2_0 {
 impl Block for BlockTq2_0 {
     const TYPE: GgmlType = GgmlType::TQ2_0;
 }
-
-const _: () = assert!(core::mem::size_of::<BlockTq2_0>() == GgmlType::TQ2_0.block_bytes() as usize);
 
 /// The block's 256 codes (0..=3) in value order.
 fn codes(block: &BlockTq2_0) -> impl Iterator<Item = i32> + '_ {
@@ -52,7 +50,7 @@ pub(crate) fn quantize_block(x: &[f32; QK_K]) -> BlockTq2_0 {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut block = BlockTq2_0 {
         qs: [[0; 32]; 2],
-        d: f16_le_bytes(d),
+        d: f16_to_le(d),
     };
     for (half, xh) in block.qs.iter_mut().zip(x.chunks_exact(128)) {
         for (m, q) in half.iter_mut().enumerate() {

@@ -5,6 +5,12 @@
 use core::arch::asm;
 use core::arch::x86_64::*;
 
+use super::primitives::{add_scaled_pair, grouped, mins_layout};
+use super::vector::{
+    f16_le, f16x8, hsum4_splat, hsum_i32, load16, load32, opaque, part, prefetch_block_ahead,
+    store8, transpose_sums,
+};
+
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
@@ -13,203 +19,6 @@ use crate::quant::k_quants::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
-
-/// 16 bytes as a vector.
-#[inline(always)]
-pub(super) fn load16<T: Copy>(bytes: &[T; 16]) -> __m128i {
-    const { assert!(core::mem::size_of::<T>() == 1) };
-    // SAFETY: the array holds 16 one-byte elements; `loadu` has no alignment requirement.
-    unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
-}
-
-/// 32 bytes as a vector.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn load32<T: Copy>(bytes: &[T; 32]) -> __m256i {
-    const { assert!(core::mem::size_of::<T>() == 1) };
-    // SAFETY: the array holds 32 one-byte elements; `loadu` has no alignment requirement.
-    unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
-}
-
-/// The `N` bytes at `start` of a block's array (every call passes a range inside the array, so the
-/// zero fallback is never taken; it only keeps the kernels free of panics).
-#[inline(always)]
-pub(super) fn part<T: Zero, const N: usize>(s: &[T], start: usize) -> &[T; N] {
-    s.get(start..)
-        .and_then(|rest| rest.first_chunk::<N>())
-        .unwrap_or(T::zeros())
-}
-
-/// Byte types whose all-zero array the kernels can fall back to.
-pub(super) trait Zero: Copy + 'static {
-    /// `&[0; N]`.
-    fn zeros<const N: usize>() -> &'static [Self; N];
-}
-
-impl Zero for u8 {
-    fn zeros<const N: usize>() -> &'static [u8; N] {
-        const { &[0u8; N] }
-    }
-}
-
-impl Zero for i8 {
-    fn zeros<const N: usize>() -> &'static [i8; N] {
-        const { &[0i8; N] }
-    }
-}
-
-/// Eight f16 scales (little-endian bytes) to f32, exactly (F16C, NaNs quieted like the scalar path).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(super) fn f16x8(halves: &[[u8; 2]; 8]) -> __m256 {
-    let mut bits = [0u8; 16];
-    for (b, h) in bits.chunks_exact_mut(2).zip(halves) {
-        b.copy_from_slice(h);
-    }
-    _mm256_cvtph_ps(load16(&bits))
-}
-
-/// Asks for the cache lines of `len` bytes from `start` (a hint: a prefetch never faults, and the
-/// address is only formed, never read, so it may lie past the end of the weights).
-#[inline(always)]
-pub(super) fn prefetch_range(start: *const i8, len: usize) {
-    for offset in (0..len).step_by(64) {
-        // SAFETY: a prefetch reads nothing architecturally and cannot fault on any address; SSE
-        // is part of the x86_64 baseline.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
-    }
-}
-
-/// [`prefetch_range`] into L2 (`prefetcht1`).
-#[inline(always)]
-pub(super) fn prefetch_range_l2(start: *const i8, len: usize) {
-    for offset in (0..len).step_by(64) {
-        // SAFETY: as `prefetch_range`.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(start.wrapping_add(offset)) };
-    }
-}
-
-/// How far ahead of the block being summed a K-quant kernel asks for weights: a matvec reads its
-/// rows back to back, so this runs into the next row, as the summing will. (Zen 3, 512 MiB
-/// one-row matvec, two rounds: Q6_K 14.4-14.6 / 13.9-15.8 / 16.2 GB/s at 1 / 2 / 4 KiB, Q4_K
-/// level at ~14 GB/s, its kernel's own speed. Zen 4, `cargo xtask ab`, Q4_K over 256 MiB,
-/// three rounds each against 4 KiB: 1 KiB 2-4% and 16 KiB 2-12% slower; into L2 at 8 KiB
-/// Q4_K -6..-9%, Q6_K level; T0 at 4 KiB plus L2 at 16 KiB Q4_K -10..-20%, Q6_K level.)
-const K_PREFETCH_BYTES: usize = 4096;
-
-/// `v`, with what LLVM knows of it hidden behind an empty `asm!`, where its shuffle combining
-/// makes more shuffles than the code asks for: a byte shuffle of a vector whose two 128-bit
-/// halves are equal becomes a 128-bit one plus a two-uop `vpermq` (Zen 3), and a constant
-/// `vpermd` becomes `vpermilps` + `vpermpd` (see `lane_groups`).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn opaque(mut v: __m256i) -> __m256i {
-    // SAFETY: the template is empty; it reads and writes only the named register.
-    unsafe { asm!("/* {0} */", inout(ymm_reg) v, options(pure, nomem, nostack)) };
-    v
-}
-
-/// Asks for the lines of the block `K_PREFETCH_BYTES` past `block`.
-#[inline(always)]
-pub(super) fn prefetch_block_ahead<W>(block: &W) {
-    let start = (block as *const W)
-        .cast::<i8>()
-        .wrapping_add(K_PREFETCH_BYTES);
-    prefetch_range(start, core::mem::size_of::<W>());
-}
-
-/// Byte `4m + j` of the result is byte `m + 8j` of `v`: the four elements of a 32-element
-/// sub-block that share lane `m` (element index mod 8) side by side, so that one `vpdpbusd` sums
-/// them into i32 lane `m`. Dwords 0, 2, 4, 6 (elements 0-3, 8-11, 16-19, 24-27) go to the low
-/// half, then each half's 4x4 bytes are transposed: two shuffles, kept apart and the `vpermd`
-/// index hidden (`opaque`), because LLVM's generic tuning otherwise makes three of them
-/// (`vpermilps` and `vpermpd` for the `vpermd`, or two `vpshufb` around a `vpermq`).
-/// Built with AVX-512 VBMI (`-C target-cpu` of Ice Lake, Zen 4 and later) it is one `vpermb`;
-/// otherwise the VNNI kernels pick [`grouped::<true>`](grouped), `vpermb`, at run time where the
-/// CPU has VBMI (Cascade Lake has VNNI without it).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn lane_groups(v: __m256i) -> __m256i {
-    #[cfg(all(
-        target_feature = "avx512vbmi",
-        target_feature = "avx512vl",
-        target_feature = "avx512bw"
-    ))]
-    // SAFETY: this build's target features include AVX-512 F, BW, VL and VBMI (the `cfg` above).
-    return unsafe { super::avx512::lane_groups_vbmi(v) };
-    #[allow(unreachable_code)]
-    let dwords = opaque(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    let halves = opaque(_mm256_permutevar8x32_epi32(v, dwords));
-    let transpose = _mm256_setr_epi8(
-        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
-        14, 3, 7, 11, 15,
-    );
-    _mm256_shuffle_epi8(halves, transpose)
-}
-
-/// [`lane_groups`]; with `VBMI` by one `vpermb` (only in kernels run where the CPU has VBMI:
-/// in a plain build on Zen 4, one shuffle instead of two made Q4_K/Q5_K rows 8-10% faster).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn grouped<const VBMI: bool>(v: __m256i) -> __m256i {
-    if VBMI {
-        // SAFETY: `VBMI` is true only in kernels the table's entries run after `vbmi()` said the
-        // CPU has AVX-512 VBMI (and VL, BW, F: the VNNI level's).
-        unsafe { super::avx512::lane_groups_vbmi(v) }
-    } else {
-        lane_groups(v)
-    }
-}
-
-/// The Q4_K/Q5_K kernels' byte order for weights and activation: [`lane_groups`] at the VNNI
-/// level (by `vpermb` with `VBMI`), [`pair_lanes`] below it.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn mins_layout<const VNNI: bool, const VBMI: bool>(v: __m256i) -> __m256i {
-    if VNNI {
-        grouped::<VBMI>(v)
-    } else {
-        pair_lanes(v)
-    }
-}
-
-/// A little-endian IEEE half as f32 by F16C (`vcvtph2ps`): the bits of `cast::f16_le` (exact,
-/// NaNs made quiet with their payload kept), in three instructions. `cast`'s own form picks F16C
-/// only when the whole build has it; a plain build would run its portable form, about fifteen
-/// instructions, for every block's scale (a plain build's Q3_K rows loop: 128 → 111
-/// instructions a block).
-#[inline]
-#[target_feature(enable = "f16c")]
-pub(super) fn f16_le(bytes: [u8; 2]) -> f32 {
-    let bits = i32::from(u16::from_le_bytes(bytes));
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
-}
-
-/// Sum of the eight i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn hsum_i32(v: __m256i) -> i32 {
-    hsum4_i32(_mm_add_epi32(
-        _mm256_castsi256_si128(v),
-        _mm256_extracti128_si256::<1>(v),
-    ))
-}
-
-/// Eight vectors of eight i32 to the vector of their eight totals (lane `i` = sum of `v[i]`).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn transpose_sums(v: &[__m256i; 8]) -> __m256i {
-    let a = _mm256_hadd_epi32(v[0], v[1]);
-    let b = _mm256_hadd_epi32(v[2], v[3]);
-    let c = _mm256_hadd_epi32(v[4], v[5]);
-    let d = _mm256_hadd_epi32(v[6], v[7]);
-    let ab = _mm256_hadd_epi32(a, b);
-    let cd = _mm256_hadd_epi32(c, d);
-    // ab = [v0 v1 v2 v3 (low halves) | v0 v1 v2 v3 (high halves)], cd likewise for v4..v7.
-    let low = _mm256_permute2x128_si256::<0x20>(ab, cd);
-    let high = _mm256_permute2x128_si256::<0x31>(ab, cd);
-    _mm256_add_epi32(low, high)
-}
 
 /// 32 signed bytes times 32 signed bytes, as eight i32 partial sums (exact for every byte value).
 #[inline]
@@ -368,18 +177,6 @@ impl LaneAcc {
     }
 }
 
-/// In each 16-byte half, element `k` next to element `k + 8`, so that `maddubs` adds two products
-/// of the same lane (element index mod 8).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn pair_lanes(v: __m256i) -> __m256i {
-    let order = _mm256_setr_epi8(
-        0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
-        13, 6, 14, 7, 15,
-    );
-    _mm256_shuffle_epi8(v, order)
-}
-
 /// `sums[l] += d * lanes[l]` (multiply, then add: the scalar `accumulate_lanes`).
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -464,9 +261,7 @@ fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
 /// Below the VNNI level each pair of sub-blocks is two `maddubs` (element `k` beside `k + 8`, one
 /// lane) into a [`LaneAcc`]. At the VNNI level the quants are in [`lane_groups`] order: one
 /// `vpdpbusd` per sub-block leaves its eight lane sums in lane order, and one `vpdpwssd` scales
-/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order). Zen 4,
-/// `cargo xtask ab`, cached rows: Q4_K +11-16% built `-C target-cpu=native` (`vpermb`), level in
-/// a plain build with the two-shuffle permutation, +8% there with the VBMI copy.
+/// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
@@ -483,7 +278,7 @@ pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
     // The previous block's integer results, whose float steps run one block late: in program
     // order they then come after this block's integer work, whose loads they would otherwise
     // wait behind, holding scheduler entries. Starting from zeros adds `+0·0` to `+0`: the
-    // scalar twin's bits. (Zen 3's 64-entry vector scheduler was full half the time.)
+    // scalar twin's bits.
     let mut pending = (
         _mm256_setzero_si256(),
         _mm_setzero_ps(),
@@ -499,8 +294,7 @@ pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
         let high_bits = qh.map(|h| mins_layout::<VNNI, VBMI>(load32(h)));
 
         // The eight scale bytes in every 64-bit element; pair p (scales 2p, 2p+1, as i16) is
-        // taken into every 32-bit element by one byte shuffle. (Zen 3 runs shuffles on two of its
-        // four vector pipes; a widening `vpmovzxbw` to 256 bits costs two of those slots.)
+        // taken into every 32-bit element by one byte shuffle (a 256-bit widening costs two).
         let scale_bytes = _mm256_set1_epi64x(i64::from_le_bytes(scales));
         let mut acc = LaneAcc::new();
         let mut grouped = _mm256_setzero_si256();
@@ -522,8 +316,9 @@ pub(super) fn dot_with_mins<const VNNI: bool, const VBMI: bool, W, A>(
             if VNNI {
                 // SAFETY: `VNNI` is true only in the `*_vnni` kernels, which the table hands out
                 // only at an available AVX-512 VNNI level.
-                grouped =
-                    unsafe { super::avx512::grouped_pair(grouped, [low, high], [x0, x1], scales) };
+                grouped = unsafe {
+                    super::primitives::grouped_pair(grouped, [low, high], [x0, x1], scales)
+                };
             } else {
                 let s0 = _mm256_maddubs_epi16(low, x0);
                 let s1 = _mm256_maddubs_epi16(high, x1);
@@ -606,21 +401,6 @@ fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
         _mm256_castsi256_si128(products),
         _mm256_extracti128_si256::<1>(products),
     )
-}
-
-/// Sum of the four i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn hsum4_i32(s: __m128i) -> i32 {
-    _mm_cvtsi128_si32(hsum4_splat(s))
-}
-
-/// Sum of the four i32 lanes, in every lane.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn hsum4_splat(s: __m128i) -> __m128i {
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s))
 }
 
 /// `ggml_vec_dot_q5_K_q8_K_generic`.
@@ -756,25 +536,6 @@ impl ScalePairs {
     }
 }
 
-/// `acc[m] += s_a·sums[2m] + s_b·sums[2m + 1]` for `(s_a, s_b)` the i16 pair in every 32-bit
-/// element of `scales`: a group's two sub-block sums of lane `m` (the [`lane_groups`] layout,
-/// after `maddubs`) scaled into lane `m`. `madd` and `add`; one `vpdpwssd` at `VNNI`.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn add_scaled_pair<const VNNI: bool>(
-    acc: __m256i,
-    sums: __m256i,
-    scales: __m256i,
-) -> __m256i {
-    if VNNI {
-        // SAFETY: `VNNI` is true only in the `*_vnni` kernels, which the table hands out only at
-        // an available AVX-512 VNNI level.
-        unsafe { super::avx512::dpwssd_foldable(acc, sums, scales) }
-    } else {
-        _mm256_add_epi32(acc, _mm256_madd_epi16(sums, scales))
-    }
-}
-
 /// The four 2-bit fields of each Q6_K `qh` byte (bits `2g..2g + 2` for group `g`) at bits 4..5,
 /// where they join the group's low nibble: one shift and one mask each. (16-bit shifts are
 /// fine: bits crossing into the other byte land outside the mask.)
@@ -794,16 +555,6 @@ fn q6_k_high_bits(h: __m256i) -> [__m256i; 4] {
 pub(super) fn vec_dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q6_k_impl(w, x) }
-}
-
-/// Stores eight f32 into `out`.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn store8(out: &mut [f32], v: __m256) {
-    if let Some(out) = out.first_chunk_mut::<8>() {
-        // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-    }
 }
 
 /// Sixteen signed bytes times `d` into `out[..16]`: `q as f32 * d`, one rounding each.
@@ -1380,7 +1131,7 @@ fn quantize_q8_0_impl(values: &[f32], blocks: &mut [BlockQ8_0]) {
             .fold(0.0f32, |m, v| if m > v { m } else { v });
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        block.d = crate::quant::float::f16_le_bytes(d);
+        block.d = crate::quant::cast::f16_to_le(d);
         let id = _mm256_set1_ps(id);
         for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
             let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
@@ -1482,32 +1233,4 @@ fn vec_dot_q2_k_impl(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
 pub(super) fn vec_dot_q2_k(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
     // SAFETY: only handed out for an available AVX2 level (see `vec_dot_q8_0`).
     unsafe { vec_dot_q2_k_impl(w, x) }
-}
-
-#[cfg(test)]
-mod tests {
-    extern crate std;
-
-    use super::*;
-
-    /// `lane_groups` puts element `m + 8j` of each 32 at byte `4m + j`: lane `m`'s four elements
-    /// in 32-bit lane `m`, for any byte values.
-    #[test]
-    fn lane_groups_gathers_each_lanes_four_elements() {
-        if !(std::is_x86_feature_detected!("avx2")) {
-            return;
-        }
-        let input: [u8; 32] = core::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
-        let mut output = [0u8; 32];
-        // SAFETY: AVX2 was detected above; both arrays are 32 bytes.
-        unsafe {
-            let grouped = lane_groups(_mm256_loadu_si256(input.as_ptr().cast()));
-            _mm256_storeu_si256(output.as_mut_ptr().cast(), grouped);
-        }
-        for m in 0..8 {
-            for j in 0..4 {
-                assert_eq!(output[4 * m + j], input[m + 8 * j], "lane {m}, element {j}");
-            }
-        }
-    }
 }

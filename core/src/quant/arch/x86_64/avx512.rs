@@ -5,91 +5,17 @@
 //! elements to a 32-bit lane (`lane_groups`), so one `vpdpbusd` gives a sub-block's eight lane
 //! sums and one `vpdpwssd` scales a pair of them. The float steps are the AVX2 kernels'.
 
-use core::arch::asm;
 use core::arch::x86_64::*;
 
+use super::primitives::dpbusd;
+
 use super::avx2::{
-    dot_q6_k, dot_with_mins_unprepared, f16_le, f16x8, hsum_i32, load32, q4_0_nibbles, q4_k_parts,
-    q5_k_parts, q6_k_activation_group, transpose_sums,
+    dot_q6_k, dot_with_mins_unprepared, q4_0_nibbles, q4_k_parts, q5_k_parts, q6_k_activation_group,
 };
+use super::vector::{f16_le, f16x8, hsum_i32, load32, transpose_sums};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0};
 use crate::quant::k_quants::{BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use crate::quant::legacy::BlockQ4_0;
-
-/// `vpdpbusd acc, a, b`: `acc[i] += Σ_{j<4} a[4i+j] (u8) · b[4i+j] (i8)`, no saturation.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(acc, a, b)
-}
-
-/// `lane_groups` by one `vpermb` (AVX-512 VBMI).
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vbmi")]
-pub(super) fn lane_groups_vbmi(v: __m256i) -> __m256i {
-    const ORDER: [u8; 32] = {
-        let mut order = [0u8; 32];
-        let mut i = 0;
-        while i < 32 {
-            order[i] = (i / 4 + 8 * (i % 4)) as u8;
-            i += 1;
-        }
-        order
-    };
-    // SAFETY: `ORDER` is 32 bytes; `loadu` has no alignment requirement.
-    let order = unsafe { _mm256_loadu_si256(ORDER.as_ptr().cast()) };
-    _mm256_permutexvar_epi8(order, v)
-}
-
-/// One sub-block pair of a Q4_K/Q5_K block in [`lane_groups`](super::avx2::lane_groups) order:
-/// `acc[m] += s_a·Σ q_a·x_a + s_b·Σ q_b·x_b` over lane `m`'s four elements of each sub-block,
-/// `(s_a, s_b)` the i16 pair in every 32-bit element of `scales`. Each `vpdpbusd` sum is at most
-/// 4·31·128 < 2^15 in magnitude, so the two fit one i16 pair for `vpdpwssd`: exact.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn grouped_pair(
-    acc: __m256i,
-    [q_a, q_b]: [__m256i; 2],
-    [x_a, x_b]: [__m256i; 2],
-    scales: __m256i,
-) -> __m256i {
-    let zero = _mm256_setzero_si256();
-    let a = dpbusd(zero, q_a, x_a);
-    let b = dpbusd(zero, q_b, x_b);
-    let pairs = _mm256_blend_epi16::<0b1010_1010>(a, _mm256_slli_epi32::<16>(b));
-    dpwssd(acc, pairs, scales)
-}
-
-/// `vpdpwssd acc, a, b`: `acc[i] += a[2i]·b[2i] + a[2i+1]·b[2i+1]` (i16 products, wrapping i32
-/// sum: `madd` then `add`, in one instruction). Through `asm!`, not the intrinsic: under the
-/// generic tuning of a plain build LLVM turns each `vpdpwssd` after the first of a chain back
-/// into `vpmaddwd` + `vpaddd` (Zen 4, `cargo xtask ab`, plain build: Q4_K and Q5_K rows 2-5%
-/// slower with the intrinsic).
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    // SAFETY: one register-only instruction of an enabled feature (AVX-512 VNNI, VL); it touches
-    // no memory, stack or flags.
-    unsafe {
-        asm!(
-            "vpdpwssd {acc}, {a}, {b}",
-            acc = inout(ymm_reg) acc,
-            a = in(ymm_reg) a,
-            b = in(ymm_reg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        )
-    };
-    acc
-}
-
-/// [`dpwssd`] through the intrinsic, for Q6_K: there a native build folds each scale broadcast
-/// into it as a memory operand, and even the split LLVM makes of it in a plain build is not slower
-/// there (Zen 4, `cargo xtask ab`, Q6_K rows against `asm!`: 3-7% faster native, 3% plain).
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn dpwssd_foldable(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    _mm256_dpwssd_epi32(acc, a, b)
-}
 
 /// Σ w·x over 32 signed bytes each, as eight i32 partial sums: Σ (w + 128)·x − Σ 128·x.
 #[inline]

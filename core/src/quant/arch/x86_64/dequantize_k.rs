@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{f16_le, load32, part};
+use super::vector::{f16_le, load32, part};
 use crate::quant::activation::QK_K;
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::q4_k::scales_and_mins;
@@ -183,8 +183,7 @@ fn dequantize_with_mins_block<const FIFTH: bool>(
     let (dl, ml) = k4_scales(scales, d, dmin);
     // Lane i of `high_bits[g]`: qh byte 8g + i, shifted right by 2 per pair so that bits 2p and
     // 2p + 1 sit at bits 0 and 1.
-    // (A const parameter, not an `Option`: each type gets its own loop, as fast as a separate
-    // function; with a run-time test the Q4_K loop measured ~20% slower in one comparison.)
+    // (A const parameter, not an `Option`: each type gets its own loop, without a run-time test.)
     let mut high_bits = [0, 8, 16, 24].map(|at| widen8(part(qh, at)));
     for pair in 0..4 {
         let [d1, m1, d2, m2] = pair_scales(&dl, &ml, pair);

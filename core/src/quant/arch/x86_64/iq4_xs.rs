@@ -10,7 +10,8 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{f16_le, load16, load32, q4_0_nibbles, store8, transpose_sums};
+use super::avx2::q4_0_nibbles;
+use super::vector::{f16_le, load16, load32, store8, transpose_sums};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::iq::iq4_xs::BlockIq4Xs;
 use crate::quant::iq::tables::KVALUES_IQ4NL;

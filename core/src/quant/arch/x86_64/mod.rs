@@ -8,14 +8,17 @@
 mod avx2;
 mod avx512;
 mod dequantize_k;
+pub(crate) mod detect;
 mod iq4_xs;
 mod plain;
+mod primitives;
 mod q3_k;
 mod qkx2_lanes;
 mod quantize_k;
 mod quantize_legacy;
 mod quantize_q2_k;
 mod rows;
+mod vector;
 
 use crate::quant::table::{ArchKernels, Ops};
 #[cfg(test)]
@@ -26,8 +29,8 @@ std::thread_local! {
 }
 
 /// Whether the VNNI level's K-quant kernels may use AVX-512 VBMI's `vpermb` (see
-/// `avx2::grouped`): known at compile time, or detected at run time under `std`; a `no_std` build
-/// without it compiled in says no. Both forms give the scalar twin's bits.
+/// `avx2::grouped`): known at compile time, or detected at run time. Both forms give the scalar
+/// twin's bits.
 fn vbmi() -> bool {
     #[cfg(test)]
     if WITHOUT_VBMI.with(|off| off.get()) {
@@ -39,10 +42,7 @@ fn vbmi() -> bool {
     )) {
         return true;
     }
-    #[cfg(any(test, feature = "std"))]
-    return std::is_x86_feature_detected!("avx512vbmi");
-    #[allow(unreachable_code)]
-    false
+    detect::features().avx512vbmi
 }
 
 /// AVX2 + F16C.

@@ -22,7 +22,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::load16;
+use super::vector::load16;
 use crate::quant::legacy::plain::{quantize_bf16, quantize_f16, BlockBf16, BlockF16, BlockF32};
 
 /// A plain float block type as the vector kernels read it.

@@ -10,10 +10,9 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::{
-    accumulate, add_lanes, add_scaled_pair, f16_le, grouped, load32, part, prefetch_block_ahead,
-    ScalePairs,
-};
+use super::avx2::{accumulate, add_lanes, ScalePairs};
+use super::primitives::{add_scaled_pair, grouped};
+use super::vector::{f16_le, load32, part, prefetch_block_ahead};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;

@@ -1,9 +1,7 @@
 //! The lane-parallel `make_qkx2_quants` search of the Q4_K, Q5_K and Q2_K quantizers, written once
 //! over a lane vector and expanded by [`qkx2_lane_search`] in `quantize_k.rs` (AVX2, 8 lanes,
-//! sub-blocks of 32) and `quantize_q2_k.rs` (sub-blocks of 16). A 16-lane
-//! AVX-512 expansion was written (commit caa3d19) but is not in the tree: the machine it was
-//! written on has no AVX-512, so its lane primitives, layout and output never ran against the
-//! scalar twin; the AVX-512 level uses the AVX2 quantizer until someone can test one.
+//! sub-blocks of 32) and `quantize_q2_k.rs` (sub-blocks of 16). The AVX-512 level uses this AVX2
+//! expansion (an untested 16-lane one was dropped: docs/kernel-experiments.md).
 //!
 //! Each lane runs one sub-block's scalar search (the twin is `k_quants::q4_k::fit_sub_blocks`):
 //! the same float operations on the same values in the same order (lane-wise IEEE operations round

@@ -4,7 +4,7 @@
 
 use core::arch::x86_64::*;
 
-use crate::quant::float::f16_le_bytes;
+use crate::quant::cast::f16_to_le;
 use crate::quant::legacy::q4_0::BlockQ4_0;
 use crate::quant::legacy::q5_0::{BlockQ5_0, QK};
 
@@ -61,7 +61,7 @@ fn quantize_q4_0_impl(values: &[f32], blocks: &mut [BlockQ4_0]) {
         let v = load_block(x);
         let d = first_largest_magnitude(x, &v) / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        block.d = f16_le_bytes(d);
+        block.d = f16_to_le(d);
         let (id, half) = (_mm256_set1_ps(id), _mm256_set1_ps(8.5));
         let levels = v.map(|v| {
             // C's (int)x (cvttps: i32::MIN for NaN and out of range), then (int8_t) of it.
@@ -97,7 +97,7 @@ fn quantize_q5_0_impl(values: &[f32], blocks: &mut [BlockQ5_0]) {
         let max = first_largest_magnitude(x, &v);
         let d = max / -16.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        block.d = f16_le_bytes(d);
+        block.d = f16_to_le(d);
         let (id, half) = (_mm256_set1_ps(id), _mm256_set1_ps(16.5));
         let mut levels = [0i32; QK];
         let mut qh = 0u32;

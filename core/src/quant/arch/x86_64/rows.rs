@@ -19,27 +19,8 @@
 //!   types take their integer sums by `vpdpbusd` at VNNI; Q5_0 and Q5_1 there read one block a
 //!   vector, so that their fifth bits are an AVX-512 byte mask loaded as stored.
 //!
-//! Measured and dropped: a four-row Q6_K kernel with 512-bit integer sums (the VNNI level's
-//! until now, from an AVX-512 machine where it won): on Zen 4 it was level with the AVX2 kernel
-//! on cache-resident rows and, with no prefetch of its four row streams, read a 512 MiB matrix
-//! at 4.4 GB/s where the one-row kernel reads 20; the same scheme for Q4_K, and 512-bit
-//! single-row K-quant kernels, were slower than the AVX2 single-row kernels there. On Zen 3:
-//! four-row AVX2 Q4_K and Q6_K kernels sharing the activation's shuffles, bias sums and float
-//! steps (`rows_k.rs` in the branch history) were level with one vec_dot per row for Q4_K and
-//! 10% slower for Q6_K. Zen 4, Q4_K rows at VNNI (`cargo xtask ab`, native build, same bits):
-//! unpacking the packed scales and mins with byte shuffles instead of word masks (80
-//! instructions a block instead of 98, but six more on the vector pipes) was 6-9% slower, in L2
-//! as from L3; a `maddubs` per sub-block scaled by `vpdpwssd` from a memory broadcast, 7-8%
-//! slower; two accumulators for a block's scale chain, level; one `vpermt2w` for the
-//! `vpslld` + `vpblendw` that pair two sub-block sums, level (4 fewer vector uops a block);
-//! the scale pairs spread in general registers, stored, and broadcast from memory into
-//! `vpdpwssd` (no scale shuffles), -3..-6%; the scales unpacked one block early, -5..-13%.
-//! Ablations (results wrong, timing only): without the per-block scale unpacking +13-17%,
-//! without the mins' dot +12%, without the float steps +8%. So neither the instruction count
-//! nor the vector uops alone bound that loop, and scalar work there is close to free. Q4_0 rows
-//! with each step's eight blocks addressed from one base hidden from LLVM (no eight row pointers
-//! to spill): a plain build's VNNI step went from 115 to 91 instructions and +8-13%, but a native
-//! build's from 90 to 99 and -9..-12% (AVX2 level -2..-6% plain): dropped.
+//! Why these layouts and not others (dropped multi-row and 512-bit variants, with figures):
+//! docs/kernel-experiments.md.
 //!
 //! Rows left over (fewer than a group) run the single-row vec_dot kernel.
 
@@ -47,11 +28,12 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 use super::avx2::{
-    dot_q6_k, dot_with_mins, hsum_i32, load16, load32, mins_layout, opaque, part,
-    prefetch_range_l2, q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts,
-    q6_k_activation_group, transpose_sums, MinsBlock,
+    dot_q6_k, dot_with_mins, q2_k_mins_products, q2_k_scaled_sums, q4_k_parts, q5_k_parts,
+    q6_k_activation_group, MinsBlock,
 };
-use super::avx512::dpbusd;
+use super::primitives::dpbusd;
+use super::primitives::mins_layout;
+use super::vector::{hsum_i32, load16, load32, opaque, part, prefetch_range_l2, transpose_sums};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::cast::f16_le;
 use crate::quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
@@ -77,12 +59,8 @@ struct Summary {
 
 /// How far ahead of the group being summed the legacy rows kernels ask for weights, at least
 /// (in whole groups, two or more). Into L2 (`prefetcht1`), not L1: the lines in flight for a
-/// matvec at memory speed outnumber L1's miss buffers. (Zen 4, 512 MiB one-row matvec at the
-/// VNNI level, alternated: Q8_0 11.3 GB/s with L1 prefetches two groups ahead, 24-25 GB/s into
-/// L2 at 11-22 KiB ahead, 16.4 at 5 KiB; Q4_1 16.6 → 21.4-21.9 at 9-12 KiB, 18.7 at 6 KiB;
-/// Q5_0 and Q4_0 best at 9-11 KiB. Without prefetches: Q8_0 8 GB/s, Q4_1 9.7. Zen 3, AVX2,
-/// `cargo xtask ab`, Q8_0 256 MiB at 640 columns, against 8 KiB: 4 KiB level, 16 KiB -1..-16%,
-/// 32 KiB -16..-22%.)
+/// matvec at memory speed outnumber L1's miss buffers (distances measured:
+/// docs/kernel-experiments.md).
 const LEGACY_PREFETCH_BYTES: usize = 8 << 10;
 
 /// The legacy (and Q2_K) rows driver: eight rows of a group side by side, row `r` in f32 lane
@@ -157,8 +135,7 @@ fn legacy_rows<W, X>(
                     core::array::from_fn(|r| unsafe { &*window_base.add(r * row_blocks + i) });
                 let sumi = _mm256_cvtepi32_ps(sums(bs, xb, summary));
                 sumf = _mm256_add_ps(sumf, term(sumi, bs, xb, summary));
-                // Last in the step: placed first, LLVM scheduled it among the step's loads, and
-                // a Q8_0 matvec over 680 MiB ran ~15% slower (alternated runs).
+                // Last in the step: placed first, LLVM schedules it among the step's loads.
                 prefetch_range_l2(next_window.wrapping_add(i * step_bytes), step_bytes);
             }
             // SAFETY: `out8` holds eight f32; `storeu` has no alignment requirement.
@@ -218,10 +195,8 @@ struct Heads {
 }
 
 impl Heads {
-    /// The heads of eight blocks, in vector registers (four-byte loads and unpacks: for two
-    /// halves a block this beat packing them in general registers, which spills the row
-    /// pointers, and a gather; for `d` alone, [`row_scales`] is as fast, except beside Q5_0's
-    /// fifth-bit loads, where this was 9% faster). The rows are taken in the order that
+    /// The heads of eight blocks, in vector registers (four-byte loads and unpacks: packing them
+    /// in general registers spills the row pointers). The rows are taken in the order that
     /// [`Heads::halves`]' in-lane shuffles put back in row order.
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -254,11 +229,7 @@ impl Heads {
 }
 
 /// One f16 field of eight blocks as eight halves, each inserted into its word from memory
-/// (`vpinsrw`). Zen 4, `cargo xtask ab`, against packing them in general registers (eight
-/// zero-extending loads, shifts and ors, two `vmovq`): the Q4_0 VNNI step 90 → 65 instructions
-/// native; cache-resident rows Q4_0 +2-5%, Q8_0 +11-13% native (level plain); 256 MiB at 640
-/// columns Q4_0 +2-23%, Q8_0 -2..+9% over nine alternated runs (the VM in slow and fast phases).
-/// Q2_K level.
+/// (`vpinsrw`): fewer instructions than packing them in general registers.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn lane_f16<W>(bs: [&W; LANES], field: impl Fn(&W) -> [u8; 2]) -> __m128i {
@@ -536,9 +507,8 @@ fn q5_block_masked(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
 
 /// Eight Q5 blocks' `Σ q·y − bias_sum` (exact), block `l` in lane `l`: one block a vector
 /// ([`q5_block_masked`]) against the activation block as it is, then [`transposed_less`].
-/// (Zen 4, `cargo xtask ab`, against two blocks a vector as [`pair_sums`] lays them out, whose
-/// fifth bits take their masks apart and together in general registers: Q5_0 rows 97 instead
-/// of 144 instructions a step native, cache-resident +8-12%, 256 MiB +4-20%.)
+/// (Two blocks a vector as [`pair_sums`] lays them out take the fifth bits' masks apart in general
+/// registers, a third more instructions.)
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn q5_block_sums<W>(

@@ -3,7 +3,7 @@
 use super::has_dotprod;
 use super::ops::{f16_le, load_i8, piece, sdot};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1, QK8_0 as QK};
-use crate::quant::float::f16_le_bytes;
+use crate::quant::cast::f16_to_le;
 use crate::quant::legacy::q8_0 as scalar;
 use core::arch::aarch64::*;
 
@@ -91,7 +91,7 @@ pub fn quantize_block(x: &[f32; QK]) -> BlockQ8_0 {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
     match unsafe { scale_and_quants(x) } {
         Some((d, qs)) => BlockQ8_0 {
-            d: f16_le_bytes(d),
+            d: f16_to_le(d),
             qs,
         },
         None => scalar::quantize_block(x),
@@ -105,8 +105,8 @@ pub fn quantize_block_q8_1(x: &[f32; QK]) -> BlockQ8_1 {
         Some((d, qs)) => {
             let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
             BlockQ8_1 {
-                d: f16_le_bytes(d),
-                s: f16_le_bytes(sum as f32 * d),
+                d: f16_to_le(d),
+                s: f16_to_le(sum as f32 * d),
                 qs,
             }
         }
