@@ -175,7 +175,7 @@ struct Inputs {
     files: Vec<PathBuf>,
 }
 
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     match std::env::var_os("MINIQUANT_CACHE").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d),
         None => {

@@ -11,6 +11,8 @@
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
 //! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
 //!   `ci`).
+//! - `capi`: the C API: header current with cbindgen's, a C test program under ASan and UBSan
+//!   compared with the Rust API (see `capi.rs`; part of `ci`).
 //! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
 //!   (also the last step of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
@@ -25,6 +27,7 @@
 
 mod aarch64;
 mod ab;
+mod capi;
 mod firmware;
 mod miri;
 mod msrv;
@@ -44,13 +47,14 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "ci" => {
-            let steps: [(&str, Step); 8] = [
+            let steps: [(&str, Step); 9] = [
                 ("fetch", fetch),
                 ("checks", checks),
                 ("tests", tests),
                 ("overflow", overflow::tests),
                 ("scalar-only", scalar_only::run),
                 ("aarch64", aarch64::cross_tests),
+                ("capi", capi::capi),
                 ("firmware", firmware::firmware),
                 ("fuzz", || fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
             ];
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         "test" => tests(),
         "bench" => bench(),
         "overflow" => overflow::tests(),
+        "capi" => capi::capi(),
         "firmware" => firmware::firmware(),
         "scalar-only" => scalar_only::run(),
         "aarch64" => aarch64::cross_tests(),
@@ -79,7 +84,7 @@ fn main() -> ExitCode {
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|levels|firmware|fuzz [SECONDS]|ab REV ...>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|levels|capi|firmware|fuzz [SECONDS]|ab REV ...>");
             return ExitCode::from(2);
         }
     };
