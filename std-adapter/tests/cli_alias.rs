@@ -232,6 +232,9 @@ fn dev_stdout_and_fifos_are_written_like_a_dash() {
     };
     let run = miniquant_in(&dir, &["requantize", "m.gguf", "fifo", "--type", "f16"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // Checked first: were it replaced by a file, the reader would wait for a writer forever.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     let streamed = reader.join().unwrap();
     let run = miniquant_in(
         &dir,
@@ -239,6 +242,4 @@ fn dev_stdout_and_fifos_are_written_like_a_dash() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(streamed, std::fs::read(dir.join("file.gguf")).unwrap());
-    use std::os::unix::fs::FileTypeExt;
-    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }
