@@ -203,9 +203,9 @@ fn requantize_and_extract_replace_their_input_atomically() {
 }
 
 /// An output path that exists and is no regular file (`/dev/stdout`, a FIFO) is written in place,
-/// as `-` is: there is nothing to write aside and rename.
+/// as `-` is: there is nothing to write aside and rename (which would replace a FIFO by a file).
 #[test]
-fn dev_stdout_is_written_like_a_dash() {
+fn dev_stdout_and_fifos_are_written_like_a_dash() {
     let dir = workspace("dev-stdout");
     let dequant_to = |output: &str| {
         let run = Command::new(env!("CARGO_BIN_EXE_miniquant"))
@@ -221,4 +221,25 @@ fn dev_stdout_is_written_like_a_dash() {
     assert_eq!(dequant_to("/dev/stdout"), values);
     let names: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["b.q8", "m.gguf", "x.f32"]);
+
+    // `requantize` into a FIFO: a reader gets the file, and the FIFO stays a FIFO.
+    let fifo = dir.join("fifo");
+    let (fifo_type, mode) = (rustix::fs::FileType::Fifo, rustix::fs::Mode::from(0o644));
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, fifo_type, mode, 0).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let run = miniquant_in(&dir, &["requantize", "m.gguf", "fifo", "--type", "f16"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Checked first: were it replaced by a file, the reader would wait for a writer forever.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let streamed = reader.join().unwrap();
+    let run = miniquant_in(
+        &dir,
+        &["requantize", "m.gguf", "file.gguf", "--type", "f16"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(streamed, std::fs::read(dir.join("file.gguf")).unwrap());
 }
