@@ -606,7 +606,8 @@ fn convert_endian_refuses_what_gguf_convert_endian_refuses() {
     std::os::unix::fs::symlink(&input, &link).expect("symlink");
     for output in [&input, &link] {
         let (code, err) = convert_endian(&input, output, "big");
-        assert_eq!(code, 1, "{err}");
+        // A usage error, as for every command (cli/output.rs).
+        assert_eq!(code, 2, "{err}");
         assert!(err.contains("is the input"), "{err}");
         assert!(
             std::fs::read(&input).expect("read") == bytes,

@@ -14,19 +14,19 @@
 //! - The header is re-encoded from the index in the new order; it must first re-encode in the old
 //!   order to the input's exact bytes, so nothing the index does not hold (a non-canonical
 //!   encoding) can be lost.
-//! - The output gets its name only when complete ([`OutputFile`]) and is never the input.
+//! - The output goes through the commands' one [`Output`]: named only when complete, never an
+//!   input (exit 2), `-` for stdout.
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use miniquant::gguf::ByteOrder;
 use miniquant::quant::byte_order::big_endian_to_native_in_place;
 use miniquant::GgmlType;
 
-use super::{open_gguf, quoted, CliError};
+use super::{open_gguf, quoted, CliError, Output};
 use crate::file::GgufFile;
 use crate::index::Index;
-use crate::output_file::OutputFile;
 use crate::writer::GgufWriter;
 
 /// `convert-endian`'s arguments.
@@ -79,60 +79,48 @@ const CONVERTED: [GgmlType; 9] = [
 /// About this many bytes of tensor data are converted at a time.
 const CHUNK_BYTES: usize = 1 << 20;
 
-pub(super) fn run<E: Write>(args: &Args, err: &mut E) -> Result<(), CliError> {
+pub(super) fn run<O: Write, E: Write>(
+    args: &Args,
+    out: &mut O,
+    err: &mut E,
+) -> Result<(), CliError> {
     let (input, output) = (args.input.as_path(), args.output.as_path());
-    refuse_output_onto_input(input, output)?;
     let file = open_gguf(input)?;
     let index = file.index();
     let from = index.byte_order().unwrap_or(ByteOrder::Little);
     let to = args.order.byte_order();
     let name = |order: ByteOrder| order.name();
-    let done = if from == to {
-        write_file(output, |w| w.write_all(file.bytes()))?;
-        format!("already {}-endian: copied unchanged", name(to))
+    // Everything that can refuse the file is checked before the output exists.
+    let conversion = if from == to {
+        None
     } else {
-        let header = headers(&file, input, to)?;
-        let regions = tensor_regions(index, input)?;
-        write_file(output, |w| write_converted(&file, &header, &regions, w))?;
-        format!(
+        Some((headers(&file, input, to)?, tensor_regions(index, input)?))
+    };
+    let mut sink = Output::create(output, out, &[input])?;
+    let written = match &conversion {
+        None => sink.write_all(file.bytes()),
+        Some((header, regions)) => write_converted(&file, header, regions, &mut sink)
+            .map_err(|e| CliError::io(format!("cannot write {}", sink.describe()), e)),
+    };
+    let described = sink.describe();
+    sink.finish(written)?;
+    let done = match &conversion {
+        None => format!("already {}-endian: copied unchanged", name(to)),
+        Some((_, regions)) => format!(
             "{}-endian to {}-endian, {} tensors",
             name(from),
             name(to),
             regions.len()
-        )
+        ),
     };
     writeln!(
         err,
-        "wrote {} ({} bytes): {done}",
-        quoted(output),
+        "wrote {described} ({} bytes): {done}",
         file.bytes().len()
     )
     .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
-/// Refuses an output that is the input (same file, through links too), before anything is read or
-/// created.
-fn refuse_output_onto_input(input: &Path, output: &Path) -> Result<(), CliError> {
-    let same = match (std::fs::metadata(input), std::fs::metadata(output)) {
-        #[cfg(unix)]
-        (Ok(a), Ok(b)) => {
-            use std::os::unix::fs::MetadataExt;
-            (a.dev(), a.ino()) == (b.dev(), b.ino())
-        }
-        #[cfg(not(unix))]
-        (Ok(_), Ok(_)) => input.canonicalize().ok() == output.canonicalize().ok(),
-        _ => false,
-    };
-    if same {
-        return Err(CliError::Message(format!(
-            "the output {} is the input {} (the same file, maybe through a link); choose another \
-             output",
-            quoted(output),
-            quoted(input)
-        )));
-    }
-    Ok(())
-}
 
 /// The header in byte order `to`, up to the end of the tensor infos (the padding after them is
 /// copied from the input). Errors: a version the tool does not read, a tensor type it does not
@@ -246,18 +234,4 @@ fn write_converted(
         at = region.end;
     }
     w.write_all(bytes.get(at..).unwrap_or_default())
-}
-
-/// Writes `path` through an [`OutputFile`] with `content`: the name appears only once complete.
-fn write_file(
-    path: &Path,
-    content: impl FnOnce(&mut BufWriter<OutputFile>) -> std::io::Result<()>,
-) -> Result<(), CliError> {
-    let out = OutputFile::create(path)
-        .map_err(|e| CliError::io(format!("cannot create {}", quoted(path)), e))?;
-    let mut w = BufWriter::with_capacity(1 << 20, out);
-    content(&mut w)
-        .and_then(|()| w.into_inner().map_err(|e| e.into_error()))
-        .and_then(OutputFile::persist)
-        .map_err(|e| CliError::io(format!("cannot write {}", quoted(path)), e))
 }

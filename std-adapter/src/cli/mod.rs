@@ -183,7 +183,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             },
             err,
         ),
-        Command::ConvertEndian(args) => convert_endian::run(args, err),
+        Command::ConvertEndian(args) => convert_endian::run(args, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
         Command::Requantize {
             input,
