@@ -1,5 +1,6 @@
-//! `cargo xtask firmware`: builds the two firmware images of `firmware-example/`, runs them in QEMU,
-//! and prints their flash, static RAM and stack budgets.
+//! `cargo xtask firmware`: builds the firmware images of `firmware-example/` (Cortex-M4F, Cortex-A,
+//! RISC-V rv32imac, and the C image of `capi.rs`), runs them in QEMU, and prints their flash, static
+//! RAM and stack budgets.
 //!
 //! 1. Installs what is missing (idempotent): apt's `qemu-system-arm` (which holds
 //!    `qemu-system-aarch64` too) and `binutils-arm-none-eabi`, the rustup targets, `llvm-tools`
@@ -89,7 +90,7 @@ pub fn firmware() -> Result<(), String> {
         eprintln!("compiler frame sizes: skipped (`cargo xtask firmware --frames` adds them)");
     }
     eprintln!(
-        "xtask firmware: both images passed ({:.1} s)",
+        "xtask firmware: all images passed ({:.1} s)",
         start.elapsed().as_secs_f64()
     );
     Ok(())
