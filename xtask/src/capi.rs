@@ -199,28 +199,27 @@ pub struct CImage {
 
 const M4F: &str = "thumbv7em-none-eabihf";
 
-/// Builds the static library for the M4F with `features`; returns its path.
+/// Builds the static library for the M4F with `features`; returns its path. Both feature sets
+/// share one target dir (the core's build is the same): link each library before building the next.
 fn m4f_library(features: &str) -> Result<PathBuf, String> {
-    let dir = format!("target/m4f-{}", features.replace([',', ' '], "-"));
-    let mut cmd = capi_cargo(&[
-        "build",
-        "-q",
-        "--profile",
-        "firmware",
-        "--target",
-        M4F,
-        "-p",
-        "miniquant-capi",
-        "--no-default-features",
-        "--features",
-        features,
-        "--target-dir",
-        &dir,
-    ]);
-    cmd.env_remove("CARGO_TARGET_DIR");
-    succeed(cmd, "building the M4F static library")?;
+    succeed(
+        capi_cargo(&[
+            "build",
+            "-q",
+            "--profile",
+            "firmware",
+            "--target",
+            M4F,
+            "-p",
+            "miniquant-capi",
+            "--no-default-features",
+            "--features",
+            features,
+        ]),
+        "building the M4F static library",
+    )?;
     Ok(capi_dir()
-        .join(dir)
+        .join("target")
         .join(M4F)
         .join("firmware/libminiquant_capi.a"))
 }
