@@ -421,7 +421,7 @@ fn core_error(e: Error) -> mq_error {
             c.found = op as u64;
             MQ_E_UNSUPPORTED
         }
-        Error::LevelUnavailable { level } => {
+        Error::LevelUnavailable { level, .. } => {
             c.found = level as u64;
             MQ_E_LEVEL_UNAVAILABLE
         }

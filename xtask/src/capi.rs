@@ -184,3 +184,189 @@ fn header_is_current() -> Result<(), String> {
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+/// The C firmware image: `firmware-example/c-m4f/main.c` built with `arm-none-eabi-gcc` against the
+/// static library (size-optimised, only the kernel families the image uses), run in QEMU.
+pub struct CImage {
+    /// The ELF.
+    pub elf: PathBuf,
+    /// Its semihosting output.
+    pub log: String,
+    /// Whether it also links with the library's panic handler calling an undefined symbol (`Err`:
+    /// the linker's lines naming it).
+    pub no_panic_link: Result<(), String>,
+}
+
+const M4F: &str = "thumbv7em-none-eabihf";
+
+/// Builds the static library for the M4F with `features`; returns its path. Both feature sets
+/// share one target dir (the core's build is the same): link each library before building the next.
+fn m4f_library(features: &str) -> Result<PathBuf, String> {
+    succeed(
+        capi_cargo(&[
+            "build",
+            "-q",
+            "--profile",
+            "firmware",
+            "--target",
+            M4F,
+            "-p",
+            "miniquant-capi",
+            "--no-default-features",
+            "--features",
+            features,
+        ]),
+        "building the M4F static library",
+    )?;
+    Ok(capi_dir()
+        .join("target")
+        .join(M4F)
+        .join("firmware/libminiquant_capi.a"))
+}
+
+/// `arm-none-eabi-gcc` of main.c against `lib` into `elf`; the linker's output on failure.
+fn link_m4f(lib: &Path, inputs: &Path, elf: &Path) -> Result<(), String> {
+    let dir = root().join("firmware-example/c-m4f");
+    let out = Command::new("arm-none-eabi-gcc")
+        .args([
+            "-mcpu=cortex-m4",
+            "-mthumb",
+            "-mfpu=fpv4-sp-d16",
+            "-mfloat-abi=hard",
+            "-std=c11",
+            "-Os",
+            "-g",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-ffreestanding",
+            "-nostdlib",
+            "-ffunction-sections",
+            "-fdata-sections",
+            "-Wl,--gc-sections",
+        ])
+        .arg(format!("-DINPUTS=\"{}\"", inputs.display()))
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg("-T")
+        .arg(dir.join("link.ld"))
+        .arg(dir.join("main.c"))
+        .arg(lib)
+        .arg("-lgcc")
+        .arg("-o")
+        .arg(elf)
+        .output()
+        .map_err(|e| format!("cannot run arm-none-eabi-gcc: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+pub fn c_firmware(inputs: &Path) -> Result<CImage, String> {
+    let out_dir = root().join("firmware-example/target/c-m4f");
+    fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let elf = out_dir.join("c-m4f.elf");
+    eprintln!(
+        "+ arm-none-eabi-gcc firmware-example/c-m4f/main.c libminiquant_capi.a (legacy, k-quants)"
+    );
+    link_m4f(&m4f_library("legacy,k-quants")?, inputs, &elf)?;
+    eprintln!(
+        "+ qemu-system-arm -machine mps2-an386 -icount shift=0 ... -kernel {}",
+        elf.display()
+    );
+    let start = Instant::now();
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            "qemu-system-arm",
+            "-machine",
+            "mps2-an386",
+            "-cpu",
+            "cortex-m4",
+        ])
+        .args(["-icount", "shift=0", "-nographic", "-semihosting-config"])
+        .args(["enable=on,target=native", "-kernel"])
+        .arg(&elf)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run qemu-system-arm: {e}"))?;
+    // QEMU writes the semihosting console to stderr.
+    let log =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    eprint!("{log}");
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if !out.status.success() {
+        return Err(format!("the C image exited with {}", out.status));
+    }
+    let no_panic_elf = out_dir.join("c-m4f-no-panic-link.elf");
+    let no_panic_link = link_m4f(
+        &m4f_library("legacy,k-quants,no-panic-link")?,
+        inputs,
+        &no_panic_elf,
+    )
+    .map_err(|stderr| {
+        stderr
+            .lines()
+            .filter(|l| l.contains("undefined reference"))
+            .take(4)
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(CImage {
+        elf,
+        log,
+        no_panic_link,
+    })
+}
+
+/// The C image's line of the budgets: flash (without the `.inputs` section), static RAM, and the
+/// stack figures it measured.
+pub fn print_c_budget(image: &CImage) -> Result<(), String> {
+    let (flash, ram) = crate::firmware::flash_and_ram(&image.elf)?;
+    let stack_of = |prefix: &str| {
+        image
+            .log
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| crate::firmware::figure(l, "stack "))
+            .map_or("?".to_owned(), |v| format!("{v} B"))
+    };
+    let kernels: Vec<String> = image
+        .log
+        .lines()
+        .filter(|l| l.starts_with("matvec "))
+        .filter_map(|l| {
+            let ggml_type = crate::firmware::figure(l, "type ")?;
+            Some(format!(
+                "type {ggml_type} {} B",
+                crate::firmware::figure(l, "stack ")?
+            ))
+        })
+        .collect();
+    eprintln!(
+        "{:<24} {:>8} {:>10} {:>11} {:>11} {:>10}  {}",
+        "c-m4f (C, thumbv7em)",
+        flash,
+        ram,
+        stack_of("parse &[u8]"),
+        stack_of("parse Read"),
+        "",
+        kernels.join(", ")
+    );
+    eprintln!(
+        "(c-m4f: the parse columns include mq_catalog and the caller's mq_parser of {} B)",
+        8 * 48
+    );
+    match &image.no_panic_link {
+        Ok(()) => eprintln!(
+            "C M4F image: links with the library's panic handler undefined: no panic path"
+        ),
+        Err(why) => eprintln!(
+            "C M4F image: a panic path of the library is reachable:\n    {}",
+            why.replace('\n', "\n    ")
+        ),
+    }
+    Ok(())
+}

@@ -1,5 +1,6 @@
-//! `cargo xtask firmware`: builds the two firmware images of `firmware-example/`, runs them in QEMU,
-//! and prints their flash, static RAM and stack budgets.
+//! `cargo xtask firmware`: builds the firmware images of `firmware-example/` (Cortex-M4F, Cortex-A,
+//! RISC-V rv32imac, and the C image of `capi.rs`), runs them in QEMU, and prints their flash, static
+//! RAM and stack budgets.
 //!
 //! 1. Installs what is missing (idempotent): apt's `qemu-system-arm` (which holds
 //!    `qemu-system-aarch64` too) and `binutils-arm-none-eabi`, the rustup targets, `llvm-tools`
@@ -40,7 +41,7 @@ struct Image {
     target: &'static str,
 }
 
-const IMAGES: [Image; 2] = [
+const IMAGES: [Image; 3] = [
     Image {
         package: "cortex-m4f",
         bin: "cortex-m4f",
@@ -50,6 +51,11 @@ const IMAGES: [Image; 2] = [
         package: "cortex-a",
         bin: "cortex-a",
         target: "aarch64-unknown-none",
+    },
+    Image {
+        package: "riscv32",
+        bin: "riscv32",
+        target: "riscv32imac-unknown-none-elf",
     },
 ];
 
@@ -74,7 +80,9 @@ pub fn firmware() -> Result<(), String> {
         reports.push((image, elf, log));
     }
     let minimal = minimal_images(&inputs)?;
+    let c_image = crate::capi::c_firmware(&inputs.dir)?;
     print_budgets(&reports, &inputs, &minimal)?;
+    crate::capi::print_c_budget(&c_image)?;
     // The nightly cross-check rebuilds the image (about 2.5 minutes here): on request only.
     if std::env::args().any(|a| a == "--frames") {
         compiler_stack_frames();
@@ -82,7 +90,7 @@ pub fn firmware() -> Result<(), String> {
         eprintln!("compiler frame sizes: skipped (`cargo xtask firmware --frames` adds them)");
     }
     eprintln!(
-        "xtask firmware: both images passed ({:.1} s)",
+        "xtask firmware: all images passed ({:.1} s)",
         start.elapsed().as_secs_f64()
     );
     Ok(())
@@ -125,7 +133,11 @@ fn found(program: &str, arg: &str) -> bool {
 fn install() -> Result<(), String> {
     let have_qemu =
         found("qemu-system-arm", "--version") && found("qemu-system-aarch64", "--version");
-    if !have_qemu || !found("arm-none-eabi-size", "--version") {
+    let have_qemu = have_qemu && found("qemu-system-riscv32", "--version");
+    if !have_qemu
+        || !found("arm-none-eabi-size", "--version")
+        || !found("arm-none-eabi-gcc", "--version")
+    {
         let sudo = !Command::new("id")
             .arg("-u")
             .output()
@@ -146,6 +158,9 @@ fn install() -> Result<(), String> {
             "--no-install-recommends",
             "qemu-system-arm",
             "binutils-arm-none-eabi",
+            // The C image (see capi.rs) and the RISC-V image's QEMU.
+            "gcc-arm-none-eabi",
+            "qemu-system-misc",
         ])?;
     }
     let mut targets = vec!["target", "add"];
@@ -384,7 +399,18 @@ fn run_in_qemu(elf: &Path) -> Result<String, String> {
     }
 }
 
-/// The minimal M4F images (no logging): what each costs in flash, and whether it links with a
+const MINIMAL_M4F: Image = Image {
+    package: "cortex-m4f",
+    bin: "minimal",
+    target: "thumbv7em-none-eabihf",
+};
+const MINIMAL_RISCV: Image = Image {
+    package: "riscv32",
+    bin: "riscv32-minimal",
+    target: "riscv32imac-unknown-none-elf",
+};
+
+/// The minimal M4F and RISC-V images (no logging): what each costs in flash, and whether it links with a
 /// panic handler that may not be referenced (`Err` holds the linker's lines naming the reference).
 struct Minimal {
     what: &'static str,
@@ -395,18 +421,23 @@ struct Minimal {
 /// Builds `minimal` without and with the kernels, runs each in QEMU (exit 0: the parse succeeded and,
 /// with kernels, every output matched the host's bits), then tries each with `no-panic-link`.
 fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
-    let image = Image {
-        package: "cortex-m4f",
-        bin: "minimal",
-        target: "thumbv7em-none-eabihf",
-    };
     let mut out = Vec::new();
-    for (what, features) in [
-        ("parser + Catalog", ""),
-        ("parser + Catalog + Q8_0/Q4_K matvec", "kernels"),
+    for (image, what, features) in [
+        (MINIMAL_M4F, "M4F: parser + Catalog", ""),
+        (
+            MINIMAL_M4F,
+            "M4F: parser + Catalog + Q8_0/Q4_K matvec",
+            "kernels",
+        ),
+        (MINIMAL_RISCV, "RISC-V: parser + Catalog", ""),
+        (
+            MINIMAL_RISCV,
+            "RISC-V: parser + Catalog + Q8_0/Q4_K matvec",
+            "kernels",
+        ),
     ] {
         let elf = build(&image, &["--features", features])?;
-        run_m4f_silent(&elf)?;
+        run_silent(&elf, image.target)?;
         let flash = flash_without_inputs(&elf, inputs)?;
         let with_check = format!("{features} no-panic-link");
         let args = [
@@ -542,21 +573,23 @@ fn compiler_stack_frames() {
     );
 }
 
-/// Runs an M4F image that logs nothing (so no defmt-print) in QEMU under a timeout.
-fn run_m4f_silent(elf: &Path) -> Result<(), String> {
-    eprintln!(
-        "+ qemu-system-arm -machine mps2-an386 ... -kernel {}",
-        elf.display()
-    );
-    let status = Command::new("timeout")
-        .args([
-            "60",
+/// Runs a minimal image (it logs nothing, so no defmt-print) in QEMU under a timeout.
+fn run_silent(elf: &Path, target: &str) -> Result<(), String> {
+    let machine: &[&str] = if target.starts_with("riscv32") {
+        &["qemu-system-riscv32", "-machine", "virt", "-bios", "none"]
+    } else {
+        &[
             "qemu-system-arm",
             "-machine",
             "mps2-an386",
             "-cpu",
             "cortex-m4",
-        ])
+        ]
+    };
+    eprintln!("+ {} ... -kernel {}", machine.join(" "), elf.display());
+    let status = Command::new("timeout")
+        .arg("60")
+        .args(machine)
         .args([
             "-nographic",
             "-semihosting-config",
@@ -566,7 +599,7 @@ fn run_m4f_silent(elf: &Path) -> Result<(), String> {
         .arg(elf)
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| format!("cannot run qemu-system-arm: {e}"))?;
+        .map_err(|e| format!("cannot run {}: {e}", machine[0]))?;
     if status.success() {
         Ok(())
     } else {
@@ -602,7 +635,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// (flash, static RAM) of an ELF: flash = every allocated, non-writable section plus `.data`'s load
 /// image; static RAM = `.data` + `.bss` + `.uninit` (without a `.stack` section).
-fn flash_and_ram(elf: &Path) -> Result<(u64, u64), String> {
+pub(crate) fn flash_and_ram(elf: &Path) -> Result<(u64, u64), String> {
     let sections = sections(elf)?;
     let size = |name: &str| -> u64 {
         sections
@@ -665,7 +698,7 @@ fn llvm_tool(name: &str) -> Result<PathBuf, String> {
 }
 
 /// The numbers after `key` in a log line, e.g. `stack 712 B`.
-fn figure(line: &str, key: &str) -> Option<u64> {
+pub(crate) fn figure(line: &str, key: &str) -> Option<u64> {
     let at = line.find(key)? + key.len();
     line[at..]
         .trim_start()
@@ -740,7 +773,7 @@ fn print_budgets(
                 why.replace('\n', "\n    ")
             ),
         };
-        eprintln!("minimal M4F image, {}: flash {} B; {link}", m.what, m.flash);
+        eprintln!("minimal image, {}: flash {} B; {link}", m.what, m.flash);
     }
     Ok(())
 }

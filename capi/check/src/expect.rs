@@ -238,7 +238,7 @@ const CATALOG_TENSORS: [&str; 4] = [
 
 fn catalog(bytes: &[u8]) -> String {
     let mut out = String::new();
-    let mut found = Catalog::<4, 4>::new(&CATALOG_KEYS, &CATALOG_TENSORS);
+    let mut found = Catalog::of(&CATALOG_KEYS, &CATALOG_TENSORS);
     let mut parser = SliceParser::new(bytes, Limits::DEFAULT);
     loop {
         match parser.next_event() {

@@ -31,7 +31,8 @@ pub static Y: [&[u8]; TENSORS] = [
 pub fn tensor_names() -> [&'static str; TENSORS] {
     let mut names = [""; TENSORS];
     for (slot, line) in names.iter_mut().zip(TENSOR_NAMES.lines()) {
-        *slot = line.trim();
+        // ASCII trimming: `trim` would link the Unicode whitespace table into every image.
+        *slot = line.trim_ascii();
     }
     names
 }

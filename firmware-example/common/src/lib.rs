@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod hostile;
 pub mod inputs;
+pub mod minimal;
 pub mod readme;
 pub mod short_reads;
 pub mod stack;

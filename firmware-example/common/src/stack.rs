@@ -16,9 +16,15 @@ pub const WINDOW: usize = 32 * 1024;
 fn stack_pointer() -> usize {
     let sp: usize;
     // SAFETY: reads the stack pointer register into a general register; no memory is touched.
-    // `mov <reg>, sp` is valid in both Thumb-2 and AArch64.
+    // `mov <reg>, sp` is valid in both Thumb-2 and AArch64, `mv` is RISC-V's.
+    #[cfg(not(target_arch = "riscv32"))]
     unsafe {
         core::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    // SAFETY: as above.
+    #[cfg(target_arch = "riscv32")]
+    unsafe {
+        core::arch::asm!("mv {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
     };
     sp
 }

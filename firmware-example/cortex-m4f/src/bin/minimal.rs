@@ -1,5 +1,6 @@
-//! The minimal images, for the budgets: the `&[u8]` driver and `Catalog` over the embedded extract
-//! and, with feature `kernels`, the Q8_0 and Q4_K matvec compared with the host's bits; no logging.
+//! The minimal images, for the budgets: `firmware_common::minimal` (the `&[u8]` driver and
+//! `Catalog` over the embedded extract and, with feature `kernels`, the Q8_0 and Q4_K matvec
+//! compared with the host's bits); no logging.
 //! Exit code 0 if everything matches, 1 if not.
 //!
 //! With feature `no-panic-link`, the panic handler calls a symbol that exists nowhere, so the image
@@ -8,98 +9,14 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use firmware_common::inputs::{tensor_names, MODEL};
-use miniquant::gguf::{Catalog, Limits, SliceParser};
 
 #[entry]
 fn main() -> ! {
-    let names = tensor_names();
-    let mut found = Catalog::of(&["general.architecture"], &names);
-    let mut parser = SliceParser::new(MODEL, Limits::DEFAULT);
-    let mut ok = true;
-    loop {
-        match parser.next_event() {
-            Ok(Some(event)) => found.observe(&event, parser.event_offset()),
-            Ok(None) => break,
-            Err(_) => {
-                ok = false;
-                break;
-            }
-        }
-    }
-    let data = found.data_offset().unwrap_or(0);
-    for (i, name) in names.iter().enumerate() {
-        ok &= match found.tensor(name) {
-            Some(t) => kernels::check(i, t, data),
-            None => false,
-        };
-    }
-    semihosting::process::exit(if ok { 0 } else { 1 })
-}
-
-#[cfg(feature = "kernels")]
-mod kernels {
-    use firmware_common::inputs::{MODEL, X, Y};
-    use miniquant::gguf::FoundTensor;
-    use miniquant::quant::activation::BlockQ8_0;
-    use miniquant::quant::k_quants::BlockQ4K;
-    use miniquant::quant::table::Kernels;
-    use miniquant::quant::typed;
-    use miniquant::GgmlType;
-
-    const MAX: usize = 2048;
-
-    /// Tensor `i`'s matvec equals the host's, bit for bit. This image's budget is the parser and
-    /// two kernels: tensors of other types (the full images check them) are not run here.
-    pub fn check(i: usize, t: &FoundTensor, data_offset: u64) -> bool {
-        match t.ggml_type {
-            GgmlType::Q8_0 => check_typed::<BlockQ8_0>(i, t, data_offset),
-            GgmlType::Q4_K => check_typed::<BlockQ4K>(i, t, data_offset),
-            _ => true,
-        }
-    }
-
-    fn check_typed<B: Kernels>(i: usize, t: &FoundTensor, data_offset: u64) -> bool {
-        let (cols, rows) = (t.ne[0] as usize, t.ne[1] as usize);
-        let start = data_offset.saturating_add(t.offset) as usize;
-        let Some(w) = MODEL.get(start..start.saturating_add(t.bytes as usize)) else {
-            return false;
-        };
-        let (Some(xb), Some(yb)) = (X.get(i), Y.get(i)) else {
-            return false;
-        };
-        if cols > MAX || rows > MAX {
-            return false;
-        }
-        let mut x = [0f32; MAX];
-        for (v, b) in x.iter_mut().zip(xb.chunks_exact(4)) {
-            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        let mut scratch = [0u8; MAX / 256 * 292];
-        let mut y = [0f32; MAX];
-        let (Some(x), Some(y)) = (x.get(..cols), y.get_mut(..rows)) else {
-            return false;
-        };
-        let ran = typed::matvec_scratch_bytes::<B>(cols).is_ok_and(|n| {
-            scratch
-                .get_mut(..n)
-                .is_some_and(|s| typed::matvec::<B>(w, rows, cols, x, s, y).is_ok())
-        });
-        ran && yb.len() == rows * 4
-            && y.iter()
-                .zip(yb.chunks_exact(4))
-                .all(|(v, b)| v.to_bits() == u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-}
-
-#[cfg(not(feature = "kernels"))]
-mod kernels {
-    use miniquant::gguf::FoundTensor;
-
-    /// Without kernels, the tensors need only be found.
-    pub fn check(_: usize, _: &FoundTensor, _: u64) -> bool {
-        true
-    }
+    semihosting::process::exit(if firmware_common::minimal::run() {
+        0
+    } else {
+        1
+    })
 }
 
 #[cfg(not(feature = "no-panic-link"))]
