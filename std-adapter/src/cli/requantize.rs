@@ -253,7 +253,7 @@ pub fn requantize(
         types.push(new_type);
     }
     if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
-        refuse_unknown_big_endian_layouts(input, index.tensors(), &types)?;
+        refuse_unknown_big_endian_layouts(input, index.tensors(), &types, target.ggml_type)?;
     }
     let specs: Vec<TensorSpec<'_>> = index
         .tensors()
@@ -295,6 +295,7 @@ fn refuse_unknown_big_endian_layouts(
     input: &Path,
     tensors: &[crate::TensorEntry],
     types: &[GgmlType],
+    target: GgmlType,
 ) -> Result<(), CliError> {
     use miniquant::quant::byte_order::big_endian_layout_known as known;
     let converted = tensors.iter().zip(types).filter(|(t, &u)| t.ggml_type != u);
@@ -311,10 +312,18 @@ fn refuse_unknown_big_endian_layouts(
                 .filter(|(t, _)| known(*t))
                 .map(|(t, _)| t.name())
                 .collect();
+            let fallback = if new_type == target {
+                String::new()
+            } else {
+                format!(
+                    " (ggml's fallback from {target} for rows of {} values)",
+                    tensor.cols()
+                )
+            };
             format!(
-                "would become {new_type}, which has no big-endian layout (a big-endian output can \
-                 be {}): choose one of those, or convert the file to little-endian first \
-                 (miniquant convert-endian IN OUT --order little)",
+                "would become {new_type}{fallback}, which has no big-endian layout (a big-endian \
+                 output can be {}): choose one of those, or convert the file to little-endian \
+                 first (miniquant convert-endian IN OUT --order little)",
                 writable.join(", ")
             )
         } else {
