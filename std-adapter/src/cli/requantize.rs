@@ -252,9 +252,6 @@ pub fn requantize(
         }
         types.push(new_type);
     }
-    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
-        refuse_unknown_big_endian_layouts(input, index.tensors(), &types, target.ggml_type)?;
-    }
     let specs: Vec<TensorSpec<'_>> = index
         .tensors()
         .iter()
@@ -265,6 +262,9 @@ pub fn requantize(
             ne: t.ne(),
         })
         .collect();
+    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
+        refuse_unknown_big_endian_layouts(input, index.tensors(), &types, target.ggml_type)?;
+    }
     let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
     let bar = if options.progress {
         let bar = ProgressBar::new(total_out);
