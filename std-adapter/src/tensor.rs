@@ -5,9 +5,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use miniquant::gguf::ByteOrder;
-use miniquant::quant::{self, byte_order};
-use miniquant::{Error, GgmlType, Result};
+use miniquant::quant;
+use miniquant::{Error, Result};
 
 use crate::parallel;
 
@@ -33,6 +32,21 @@ impl TensorEntry {
 }
 
 impl GgufFile {
+    /// Turns `native` (whole blocks of `t` in the kernels' little-endian layout) into this file's
+    /// byte order, in place: the inverse of the conversion of [`rows_data`](Self::rows_data), for
+    /// data written beside a header in this file's order (`requantize` keeps the input's order).
+    /// Errors: for a big-endian file, a type without a big-endian layout, or partial blocks.
+    pub fn native_to_file_order(&self, t: miniquant::GgmlType, native: &mut [u8]) -> Result<()> {
+        use miniquant::{gguf::ByteOrder, quant::byte_order};
+        match self.index().byte_order() {
+            // Each big-endian swap is its own inverse.
+            Some(ByteOrder::Big) => byte_order::big_endian_to_native_in_place(t, native),
+            Some(ByteOrder::Little) | None => Ok(()),
+        }
+    }
+}
+
+impl GgufFile {
     /// The data of rows `rows` of `tensor` (an entry of this file's index) in the layout the
     /// kernels read: borrowed from the file for a little-endian file, converted for a big-endian
     /// one (as [`native_data_of`](Self::native_data_of)). Errors: rows past the tensor's end, data
@@ -51,18 +65,6 @@ impl GgufFile {
         let end = usize::try_from(rows.end.saturating_mul(row_bytes)).map_err(|_| bad_rows)?;
         let stored = self.data_of(tensor)?.get(start..end).ok_or(bad_rows)?;
         self.native(tensor.ggml_type, stored)
-    }
-
-    /// Turns `native` (whole blocks of `t` in the kernels' little-endian layout) into this file's
-    /// byte order, in place: the inverse of the conversion of [`rows_data`](Self::rows_data), for
-    /// data written beside a header in this file's order (`requantize` keeps the input's order).
-    /// Errors: for a big-endian file, a type without a big-endian layout, or partial blocks.
-    pub fn native_to_file_order(&self, t: GgmlType, native: &mut [u8]) -> Result<()> {
-        match self.index().byte_order() {
-            // Each big-endian swap is its own inverse.
-            Some(ByteOrder::Big) => byte_order::big_endian_to_native_in_place(t, native),
-            Some(ByteOrder::Little) | None => Ok(()),
-        }
     }
 
     /// Every element of the tensor called `name` as f32, row-major, on up to `threads` threads

@@ -315,9 +315,6 @@ pub fn requantize(
         }
         types.push(new_type);
     }
-    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
-        refuse_unknown_big_endian_layouts(input, index.tensors(), &types)?;
-    }
     summary.fallbacks = fallbacks.into_values().collect();
     let specs: Vec<TensorSpec<'_>> = index
         .tensors()
@@ -329,6 +326,9 @@ pub fn requantize(
             ne: t.ne(),
         })
         .collect();
+    if index.byte_order() == Some(miniquant::gguf::ByteOrder::Big) {
+        refuse_unknown_big_endian_layouts(input, index.tensors(), &types, target.ggml_type)?;
+    }
     let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
     let bar = progress::byte_bar(total_out, options.progress);
     let out = FileOutput::file(output)?;
@@ -346,6 +346,7 @@ fn refuse_unknown_big_endian_layouts(
     input: &Path,
     tensors: &[crate::TensorEntry],
     types: &[GgmlType],
+    target: GgmlType,
 ) -> Result<(), CliError> {
     use miniquant::quant::byte_order::big_endian_layout_known as known;
     let converted = tensors.iter().zip(types).filter(|(t, &u)| t.ggml_type != u);
@@ -362,10 +363,18 @@ fn refuse_unknown_big_endian_layouts(
                 .filter(|(t, _)| known(*t))
                 .map(|(t, _)| t.name())
                 .collect();
+            let fallback = if new_type == target {
+                String::new()
+            } else {
+                format!(
+                    " (ggml's fallback from {target} for rows of {} values)",
+                    tensor.cols()
+                )
+            };
             format!(
-                "would become {new_type}, which has no big-endian layout (a big-endian output can \
-                 be {}): choose one of those, or convert the file to little-endian first \
-                 (miniquant convert-endian IN OUT --order little)",
+                "would become {new_type}{fallback}, which has no big-endian layout (a big-endian \
+                 output can be {}): choose one of those, or convert the file to little-endian \
+                 first (miniquant convert-endian IN OUT --order little)",
                 writable.join(", ")
             )
         } else {
