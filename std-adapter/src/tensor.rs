@@ -5,8 +5,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use miniquant::quant;
-use miniquant::{Error, Result};
+use miniquant::gguf::ByteOrder;
+use miniquant::quant::{self, byte_order};
+use miniquant::{Error, GgmlType, Result};
 
 use crate::parallel;
 
@@ -36,17 +37,14 @@ impl GgufFile {
     /// byte order, in place: the inverse of the conversion of [`rows_data`](Self::rows_data), for
     /// data written beside a header in this file's order (`requantize` keeps the input's order).
     /// Errors: for a big-endian file, a type without a big-endian layout, or partial blocks.
-    pub fn native_to_file_order(&self, t: miniquant::GgmlType, native: &mut [u8]) -> Result<()> {
-        use miniquant::{gguf::ByteOrder, quant::byte_order};
+    pub fn native_to_file_order(&self, t: GgmlType, native: &mut [u8]) -> Result<()> {
         match self.index().byte_order() {
             // Each big-endian swap is its own inverse.
             Some(ByteOrder::Big) => byte_order::big_endian_to_native_in_place(t, native),
             Some(ByteOrder::Little) | None => Ok(()),
         }
     }
-}
 
-impl GgufFile {
     /// The data of rows `rows` of `tensor` (an entry of this file's index) in the layout the
     /// kernels read: borrowed from the file for a little-endian file, converted for a big-endian
     /// one (as [`native_data_of`](Self::native_data_of)). Errors: rows past the tensor's end, data
