@@ -350,6 +350,12 @@ fn extract_takes_inspects_globs_and_says_what_a_selection_drops() {
             &["--key", "nothing.*"],
             format!("error: no key matches \"nothing.*\" in {path:?}\n"),
         ),
+        (
+            &["--key", "general.architectre"],
+            format!(
+                "error: no metadata key \"general.architectre\" in {path:?}; did you mean \"general.architecture\"?\n"
+            ),
+        ),
     ] {
         let mut all = vec!["extract", &path, out_text];
         all.extend_from_slice(args);
