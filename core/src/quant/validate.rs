@@ -10,8 +10,8 @@
 //!
 //! Each type has a scalar checker over its borrowed blocks that stops at the first bad block, as
 //! ggml does. The float types are scanned a chunk at a time with a branch-free OR over the
-//! exponent bits, which the compiler vectorizes, and only a chunk with a hit is searched value by
-//! value.
+//! exponent bits, written so that the compiler can vectorize it, and only a chunk with a hit is
+//! searched value by value.
 
 use super::activation::{BlockQ8K, BlockQ8_0};
 use super::cast::{blocks, Block};
