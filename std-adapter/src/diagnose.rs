@@ -183,7 +183,7 @@ impl std::fmt::Display for CountHint {
 }
 
 /// Counts up to this far from the declared one are tried.
-const COUNT_SLACK: u64 = 2;
+pub const COUNT_SLACK: u64 = 2;
 
 /// For a header that stopped parsing at `error` (`index` is partial), the count that makes
 /// `bytes` a valid file, if one within [`COUNT_SLACK`] of a declared count does. Not for a file

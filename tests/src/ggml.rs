@@ -523,6 +523,18 @@ pub fn ggml_validate(t: GgmlType, bytes: &[u8]) -> bool {
     unsafe { ggml_validate_row_data(t.code() as c_int, data.ptr(), bytes.len()) }
 }
 
+/// [`ggml_validate`], with the time of ggml's call alone (not the copy into aligned memory) added
+/// to `took`: for the benchmark.
+pub fn ggml_validate_timed(t: GgmlType, bytes: &[u8], took: &mut std::time::Duration) -> bool {
+    init();
+    let data = Aligned::copy_of(bytes);
+    let start = std::time::Instant::now();
+    // SAFETY: as in `ggml_validate`.
+    let ok = unsafe { ggml_validate_row_data(t.code() as c_int, data.ptr(), bytes.len()) };
+    *took += start.elapsed();
+    ok
+}
+
 /// ggml's generic dot of `w` (whole blocks of `t`) with `x` (the same number of elements in
 /// [`ggml_vec_dot_type`]`(t)`), or `None` if this build has no ggml dot for `t`.
 pub fn ggml_vec_dot(t: GgmlType, w: &[u8], x: &[u8]) -> Option<f32> {

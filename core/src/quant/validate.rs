@@ -10,8 +10,8 @@
 //!
 //! Each type has a scalar checker over its borrowed blocks that stops at the first bad block, as
 //! ggml does. The float types are scanned a chunk at a time with a branch-free OR over the
-//! exponent bits, which the compiler vectorizes, and only a chunk with a hit is searched value by
-//! value.
+//! exponent bits, written so that the compiler can vectorize it, and only a chunk with a hit is
+//! searched value by value.
 
 use super::activation::{BlockQ8K, BlockQ8_0};
 use super::cast::{blocks, Block};
@@ -191,25 +191,23 @@ fn iq1_m_scale(b: &BlockIq1M) -> [u8; 2] {
 /// enough that the search inside a chunk with a hit costs nothing.
 const CHUNK: usize = 64;
 
-/// The first value of `values` (`W` little-endian bytes each) whose `exponent_mask` bits are all
-/// set, with `problem` telling what it is. A chunk is first tested with one OR over every value,
-/// without a branch per value.
+/// The first value of `data` (`W` little-endian bytes each) for which `problem` names one. A chunk
+/// is first tested with one OR of `is_special` over every value, without a branch per value.
 fn first_special<const W: usize>(
     data: &[u8],
     is_special: impl Fn([u8; W]) -> bool,
     problem: impl Fn([u8; W]) -> Option<Problem>,
 ) -> Option<Invalid> {
-    let bytes_per_chunk = CHUNK * W;
-    data.chunks(bytes_per_chunk)
+    // `data` is whole values (the caller checked): the remainder is empty.
+    let (values, _) = data.as_chunks::<W>();
+    values
+        .chunks(CHUNK)
         .enumerate()
-        .find_map(|(chunk, bytes)| {
-            let values = bytes
-                .chunks_exact(W)
-                .filter_map(|v| <[u8; W]>::try_from(v).ok());
-            if !values.clone().fold(false, |any, v| any | is_special(v)) {
+        .find_map(|(chunk, values)| {
+            if !values.iter().fold(false, |any, &v| any | is_special(v)) {
                 return None;
             }
-            values.enumerate().find_map(|(i, v)| {
+            values.iter().enumerate().find_map(|(i, &v)| {
                 problem(v).map(|problem| Invalid {
                     block: chunk * CHUNK + i,
                     field: "value",

@@ -9,6 +9,7 @@ mod array_file;
 mod convert_endian;
 mod dequant;
 mod dequant_raw;
+mod docs;
 mod extract;
 mod inspect;
 mod make_example;
@@ -39,9 +40,27 @@ pub const EXIT_FAILURE: u8 = 1;
 /// Exit code of a usage error found after parsing (clap's own usage errors use the same code).
 pub const EXIT_USAGE: u8 = 2;
 
-/// Reads GGUF files and runs the GGML quantization kernels.
+/// The `miniquant` command line.
 #[derive(Debug, Parser)]
-#[command(name = "miniquant", version, about)]
+#[command(
+    name = "miniquant",
+    version,
+    about = "Inspect, check, dequantize and requantize GGUF model files (llama.cpp's format) with \
+             ggml's own quantization kernels, bit for bit.",
+    long_about = "Inspect, check, dequantize and requantize GGUF model files (llama.cpp's format) \
+                  with ggml's own quantization kernels, bit for bit.\n\n\
+                  Every command checks the file's header first; a problem is one `error:` line \
+                  that ends with the byte offset it points at. Outputs appear only when \
+                  complete. Exit codes: 0 success, 1 failure, 2 usage error.",
+    after_help = "Examples:\n  \
+        miniquant inspect model.gguf                   metadata, tensors, totals per type\n  \
+        miniquant validate --data model.gguf           every problem, NaN scales included\n  \
+        miniquant dequant model.gguf output_norm.weight -o norm.npy\n  \
+        miniquant requantize model.gguf model-q8_0.gguf --type q8_0\n  \
+        miniquant extract model.gguf small.gguf --tensor token_embd.weight\n\n\
+        `miniquant help COMMAND` tells more about a command; `miniquant completions bash` and \
+        `miniquant man` give shell completions and a man page."
+)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
@@ -57,18 +76,23 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
     Inspect(inspect::Args),
-    /// Check a GGUF file: exit 0 if valid (warnings allowed), 1 with one line per problem if not;
-    /// `--data` also checks every value and block scale as llama.cpp's `--check-tensors` does.
+    /// Check a file: every problem one line; `--data` also finds NaN/inf values and scales.
+    ///
+    /// Exits 0 if the file is valid (warnings allowed), 1 with one line per problem if not.
+    /// `--data` also reads every tensor as llama.cpp's `--check-tensors` does.
     Validate(validate::Args),
-    /// Write a tensor (or rows of it) as little-endian f32, row-major, raw or `.npy`; statistics
-    /// go to stderr.
+    /// Write a tensor (or rows of it) as f32, raw or `.npy`; statistics go to stderr.
+    ///
+    /// Little-endian f32, row-major.
     Dequant(dequant::Args),
     /// Quantize little-endian f32 (raw or `.npy`) into raw blocks of a ggml type.
     QuantizeRaw(quantize_raw::Args),
-    /// Dequantize a file of raw blocks of a ggml type into little-endian f32 (raw or `.npy`).
+    /// Dequantize a file of raw blocks of a ggml type into f32 (raw or `.npy`).
     DequantRaw(dequant_raw::Args),
-    /// Compute y = W x for a 2-D tensor W of shape [rows, cols] as `inspect` prints it and an f32
-    /// vector x of cols values; write y (rows values) as little-endian f32 (raw or `.npy`).
+    /// Multiply a 2-D tensor by a vector: y = W x, as ggml computes it.
+    ///
+    /// W has shape [rows, cols] as `inspect` prints it; x is an f32 vector of cols values (raw or
+    /// `.npy`); y (rows values) is written as little-endian f32 (raw or `.npy`).
     Matvec {
         /// The GGUF file.
         file: PathBuf,
@@ -85,9 +109,11 @@ pub enum Command {
         #[command(flatten)]
         options: matvec::MatvecOptions,
     },
-    /// Write a smaller GGUF file with the chosen tensors and keys (all by default: then the output
-    /// is byte-identical to a file ggml wrote); through a temporary file renamed into place, so
-    /// OUTPUT may be INPUT (replaced atomically once complete).
+    /// Write a smaller GGUF file with the chosen tensors and keys.
+    ///
+    /// All by default: then the output is byte-identical to a file ggml wrote. Written through a
+    /// temporary file renamed into place, so OUTPUT may be INPUT (replaced atomically once
+    /// complete).
     Extract {
         /// The GGUF file to read.
         input: PathBuf,
@@ -103,8 +129,9 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         max_array: Option<usize>,
     },
-    /// Convert a GGUF file's weight tensors to TYPE like `llama-quantize --pure` (byte-identical
-    /// tensors), keeping metadata and order; written to a temporary file renamed into place, so
+    /// Convert the weight tensors to TYPE, byte-identical to `llama-quantize --pure`.
+    ///
+    /// Keeps the metadata and tensor order; written to a temporary file renamed into place, so
     /// OUTPUT may be INPUT (replaced atomically once complete).
     Requantize {
         /// The source GGUF file.
@@ -128,6 +155,14 @@ pub enum Command {
         /// Where to write it.
         output: PathBuf,
     },
+    /// Print a shell completion script: `source <(miniquant completions bash)`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: docs::Shell,
+    },
+    /// Print the man page (roff): `miniquant man > miniquant.1`.
+    Man,
 }
 
 /// Runs a parsed command line and returns the exit code.
@@ -185,6 +220,8 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         ),
         Command::ConvertEndian(args) => convert_endian::run(args, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
+        Command::Completions { shell } => docs::completions(*shell, out),
+        Command::Man => docs::man(out),
         Command::Requantize {
             input,
             output,
