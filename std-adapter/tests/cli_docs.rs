@@ -4,7 +4,7 @@ mod common;
 
 use common::{assert_no_panic, miniquant, scratch_file};
 
-const COMMANDS: [&str; 9] = [
+const COMMANDS: [&str; 10] = [
     "inspect",
     "validate",
     "dequant",
@@ -13,6 +13,7 @@ const COMMANDS: [&str; 9] = [
     "matvec",
     "extract",
     "requantize",
+    "convert-endian",
     "make-example",
 ];
 

@@ -76,7 +76,7 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's header: metadata and tensors in file order, totals per type.
     Inspect(inspect::Args),
-    /// Check a file: every problem one line; `--data` also finds NaN/inf values and scales.
+    /// Check a file, one line per problem; `--data` also checks values and scales.
     ///
     /// Exits 0 if the file is valid (warnings allowed), 1 with one line per problem if not.
     /// `--data` also reads every tensor as llama.cpp's `--check-tensors` does.
@@ -148,7 +148,7 @@ pub enum Command {
         #[arg(long)]
         allow_non_finite: bool,
     },
-    /// Write a GGUF file in another byte order, byte-identical to gguf-py's `gguf-convert-endian`.
+    /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
