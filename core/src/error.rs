@@ -3,13 +3,14 @@
 //! Parser errors say what was wrong, which limit (with its value and the value found) and at which
 //! byte offset of the input. Kernel errors say which lengths or types did not fit.
 //!
-//! A leaf: it imports only plain `Copy` enums (each from a module that imports nothing else of the
-//! crate but this one) and calls only their `const fn` names, so formatting an error does no work
-//! (no CPU detection: the best level is recorded when the error is built).
+//! A leaf: it imports only plain `Copy` enums from leaf modules (they import nothing of the crate
+//! but each other: `ggml_type`, `gguf::format`, `gguf::writer::misuse`, `quant::level_id`) and
+//! calls only their `const fn`s, so formatting an error does no work (no CPU detection: the best
+//! level is recorded when the error is built).
 
 use crate::ggml_type::GgmlType;
 use crate::gguf::{Misuse, ValueType};
-use crate::quant::Level;
+use crate::quant::level_id::Level;
 
 /// A field of the GGUF header, named in errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,6 +43,7 @@ pub mod k_quants;
 mod kernel_tests;
 pub mod legacy;
 pub mod level;
+pub(crate) mod level_id;
 #[cfg(test)]
 mod level_tests;
 pub mod matvec;
