@@ -6,6 +6,7 @@
 //!   the no_std build of `core` for `thumbv7em-none-eabihf`, and every test (doctests included);
 //!   which kernel levels this CPU let the tests run is printed before them and at the end (see
 //!   `levels.rs`).
+//! - `new-user`: `scripts/new-user.sh` against the release binary (part of `ci`, after the tests).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
@@ -47,10 +48,11 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "ci" => {
-            let steps: [(&str, Step); 9] = [
+            let steps: [(&str, Step); 10] = [
                 ("fetch", fetch),
                 ("checks", checks),
                 ("tests", tests),
+                ("new-user", new_user),
                 ("overflow", overflow::tests),
                 ("scalar-only", scalar_only::run),
                 ("aarch64", aarch64::cross_tests),
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         "fetch" => fetch(),
         "check" => checks(),
         "test" => tests(),
+        "new-user" => new_user(),
         "bench" => bench(),
         "overflow" => overflow::tests(),
         "capi" => capi::capi(),
@@ -84,7 +87,7 @@ fn main() -> ExitCode {
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|bench|overflow|scalar-only|aarch64 [count]|miri|levels|capi|firmware|fuzz [SECONDS]|ab REV ...>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|new-user|bench|overflow|scalar-only|aarch64 [count]|miri|levels|capi|firmware|fuzz [SECONDS]|ab REV ...>");
             return ExitCode::from(2);
         }
     };
@@ -225,6 +228,28 @@ fn tests() -> Result<(), String> {
         "cargo",
         &["test", "--workspace", "--release", "--no-fail-fast"],
     )
+}
+
+/// `scripts/new-user.sh`: what a new user types, mistakes included, against the release binary
+/// the test step built (the script builds it when it is missing).
+fn new_user() -> Result<(), String> {
+    let binary = root().join("target/release/miniquant");
+    eprintln!("+ bash scripts/new-user.sh");
+    let start = Instant::now();
+    let mut command = Command::new("bash");
+    command.arg("scripts/new-user.sh").current_dir(root());
+    if binary.is_file() {
+        command.env("MINIQUANT", &binary);
+    }
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run scripts/new-user.sh: {e}"))?;
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("scripts/new-user.sh failed: {status}"))
+    }
 }
 
 fn bench() -> Result<(), String> {
