@@ -101,6 +101,7 @@ fn cli_error(e: RequantizeError, input: &Path) -> CliError {
         e @ RequantizeError::NonFinite { .. } => {
             format!("{e} (--allow-non-finite to do it anyway)")
         }
+        // The core's message alone, as the command printed it before the library named tensors.
         RequantizeError::Tensor { error, .. } | RequantizeError::Write(error) => error.to_string(),
         RequantizeError::Io(e) => return CliError::io("cannot write the output file", e),
         e @ (RequantizeError::NoFallback { .. } | RequantizeError::WorkerPanicked) => e.to_string(),
