@@ -5,8 +5,9 @@
 //! whole file ([`validate`], with [`diagnose`] for the context of its messages), dequantize or
 //! multiply a tensor by name ([`GgufFile::dequantize_tensor`], [`GgufFile::matvec_tensor`], row
 //! ranges with [`GgufFile::rows_data`]), print the header as text, JSON ([`json`]) or gguf-py's
-//! JSON layout ([`gguf_dump`]), and the `miniquant` command line ([`cli`]). Pipes and other
-//! unmappable streams are read into memory ([`GgufFile::from_reader`]).
+//! JSON layout ([`gguf_dump`]), convert the weight tensors to another type ([`requantize`]), and
+//! the `miniquant` command line ([`cli`]). Pipes and other unmappable streams are read into memory
+//! ([`GgufFile::from_reader`]).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,6 +45,7 @@ mod names;
 pub mod npy;
 pub mod output_file;
 pub mod parallel;
+pub mod requantize;
 pub mod signals;
 pub mod stats;
 pub mod tensor;

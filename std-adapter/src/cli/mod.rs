@@ -17,7 +17,7 @@ mod matvec;
 mod output;
 mod progress;
 mod quantize_raw;
-pub mod requantize;
+mod requantize;
 mod threads_arg;
 mod type_arg;
 mod validate;
@@ -140,7 +140,7 @@ pub enum Command {
         output: PathBuf,
         /// Target type (`q4_k`, `Q8_0`, ...; any case).
         #[arg(long = "type", value_name = "TYPE", value_parser = requantize::parse_target)]
-        target: requantize::Target,
+        target: crate::requantize::Target,
         /// Threads that quantize rows [default: all cores].
         #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
         threads: Option<std::num::NonZeroUsize>,

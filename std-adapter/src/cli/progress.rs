@@ -70,12 +70,13 @@ impl Progress {
     }
 }
 
-/// A bar over `total` bytes that any thread may advance (`inc`); hidden unless `show`.
-pub(super) fn byte_bar(total: u64, show: bool) -> ProgressBar {
+/// A bar over bytes that any thread may advance, its length set as the work tells it; hidden
+/// unless `show`.
+pub(super) fn byte_bar(show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     if let Ok(style) =
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
     {
