@@ -19,9 +19,9 @@
 use std::io::Write;
 use std::path::Path;
 
+use super::patterns::{glob_match, is_glob, suggestion};
 use super::{open_gguf_allowing_cut, quoted, whole, CliError, Output};
 use crate::index::Index;
-use crate::names::{glob_match, is_glob, suggestion};
 use crate::value::{Array, Value};
 use crate::writer::GgufWriter;
 

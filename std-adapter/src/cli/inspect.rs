@@ -17,11 +17,11 @@ use std::time::Instant;
 
 use miniquant::GgmlType;
 
+use super::patterns::{glob_match, is_glob, suggestion};
 use super::{one_line, open_gguf_unchecked, quoted, shape_text, CliError};
 use crate::diagnose::{problem_lines, truncation};
 use crate::file::GgufFile;
 use crate::index::{Index, TensorEntry};
-use crate::names::{glob_match, is_glob, suggestion};
 use crate::value::{Array, Element, Value};
 use crate::{format, gguf_dump, json};
 

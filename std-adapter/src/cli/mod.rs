@@ -15,6 +15,7 @@ mod inspect;
 mod make_example;
 mod matvec;
 mod output;
+mod patterns;
 mod progress;
 mod quantize_raw;
 mod requantize;
@@ -379,7 +380,7 @@ fn find_tensor<'f>(
         CliError::Message(format!(
             "no tensor named {name:?} in {}{}",
             quoted(path),
-            crate::names::suggestion(name, names)
+            patterns::suggestion(name, names)
         ))
     })?;
     whole(file, tensor)?;
