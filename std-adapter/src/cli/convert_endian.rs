@@ -121,7 +121,6 @@ pub(super) fn run<O: Write, E: Write>(
     .map_err(|e| CliError::io("cannot write stderr", e))
 }
 
-
 /// The header in byte order `to`, up to the end of the tensor infos (the padding after them is
 /// copied from the input). Errors: a version the tool does not read, a tensor type it does not
 /// convert, or a header the index does not re-encode exactly.

@@ -404,7 +404,7 @@ fn write_output(
         ..WriteOptions::DEFAULT
     };
     let mut w = writer::stream(
-        BufWriter::with_capacity(1 << 20, out),
+        BufWriter::with_capacity(OUTPUT_BUFFER, out),
         options_out,
         kept.len() as u64 + 2,
         specs,
@@ -430,7 +430,12 @@ fn write_output(
         if spec.ggml_type == t.ggml_type {
             // As stored: already in the output's byte order.
             let data = file.data_of(t)?;
-            w.tensor_data(data)?;
+            // In pieces smaller than the buffer, so each is copied out of the map (a shrunk input
+            // faults there, and the SIGBUS handler names it) rather than passed to write(2),
+            // which fails with EFAULT ("write failed: Other").
+            for piece in data.chunks(COPY_PIECE) {
+                w.tensor_data(piece)?;
+            }
             bar.inc(data.len() as u64);
         } else {
             let bytes = spec.bytes().unwrap_or(0) as usize;
@@ -456,6 +461,10 @@ fn write_output(
         .map_err(|e| CliError::io("cannot write the output file", e.into_error()))?;
     Ok((out, written))
 }
+
+/// The output's buffer, and the largest piece of a tensor copied as stored into it at once.
+const OUTPUT_BUFFER: usize = 1 << 20;
+const COPY_PIECE: usize = OUTPUT_BUFFER / 4;
 
 /// Rows a quantizer thread reads at a time.
 const BATCH_ROWS: usize = 64;
