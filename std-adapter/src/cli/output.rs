@@ -1,7 +1,8 @@
 //! Where every command writes its output: one helper for all of them.
 //!
 //! - A file is written through [`OutputFile`]: unnamed (or under a hidden temporary name) until
-//!   complete, then given its name at once; a failure, SIGINT or SIGTERM leaves nothing.
+//!   complete, then given its name at once; a failure, SIGINT or SIGTERM leaves nothing. A
+//!   symlink is written through: the file it points to is replaced, the link stays.
 //! - `-` streams to stdout (where a command allows it); so does an existing path that is no
 //!   regular file (`/dev/stdout`, a FIFO, a device), written in place.
 //! - An output that is the same file as one of the command's inputs (same device and inode, so
