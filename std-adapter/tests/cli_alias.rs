@@ -302,3 +302,30 @@ fn an_output_through_a_symlink_replaces_the_file_it_points_to() {
         ]
     );
 }
+
+/// An input read from standard input (`-`) redirected from the output's file is refused too: the
+/// command used to read the model from stdin, then replace it with its output (`dequant - T -o
+/// m.gguf < m.gguf` left 192 bytes of f32 where the model was, exit 0).
+#[test]
+fn stdin_redirected_from_the_output_is_refused() {
+    let dir = workspace("stdin");
+    let before = snapshot(&dir);
+    for args in [
+        &["dequant", "-", "blk.0.attn_q.weight", "-o", "m.gguf"][..],
+        &["convert-endian", "-", "m.gguf", "--order", "big"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+            .args(args)
+            .current_dir(&dir)
+            .stdin(std::fs::File::open(dir.join("m.gguf")).unwrap())
+            .output()
+            .unwrap();
+        let run = Run {
+            code: output.status.code().expect("exited"),
+            stdout: output.stdout,
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        };
+        assert_refused(&run, "\"m.gguf\"", "-");
+        assert!(snapshot(&dir) == before, "{args:?} changed a file");
+    }
+}
