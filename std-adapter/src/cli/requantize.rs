@@ -24,6 +24,7 @@
 //!   removed on failure, SIGINT or SIGTERM. So OUT may be IN: the input stays mapped while the new
 //!   file is written, and replaces it atomically.
 
+use std::cell::Cell;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::path::Path;
@@ -332,9 +333,18 @@ pub fn requantize(
     let total_out: u64 = specs.iter().filter_map(TensorSpec::bytes).sum();
     let bar = progress::byte_bar(total_out, options.progress);
     let out = FileOutput::file(output)?;
+    let write_error = Cell::new(None);
+    let out = KeepWriteError {
+        inner: out,
+        error: &write_error,
+    };
     let result = write_output(&file, out, target, &specs, options, &bar);
     bar.finish_and_clear();
-    let (out, bytes_out) = result?;
+    // The core writer keeps only an error's kind ("write failed: Other"): say what the OS said.
+    let (out, bytes_out) = result.map_err(|e| match write_error.take() {
+        Some(io) => CliError::io(format!("cannot write {}", quoted(output)), io),
+        None => e,
+    })?;
     out.finish(Ok(()))?;
     summary.bytes_out = bytes_out;
     Ok(summary)
@@ -381,9 +391,33 @@ fn refuse_unknown_big_endian_layouts(
 }
 
 /// Writes the whole output file into `out`; returns it (flushed, not yet named) and its size.
+/// A writer that keeps its last error for the caller of a writer that keeps only its kind.
+struct KeepWriteError<'e, W> {
+    inner: W,
+    error: &'e Cell<Option<std::io::Error>>,
+}
+
+impl<W: Write> Write for KeepWriteError<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.keep(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().map_err(|e| self.keep(e))
+    }
+}
+
+impl<W> KeepWriteError<'_, W> {
+    fn keep(&self, e: std::io::Error) -> std::io::Error {
+        let kind = e.kind();
+        self.error.set(Some(e));
+        kind.into()
+    }
+}
+
 fn write_output(
     file: &crate::GgufFile,
-    out: FileOutput,
+    out: KeepWriteError<'_, FileOutput>,
     target: Target,
     specs: &[TensorSpec<'_>],
     options: &Options,
@@ -459,7 +493,7 @@ fn write_output(
     let out = sink
         .into_inner()
         .map_err(|e| CliError::io("cannot write the output file", e.into_error()))?;
-    Ok((out, written))
+    Ok((out.inner, written))
 }
 
 /// The output's buffer, and the largest piece of a tensor copied as stored into it at once.
