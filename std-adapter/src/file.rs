@@ -156,10 +156,8 @@ impl GgufFile {
 
     /// Like [`from_reader`](Self::from_reader), but without failing on GGUF errors (as
     /// [`open_unchecked`](Self::open_unchecked)).
-    pub fn from_reader_unchecked(mut reader: impl Read) -> Result<Self, std::io::Error> {
-        let mut bytes = Vec::new();
-        reader.read_to_end(&mut bytes)?;
-        Ok(Self::from_bytes(Bytes::Read(bytes)))
+    pub fn from_reader_unchecked(reader: impl Read) -> Result<Self, std::io::Error> {
+        Ok(Self::from_bytes(Bytes::Read(read_stream(reader)?)))
     }
 
     fn checked(self) -> Result<Self, OpenError> {
@@ -205,7 +203,10 @@ impl GgufFile {
                 "is a directory",
             ));
         }
-        if !metadata.is_file() || !MAP_FILES.load(Ordering::Relaxed) {
+        if !metadata.is_file() {
+            return Ok(Bytes::Read(read_stream(file)?));
+        }
+        if !MAP_FILES.load(Ordering::Relaxed) {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)?;
             return Ok(Bytes::Read(bytes));
@@ -364,3 +365,14 @@ impl fmt::Display for TensorDataError {
 }
 
 impl std::error::Error for TensorDataError {}
+
+/// Reads a stream whole, but only its first 4 bytes if they are not GGUF's magic: the parser stops
+/// there anyway, and an endless stream (`/dev/zero`, `yes |`) must not fill memory first.
+fn read_stream(mut reader: impl Read) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader.by_ref().take(4).read_to_end(&mut bytes)?;
+    if bytes == miniquant::gguf::GGUF_MAGIC {
+        reader.read_to_end(&mut bytes)?;
+    }
+    Ok(bytes)
+}

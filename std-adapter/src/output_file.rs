@@ -39,6 +39,13 @@ impl OutputFile {
                 "the output path does not name a file",
             ));
         }
+        // A symlink is written through, as a shell's `>` would: the file it points to is replaced
+        // and the link stays (a dangling link is replaced by the file).
+        let resolved = match std::fs::symlink_metadata(target) {
+            Ok(m) if m.is_symlink() => std::fs::canonicalize(target).ok(),
+            _ => None,
+        };
+        let target = resolved.as_deref().unwrap_or(target);
         if target.is_dir() {
             // Found now rather than when renaming the finished file over it.
             return Err(io::Error::new(

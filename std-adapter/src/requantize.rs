@@ -26,6 +26,7 @@
 //! The output is any [`std::io::Write`]; a file that should get its name only when complete is the
 //! caller's to create ([`crate::output_file::OutputFile`]).
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 use std::num::NonZeroUsize;
@@ -581,8 +582,57 @@ impl Progress<'_> {
     }
 }
 
-/// Writes the whole output file into `output`; returns its size.
+/// Writes the whole output file into `output`; returns its size. A failed write is
+/// [`RequantizeError::Io`] with the OS's error (the core writer keeps only its kind).
 fn write_output<W: Write>(
+    file: &GgufFile,
+    output: W,
+    target: Target,
+    specs: &[TensorSpec<'_>],
+    options: &Options,
+    progress: &Progress<'_>,
+) -> Result<u64, RequantizeError> {
+    let write_error = Cell::new(None);
+    let output = KeepWriteError {
+        inner: output,
+        error: &write_error,
+    };
+    write_through(file, output, target, specs, options, progress).map_err(|e| {
+        match (e, write_error.take()) {
+            (RequantizeError::Write(_) | RequantizeError::Io(_), Some(io)) => {
+                RequantizeError::Io(io)
+            }
+            (e, _) => e,
+        }
+    })
+}
+
+/// A writer that keeps its last error for the caller of a writer that keeps only its kind.
+struct KeepWriteError<'e, W> {
+    inner: W,
+    error: &'e Cell<Option<io::Error>>,
+}
+
+impl<W: Write> Write for KeepWriteError<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.keep(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().map_err(|e| self.keep(e))
+    }
+}
+
+impl<W> KeepWriteError<'_, W> {
+    fn keep(&self, e: io::Error) -> io::Error {
+        let kind = e.kind();
+        self.error.set(Some(e));
+        kind.into()
+    }
+}
+
+/// [`write_output`]'s work.
+fn write_through<W: Write>(
     file: &GgufFile,
     output: W,
     target: Target,
@@ -603,7 +653,7 @@ fn write_output<W: Write>(
         ..WriteOptions::DEFAULT
     };
     let mut w = writer::stream(
-        BufWriter::with_capacity(1 << 20, output),
+        BufWriter::with_capacity(OUTPUT_BUFFER, output),
         options_out,
         kept.len() as u64 + 2,
         specs,
@@ -635,7 +685,12 @@ fn write_output<W: Write>(
         if spec.ggml_type == t.ggml_type {
             // As stored: already in the output's byte order.
             let data = file.data_of(t).map_err(of_tensor)?;
-            w.tensor_data(data).map_err(RequantizeError::Write)?;
+            // In pieces smaller than the buffer, so each is copied out of the map (a shrunk input
+            // faults there, and the SIGBUS handler names it) rather than passed to write(2),
+            // which fails with EFAULT ("write failed: Other").
+            for piece in data.chunks(COPY_PIECE) {
+                w.tensor_data(piece).map_err(RequantizeError::Write)?;
+            }
             progress.advance(data.len() as u64);
         } else {
             let bytes = spec.bytes().unwrap_or(0) as usize;
@@ -661,6 +716,10 @@ fn write_output<W: Write>(
         .map_err(|e| RequantizeError::Io(e.into_error()))?;
     Ok(written)
 }
+
+/// The output's buffer, and the largest piece of a tensor copied as stored into it at once.
+const OUTPUT_BUFFER: usize = 1 << 20;
+const COPY_PIECE: usize = OUTPUT_BUFFER / 4;
 
 /// Rows a quantizer thread reads (and reports progress for) at a time.
 const BATCH_ROWS: usize = 64;

@@ -243,3 +243,89 @@ fn dev_stdout_and_fifos_are_written_like_a_dash() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(streamed, std::fs::read(dir.join("file.gguf")).unwrap());
 }
+
+/// An output path that is a symlink is written through it, as a shell's `>` would: the file it
+/// points to gets the output and the link stays a link. (The output used to be renamed over the
+/// link, turning it into a file and leaving the file it pointed to as it was; so `requantize m.gguf
+/// link-to-m.gguf` left m.gguf unchanged, and `requantize m.gguf /proc/self/fd/N` failed with
+/// "cannot create": no such file.)
+#[test]
+fn an_output_through_a_symlink_replaces_the_file_it_points_to() {
+    let dir = workspace("through-symlink");
+    let original = std::fs::read(dir.join("m.gguf")).unwrap();
+    std::os::unix::fs::symlink("m.gguf", dir.join("to-m.gguf")).unwrap();
+    std::fs::create_dir(dir.join("store")).unwrap();
+    std::fs::write(dir.join("store/old.f32"), b"old").unwrap();
+    std::os::unix::fs::symlink("store/old.f32", dir.join("to-old.f32")).unwrap();
+
+    let run = miniquant_in(
+        &dir,
+        &["requantize", "m.gguf", "to-m.gguf", "--type", "f16"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(dir.join("to-m.gguf").is_symlink(), "the link became a file");
+    let requantized = std::fs::read(dir.join("m.gguf")).unwrap();
+    assert_ne!(
+        requantized, original,
+        "the file the link points to is unchanged"
+    );
+
+    let run = miniquant_in(
+        &dir,
+        &[
+            "dequant",
+            "m.gguf",
+            "blk.0.attn_q.weight",
+            "-o",
+            "to-old.f32",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        dir.join("to-old.f32").is_symlink(),
+        "the link became a file"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("store/old.f32")).unwrap().len(),
+        128 * 4
+    );
+    let names: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "b.q8",
+            "m.gguf",
+            "store",
+            "to-m.gguf",
+            "to-old.f32",
+            "x.f32"
+        ]
+    );
+}
+
+/// An input read from standard input (`-`) redirected from the output's file is refused too: the
+/// command used to read the model from stdin, then replace it with its output (`dequant - T -o
+/// m.gguf < m.gguf` left 192 bytes of f32 where the model was, exit 0).
+#[test]
+fn stdin_redirected_from_the_output_is_refused() {
+    let dir = workspace("stdin");
+    let before = snapshot(&dir);
+    for args in [
+        &["dequant", "-", "blk.0.attn_q.weight", "-o", "m.gguf"][..],
+        &["convert-endian", "-", "m.gguf", "--order", "big"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+            .args(args)
+            .current_dir(&dir)
+            .stdin(std::fs::File::open(dir.join("m.gguf")).unwrap())
+            .output()
+            .unwrap();
+        let run = Run {
+            code: output.status.code().expect("exited"),
+            stdout: output.stdout,
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        };
+        assert_refused(&run, "\"m.gguf\"", "-");
+        assert!(snapshot(&dir) == before, "{args:?} changed a file");
+    }
+}

@@ -275,3 +275,56 @@ fn error_debug_is_short() {
         miniquant_std::TensorDataError::NoSuchTensor("nope".into())
     );
 }
+
+/// A GGUF input that is an endless stream of something else (`/dev/zero`, `yes |`) is refused at
+/// its first bytes. It used to be read whole into memory first: gigabytes a second until the
+/// machine ran out, and never an answer.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_endless_stream_that_is_not_gguf_is_refused_at_once() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    const DEADLINE: Duration = Duration::from_secs(20);
+    let out = scratch_dir().join("endless-out.gguf");
+    let out = out.to_str().unwrap();
+    for args in [
+        &["inspect", "/dev/zero"][..],
+        &["validate", "/dev/zero"],
+        &["dequant", "/dev/zero", "x", "-o", "-"],
+        &["extract", "/dev/zero", out],
+        &["inspect", "-"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+            .args(args)
+            .stdin(std::fs::File::open("/dev/zero").unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            // The bug filled memory at gigabytes a second: stop it at 1 GiB.
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()));
+            let rss_kib = status.ok().and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            });
+            if start.elapsed() > DEADLINE || rss_kib.is_some_and(|kib| kib > 1 << 20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{args:?}: still reading after {:?}, {rss_kib:?} KiB",
+                    start.elapsed()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("magic"), "{args:?}: {stderr}");
+    }
+}

@@ -272,7 +272,9 @@ fn type_and_threads_are_parsed_once_for_every_command() {
         let requantize =
             first_line(&["requantize", &path, out, "--type", "q8_0", "--threads", bad]);
         let matvec = first_line(&["matvec", &path, "blk.0.attn_q.weight", &x, "--threads", bad]);
+        let validate = first_line(&["validate", &path, "--data", "--threads", bad]);
         assert_eq!(requantize, matvec);
+        assert_eq!(requantize, validate);
         assert!(
             requantize.ends_with("is not a thread count: give a whole number from 1 to 1024"),
             "{requantize}"

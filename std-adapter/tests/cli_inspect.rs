@@ -434,3 +434,19 @@ fn shipped_example_is_what_make_example_writes() {
         run.stdout_text()
     );
 }
+
+/// A file cut before its header's counts could be read (empty, or a few bytes) is one error line:
+/// there is nothing of it to show. `inspect` used to print a "TRUNCATED" header block claiming
+/// version 0, 0 keys and 0 tensors (the 100-byte start of a version-3 file of 5 tensors).
+#[test]
+fn a_file_cut_before_its_counts_is_one_error_line() {
+    let whole = miniquant_std::example::tiny_gguf();
+    for len in [0, 3, 100] {
+        let path = common::scratch_file(&format!("inspect-cut-{len}.gguf"), &whole[..len]);
+        let run = common::miniquant(&["inspect", &path]);
+        common::assert_no_panic(&run);
+        assert_eq!(run.code, 1, "{len} bytes: {}", run.stderr);
+        assert_eq!(run.stdout_text(), "", "{len} bytes");
+        assert_eq!(run.stderr_lines().len(), 1, "{len} bytes: {}", run.stderr);
+    }
+}

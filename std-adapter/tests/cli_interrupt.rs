@@ -325,3 +325,49 @@ fn with_no_mmap_a_truncated_input_does_not_matter() {
         "error: MINIQUANT_NO_MMAP is \"yes\"; expected 0 or 1\n"
     );
 }
+
+/// `big.weight` (Q4_0, converted) then `kept.weight` (Q8_0): `requantize --type q8_0` copies the
+/// second one as stored, straight from the map.
+fn model_with_a_copied_tensor() -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "llama");
+    let shape = [COLS as u64, ROWS as u64];
+    w.tensor(
+        "big.weight",
+        GgmlType::Q4_0,
+        &shape,
+        q4_0_blocks(COLS * ROWS / 32),
+    );
+    // Q8_0 blocks: an f16 scale of 1/16 and 32 varying bytes.
+    let kept = (0..COLS * ROWS / 32)
+        .flat_map(|b| {
+            let quants = (0..32u32).map(move |i| (b as u32).wrapping_mul(13).wrapping_add(i) as u8);
+            0x2C00u16.to_le_bytes().into_iter().chain(quants)
+        })
+        .collect();
+    w.tensor("kept.weight", GgmlType::Q8_0, &shape, kept);
+    w.to_bytes()
+}
+
+#[test]
+fn an_input_truncated_before_a_tensor_copied_as_stored_is_the_same_clear_error() {
+    // Copying a tensor by write(2) straight from the map failed with EFAULT ("write failed: Other
+    // at byte N") instead of the SIGBUS handler's message.
+    let (model, out) = workspace("shrink-copied");
+    std::fs::write(&model, model_with_a_copied_tensor()).unwrap();
+    let args = requantize_args(&model);
+    let mut child = start(&out, &as_strs(&args), &[]);
+    wait_until_written(&mut child, &out, 1 << 20);
+    truncate_under(&child, &model);
+    let (status, stderr) = finish(child);
+    assert_eq!(status.code(), Some(1), "{status}, stderr: {stderr}");
+    let expected = format!(
+        "error: input changed while reading \"{}\": it shrank or was rewritten while mapped",
+        model.display()
+    );
+    assert!(
+        stderr.starts_with(&expected) && stderr.lines().count() == 1,
+        "{stderr:?}"
+    );
+    assert_eq!(names_in(&out), Vec::<String>::new());
+}

@@ -268,3 +268,26 @@ fn matvec_inspect_validate_and_make_example_finish() {
         "wrote \"tiny.gguf\"",
     );
 }
+
+/// `-` (standard input) on a terminal is a usage error at once: the command used to wait silently
+/// for a GGUF file to be typed, which looked like a hang.
+#[test]
+fn reading_a_gguf_from_a_terminal_is_refused() {
+    let dir = workspace("stdin-terminal", 1);
+    for args in [
+        &["inspect", "-"][..],
+        &["validate", "-"],
+        &["dequant", "-", "blk.0.ffn_up.weight", "-o", "y.f32"],
+        &["convert-endian", "-", "out.gguf", "--order", "big"],
+    ] {
+        let run = run_in_terminal(&dir, args);
+        assert_eq!(run.code, 2, "{args:?}: {:?}", tail(&run.screen));
+        assert!(
+            run.screen
+                .starts_with("error: standard input is a terminal")
+                && run.screen.trim_end().lines().count() == 1,
+            "{args:?}: {:?}",
+            run.screen
+        );
+    }
+}

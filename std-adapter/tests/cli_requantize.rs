@@ -122,3 +122,21 @@ fn written_into(pid: u32, dir: &std::path::Path) -> u64 {
             .unwrap_or(0)
     })
 }
+
+/// A failed write names the output and the OS's reason: the core writer keeps only the error's
+/// kind, and a full disk read "write failed: Other at byte 2976".
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_reported_as_such() {
+    let model = common::scratch_file(
+        "requantize-full-disk.gguf",
+        &miniquant_std::example::tiny_gguf(),
+    );
+    let run = common::miniquant(&["requantize", &model, "/dev/full", "--type", "f16"]);
+    common::assert_no_panic(&run);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "error: cannot write \"/dev/full\": No space left on device (os error 28)\n"
+    );
+}

@@ -152,8 +152,11 @@ pub(super) fn run<O: Write, E: Write>(
 }
 
 /// A file whose header parse ran out of input, or whose tensors end past its end: what there is
-/// of the header is still worth printing.
+/// of the header is still worth printing (if its counts were read: else there is nothing).
 fn is_truncated(file: &GgufFile) -> bool {
+    if file.index().byte_order().is_none() {
+        return false;
+    }
     let cut_header = file.report().errors.iter().any(|e| {
         matches!(
             e,

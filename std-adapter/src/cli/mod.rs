@@ -360,6 +360,15 @@ fn whole(file: &GgufFile, tensor: &TensorEntry) -> Result<(), CliError> {
 /// Opens a GGUF file (`-`: reads standard input) without failing on problems in it.
 fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
     if path == Path::new("-") {
+        use std::io::IsTerminal;
+        if io::stdin().is_terminal() {
+            // Nobody types a GGUF file: waiting for one looks like a hang.
+            return Err(CliError::Usage(
+                "standard input is a terminal: pipe a GGUF file into it (cat model.gguf | \
+                 miniquant ...) or name the file"
+                    .into(),
+            ));
+        }
         GgufFile::from_reader_unchecked(io::stdin().lock())
             .map_err(|e| CliError::io("cannot read standard input", e))
     } else {

@@ -1,7 +1,8 @@
 //! Where every command writes its output: one helper for all of them.
 //!
 //! - A file is written through [`OutputFile`]: unnamed (or under a hidden temporary name) until
-//!   complete, then given its name at once; a failure, SIGINT or SIGTERM leaves nothing.
+//!   complete, then given its name at once; a failure, SIGINT or SIGTERM leaves nothing. A
+//!   symlink is written through: the file it points to is replaced, the link stays.
 //! - `-` streams to stdout (where a command allows it); so does an existing path that is no
 //!   regular file (`/dev/stdout`, a FIFO, a device), written in place.
 //! - An output that is the same file as one of the command's inputs (same device and inode, so
@@ -174,13 +175,40 @@ impl<O: Write> Write for Output<'_, O> {
     }
 }
 
-/// Refuses `output` if it is the same file as one of `inputs` (`-`, standard input, is skipped).
+/// Refuses `output` if it is the same file as one of `inputs` (`-`: the file standard input is
+/// redirected from, if any).
 fn refuse_aliases(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
-    let files = inputs.iter().filter(|p| **p != Path::new("-"));
-    match files.into_iter().find(|input| same_file(output, input)) {
+    let is_output = |input: &&&Path| {
+        if **input == Path::new("-") {
+            is_stdin(output)
+        } else {
+            same_file(output, input)
+        }
+    };
+    match inputs.iter().find(is_output) {
         Some(input) => Err(aliased(&quoted(output), input)),
         None => Ok(()),
     }
+}
+
+/// Whether standard input is redirected from the existing file `path` (`< model.gguf`).
+#[cfg(unix)]
+fn is_stdin(path: &Path) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let stdin = io::stdin().as_fd().try_clone_to_owned();
+    match (
+        stdin.and_then(|fd| std::fs::File::from(fd).metadata()),
+        std::fs::metadata(path),
+    ) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn is_stdin(_path: &Path) -> bool {
+    false
 }
 
 /// Refuses stdout when it is redirected to one of `inputs` (`>> model.gguf`).

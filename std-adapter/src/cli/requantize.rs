@@ -58,7 +58,10 @@ pub(super) fn run<E: Write>(
         bar.set_position(done);
     });
     bar.finish_and_clear();
-    let summary = result.map_err(|e| cli_error(e, input))?;
+    let summary = result.map_err(|e| match e {
+        RequantizeError::Io(e) => CliError::io(format!("cannot write {}", quoted(output)), e),
+        e => cli_error(e, input),
+    })?;
     out.finish(Ok(()))?;
     let t = target.ggml_type;
     let mut converted = format!("{} tensors to {t}", summary.to_target());

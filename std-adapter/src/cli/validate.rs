@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     pub data: bool,
     /// Threads that check tensors with `--data` [default: all cores].
-    #[arg(long, value_name = "N", requires = "data")]
+    #[arg(long, value_name = "N", requires = "data", value_parser = super::threads_arg::parse)]
     pub threads: Option<std::num::NonZeroUsize>,
 }
 
