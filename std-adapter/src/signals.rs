@@ -2,9 +2,9 @@
 //! input that shrinks under its memory map is a clear error, not a crash.
 //!
 //! [`install`] (the `miniquant` binary calls it first thing) sets handlers for:
-//! - SIGINT and SIGTERM: remove the named temporaries of outputs being written ([`TempName`]),
+//! - SIGINT and SIGTERM: remove the named temporaries of outputs being written (`TempName`),
 //!   then die of the same signal (a shell sees 130 or 143, and a script loop stops as it should).
-//! - SIGBUS: a fault inside an input's memory map ([`WatchedMap`]) means the file shrank while
+//! - SIGBUS: a fault inside an input's memory map (`WatchedMap`) means the file shrank while
 //!   being read (another process truncated or rewrote it); the handler removes the temporaries,
 //!   prints `error: input changed while reading "PATH"` and exits with 1. A SIGBUS anywhere else
 //!   gets the default action.
