@@ -6,64 +6,18 @@ use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::Mmap;
 use miniquant::gguf::{ByteOrder, Limits};
 use miniquant::quant::byte_order;
-use miniquant::{Error, GgmlType, Result};
+use miniquant::{GgmlType, Result};
 
+use crate::error::{Error, ErrorKind};
 use crate::index::{Index, TensorEntry};
 use crate::signals::WatchedMap;
 use crate::validate::{self, Report};
-
-/// Why a file could not be opened. Its `Debug` is its `Display`, one line (a `?` in `main` prints
-/// it), however many errors the report holds: the first error and how many more, or for a file
-/// cut short (a partial download) the one line that says so. For every message with its context
-/// (the key an error is in, a hint when a count is off), open with
-/// [`GgufFile::open_unchecked`] and use [`diagnose::problem_lines`](crate::diagnose::problem_lines).
-pub enum OpenError {
-    /// The file could not be opened or mapped.
-    Io(std::io::Error),
-    /// The file is not a valid GGUF file: every error found, and any warnings.
-    Invalid(Report),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "{e}"),
-            Self::Invalid(Report {
-                truncation: Some(t),
-                ..
-            }) => write!(f, "{t}"),
-            Self::Invalid(report) => match report.errors.first() {
-                Some(first) if report.errors.len() > 1 => {
-                    write!(f, "{first} (and {} more errors)", report.errors.len() - 1)
-                }
-                Some(first) => write!(f, "{first}"),
-                None => write!(f, "invalid GGUF file"),
-            },
-        }
-    }
-}
-
-/// The same line as `Display`: `fn main() -> Result<(), Box<dyn Error>>` prints the `Debug` of an
-/// error, and a user reading it wants the message, not the report's fields.
-impl fmt::Debug for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl std::error::Error for OpenError {}
-
-impl From<std::io::Error> for OpenError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Io(e)
-    }
-}
 
 /// Whether regular files are memory-mapped (the default) or read into memory, for the whole
 /// process.
@@ -124,12 +78,15 @@ pub struct GgufFile {
     bytes: Bytes,
     index: Index,
     report: Report,
+    /// Where it was opened from, for errors to name (`None`: read from a stream).
+    path: Option<PathBuf>,
 }
 
 /// Short: the size and counts, not the index (a vocabulary would print for pages).
 impl fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GgufFile")
+            .field("path", &self.path)
             .field("len", &self.bytes.as_slice().len())
             .field("version", &self.index.version())
             .field("metadata", &self.index.metadata().len())
@@ -142,53 +99,69 @@ impl fmt::Debug for GgufFile {
 
 impl GgufFile {
     /// Maps the file, parses its header and runs the whole-file checks ([`validate::check`]).
-    /// Any error fails the open with the full [`Report`]; warnings are kept in
-    /// [`warnings`](Self::warnings).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+    /// Any error fails the open with the full [`Report`] ([`ErrorKind::Invalid`]); warnings are
+    /// kept in [`warnings`](Self::warnings). Every error names `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         Self::open_unchecked(path)?.checked()
     }
 
     /// Reads a whole GGUF file from a stream (standard input, a pipe, a socket) into memory, then
-    /// checks it like [`open`](Self::open).
-    pub fn from_reader(reader: impl Read) -> Result<Self, OpenError> {
+    /// checks it like [`open`](Self::open). Its errors have no path.
+    pub fn from_reader(reader: impl Read) -> Result<Self, Error> {
         Self::from_reader_unchecked(reader)?.checked()
     }
 
     /// Like [`from_reader`](Self::from_reader), but without failing on GGUF errors (as
-    /// [`open_unchecked`](Self::open_unchecked)).
-    pub fn from_reader_unchecked(reader: impl Read) -> Result<Self, std::io::Error> {
-        Ok(Self::from_bytes(Bytes::Read(read_stream(reader)?)))
+    /// [`open_unchecked`](Self::open_unchecked)): only I/O errors ([`ErrorKind::Io`]) fail.
+    pub fn from_reader_unchecked(reader: impl Read) -> Result<Self, Error> {
+        Ok(Self::from_bytes(Bytes::Read(read_stream(reader)?), None))
     }
 
-    fn checked(self) -> Result<Self, OpenError> {
+    fn checked(self) -> Result<Self, Error> {
         if self.report.is_valid() {
             Ok(self)
         } else {
-            Err(OpenError::Invalid(self.report))
+            Err(Error::new(ErrorKind::Invalid(self.report), self.path))
         }
     }
 
     /// Runs every check of [`open`](Self::open) on the file without building an index
-    /// ([`validate::check_bytes`]): the lean path of `miniquant validate`.
-    pub fn validate(path: impl AsRef<Path>) -> Result<Report, std::io::Error> {
-        let bytes = Self::load(path)?;
+    /// ([`validate::check_bytes`]): the lean path of `miniquant validate`. Only I/O errors
+    /// ([`ErrorKind::Io`], naming `path`) fail.
+    pub fn validate(path: impl AsRef<Path>) -> Result<Report, Error> {
+        let path = path.as_ref();
+        let bytes = Self::load(path).map_err(|e| io_error(e, path))?;
         Ok(validate::check_bytes(bytes.as_slice()))
     }
 
     /// Maps and parses the file as far as it goes, without failing on GGUF errors: the index may be
-    /// partial, and [`report`](Self::report) says what is wrong. Only I/O errors fail.
-    pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, std::io::Error> {
-        Ok(Self::from_bytes(Self::load(path)?))
+    /// partial, and [`report`](Self::report) says what is wrong. Only I/O errors
+    /// ([`ErrorKind::Io`], naming `path`) fail.
+    pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let bytes = Self::load(path).map_err(|e| io_error(e, path))?;
+        Ok(Self::from_bytes(bytes, Some(path.to_owned())))
     }
 
-    fn from_bytes(bytes: Bytes) -> Self {
+    fn from_bytes(bytes: Bytes, path: Option<PathBuf>) -> Self {
         let (index, parse_error) = Index::from_bytes_partial(bytes.as_slice(), Limits::DEFAULT);
         let report = validate::check(&index, parse_error);
         Self {
             bytes,
             index,
             report,
+            path,
         }
+    }
+
+    /// The path the file was opened from (`None`: read from a stream).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// An error about this file: it names the file's path.
+    pub(crate) fn error(&self, kind: ErrorKind) -> Error {
+        Error::new(kind, self.path.clone())
     }
 
     /// Maps a regular file; reads anything else that is not a directory (a FIFO, `/dev/stdin`).
@@ -250,15 +223,16 @@ impl GgufFile {
 
     /// The data of the tensor called `name`, borrowed from the mapping, as stored (see
     /// [`data_of`](Self::data_of)).
-    pub fn tensor_data(&self, name: &str) -> Result<&[u8], TensorDataError> {
+    pub fn tensor_data(&self, name: &str) -> Result<&[u8], Error> {
         let tensor = self
             .index
             .tensor(name)
-            .ok_or_else(|| TensorDataError::NoSuchTensor(name.to_owned()))?;
+            .ok_or_else(|| self.error(ErrorKind::NoSuchTensor(name.to_owned())))?;
         if let Some(cut) = self.cut(tensor) {
             return Err(cut);
         }
-        self.data_of(tensor).map_err(TensorDataError::Gguf)
+        self.data_of(tensor)
+            .map_err(|e| self.error(ErrorKind::Gguf(e)))
     }
 
     /// The data of `tensor` in the layout the kernels read ([`miniquant::quant`] takes ggml's
@@ -267,7 +241,7 @@ impl GgufFile {
     /// ([`miniquant::quant::byte_order`]).
     ///
     /// # Errors
-    /// As [`data_of`](Self::data_of); for a big-endian file, [`Error::Unsupported`] if the type
+    /// As [`data_of`](Self::data_of); for a big-endian file, [`miniquant::Error::Unsupported`] if the type
     /// has no big-endian layout (only those `gguf-convert-endian` defines are known).
     pub fn native_data_of(&self, tensor: &TensorEntry) -> Result<Cow<'_, [u8]>> {
         self.native(tensor.ggml_type, self.data_of(tensor)?)
@@ -286,14 +260,16 @@ impl GgufFile {
     }
 
     /// `Some` if the file ends before the end of `tensor`'s data (a truncated file): how much of
-    /// it is there, as [`TensorDataError::Cut`]. `None` if the data is wholly inside the file.
-    pub fn cut(&self, tensor: &TensorEntry) -> Option<TensorDataError> {
+    /// it is there, as [`ErrorKind::Cut`]. `None` if the data is wholly inside the file.
+    pub fn cut(&self, tensor: &TensorEntry) -> Option<Error> {
         let range = self.index.data_range(tensor).ok()?;
         let file_size = self.bytes.as_slice().len() as u64;
-        (range.end > file_size).then(|| TensorDataError::Cut {
-            name: tensor.name.clone(),
-            present: file_size.saturating_sub(range.start),
-            bytes: tensor.bytes,
+        (range.end > file_size).then(|| {
+            self.error(ErrorKind::Cut {
+                name: tensor.name.clone(),
+                present: file_size.saturating_sub(range.start),
+                bytes: tensor.bytes,
+            })
         })
     }
 
@@ -307,7 +283,7 @@ impl GgufFile {
                 .report
                 .errors
                 .iter()
-                .all(|e| matches!(e, Error::TensorOutOfBounds { .. }))
+                .all(|e| matches!(e, miniquant::Error::TensorOutOfBounds { .. }))
     }
 
     /// The data of `tensor` (an entry of this file's index), borrowed from the mapping: the bytes
@@ -316,7 +292,7 @@ impl GgufFile {
     pub fn data_of(&self, tensor: &TensorEntry) -> Result<&[u8]> {
         let range = self.index.data_range(tensor)?;
         let file_size = self.bytes.as_slice().len() as u64;
-        let out_of_bounds = Error::TensorOutOfBounds {
+        let out_of_bounds = miniquant::Error::TensorOutOfBounds {
             end: range.end,
             file_size,
             offset: tensor.info_offset,
@@ -327,45 +303,6 @@ impl GgufFile {
     }
 }
 
-/// Why [`GgufFile::tensor_data`] (or another read of a tensor by name) failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TensorDataError {
-    /// The index has no tensor of this name.
-    NoSuchTensor(String),
-    /// The file ends inside or before the tensor's data (a partial download): it holds `present`
-    /// of its `bytes` bytes. The tensors wholly present can still be read.
-    Cut {
-        /// The tensor.
-        name: String,
-        /// Bytes of its data the file holds.
-        present: u64,
-        /// Bytes of its data.
-        bytes: u64,
-    },
-    /// The tensor's data is not inside the file, or cannot be converted or computed.
-    Gguf(Error),
-}
-
-impl fmt::Display for TensorDataError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoSuchTensor(name) => write!(f, "no tensor named {name:?}"),
-            Self::Cut {
-                name,
-                present,
-                bytes,
-            } => write!(
-                f,
-                "tensor {name:?} is cut at byte {present} of {bytes}: the file is truncated (a \
-                 partial download?); the tensors wholly present can still be read"
-            ),
-            Self::Gguf(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for TensorDataError {}
-
 /// Reads a stream whole, but only its first 4 bytes if they are not GGUF's magic: the parser stops
 /// there anyway, and an endless stream (`/dev/zero`, `yes |`) must not fill memory first.
 fn read_stream(mut reader: impl Read) -> std::io::Result<Vec<u8>> {
@@ -375,4 +312,9 @@ fn read_stream(mut reader: impl Read) -> std::io::Result<Vec<u8>> {
         reader.read_to_end(&mut bytes)?;
     }
     Ok(bytes)
+}
+
+/// An I/O error about the file at `path`.
+fn io_error(e: std::io::Error, path: &Path) -> Error {
+    Error::new(ErrorKind::Io(e), Some(path.to_owned()))
 }

@@ -9,6 +9,13 @@
 //! the `miniquant` command line ([`cli`]). Pipes and other unmappable streams are read into memory
 //! ([`GgufFile::from_reader`]).
 //!
+//! Opening a file and reading its tensors fail with one type, [`Error`]: what went wrong
+//! ([`ErrorKind`]) and the path of the file (its `Display` names it; `source()` is the
+//! underlying I/O or core error). The reads of an entry's bytes ([`GgufFile::data_of`],
+//! [`GgufFile::rows_data`], ...) fail with the core's [`miniquant::Error`], which `?` turns into an
+//! [`Error`]. A conversion ([`requantize`]) has its own error,
+//! [`requantize::RequantizeError`], which also concerns the output.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let file = miniquant_std::GgufFile::open("examples/tiny.gguf")?;
@@ -35,6 +42,7 @@ pub use miniquant;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod diagnose;
+pub mod error;
 pub mod example;
 pub mod file;
 pub mod format;
@@ -58,7 +66,8 @@ pub mod writer;
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
-pub use file::{GgufFile, OpenError, TensorDataError};
+pub use error::{Error, ErrorKind};
+pub use file::GgufFile;
 pub use index::{Index, MetadataEntry, ReaderOptions, TensorEntry};
 pub use validate::{Report, Warning};
 pub use value::{Array, Element, Strings, Value};

@@ -8,7 +8,7 @@ use std::io::Read;
 use miniquant::gguf::{Limits, Scalar};
 use miniquant::{Error, GgmlType};
 use miniquant_std::writer::GgufWriter;
-use miniquant_std::{Array, GgufFile, Index, OpenError, ReaderOptions, Value};
+use miniquant_std::{Array, ErrorKind, GgufFile, Index, ReaderOptions, Value};
 
 /// A file whose string values are longer than the smallest reader buffer (64 bytes), with multi-byte
 /// characters that the buffer boundaries cut through.
@@ -230,14 +230,12 @@ fn tensor_data_is_borrowed_from_the_mapping() {
         mapped.contains(&b.as_ptr()),
         "zero copy: the slice points into the mapping"
     );
-    assert_eq!(
-        file.tensor_data("zzz").unwrap_err(),
-        miniquant_std::TensorDataError::NoSuchTensor("zzz".to_owned())
+    let e = file.tensor_data("zzz").unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NoSuchTensor(name) if name == "zzz"),
+        "{e:?}"
     );
-    assert_eq!(
-        file.tensor_data("zzz").unwrap_err().to_string(),
-        "no tensor named \"zzz\""
-    );
+    assert_eq!(e.kind().to_string(), "no tensor named \"zzz\"");
 }
 
 #[test]
@@ -247,8 +245,8 @@ fn open_fails_with_every_error_and_open_unchecked_reports_them() {
         .kv("k", Scalar::U8(2))
         .tensor("t", GgmlType::F32, &[64], vec![0; 4]);
     let path = common::scratch_file("open-bad.gguf", &w.to_bytes());
-    match GgufFile::open(&path) {
-        Err(OpenError::Invalid(report)) => {
+    match GgufFile::open(&path).map_err(|e| e.into_kind()) {
+        Err(ErrorKind::Invalid(report)) => {
             assert_eq!(report.errors.len(), 2, "{:?}", report.errors);
             assert!(matches!(
                 report.errors[0],
@@ -261,28 +259,88 @@ fn open_fails_with_every_error_and_open_unchecked_reports_them() {
     let file = GgufFile::open_unchecked(&path).unwrap();
     assert_eq!(file.report().errors.len(), 2);
     // The data check still guards access to the truncated tensor, naming how much is there.
-    assert_eq!(
-        file.tensor_data("t"),
-        Err(miniquant_std::TensorDataError::Cut {
-            name: "t".into(),
-            present: 4,
-            bytes: 256
-        })
+    let cut = file.tensor_data("t").unwrap_err();
+    assert!(
+        matches!(
+            cut.kind(),
+            ErrorKind::Cut { name, present: 4, bytes: 256 } if name == "t"
+        ),
+        "{cut:?}"
     );
-    assert!(matches!(
-        GgufFile::open("/nonexistent.gguf"),
-        Err(OpenError::Io(_))
-    ));
+    let missing = GgufFile::open("/nonexistent.gguf").unwrap_err();
+    assert!(matches!(missing.kind(), ErrorKind::Io(_)), "{missing:?}");
+    assert_eq!(
+        missing.path(),
+        Some(std::path::Path::new("/nonexistent.gguf"))
+    );
 }
 
 #[test]
 fn an_empty_file_is_an_error_not_a_mapping_failure() {
     let path = common::scratch_file("empty.gguf", &[]);
-    match GgufFile::open(&path) {
-        Err(OpenError::Invalid(report)) => assert!(matches!(
+    match GgufFile::open(&path).map_err(|e| e.into_kind()) {
+        Err(ErrorKind::Invalid(report)) => assert!(matches!(
             report.errors[..],
             [Error::Truncated { offset: 0, .. }]
         )),
         other => panic!("{other:?}"),
     }
+}
+
+/// One error type: an error about a tensor of a file opened by path names the path in its
+/// message, and `source()` reaches the underlying error; a file read from a stream has no path.
+#[test]
+fn errors_name_the_file_and_chain_their_source() {
+    use std::error::Error as _;
+    let mut w = GgufWriter::new();
+    w.tensor("t", GgmlType::F32, &[4], vec![0; 16]);
+    let bytes = w.to_bytes();
+    let path = common::scratch_file("errors-name-the-file.gguf", &bytes);
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.path(), Some(std::path::Path::new(&path)));
+
+    let e = file.matvec_tensor("t", &[1.0; 3], 1).unwrap_err();
+    assert_eq!(e.path(), Some(std::path::Path::new(&path)));
+    let core = e
+        .source()
+        .and_then(|s| s.downcast_ref::<Error>())
+        .expect("the core error is the source");
+    assert!(
+        matches!(
+            core,
+            Error::LengthMismatch {
+                expected: 4,
+                found: 3
+            }
+        ),
+        "{core:?}"
+    );
+    assert_eq!(e.to_string(), format!("{path:?}: {core}"));
+
+    let e = file.dequantize_tensor("nope", 1).unwrap_err();
+    assert_eq!(e.to_string(), format!("{path:?}: no tensor named \"nope\""));
+    assert!(e.source().is_none());
+
+    let missing = format!("{path}.missing");
+    let e = GgufFile::open(&missing).unwrap_err();
+    let io = e
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the I/O error is the source");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(e.to_string(), format!("{missing:?}: {io}"));
+
+    let streamed = GgufFile::from_reader(&bytes[..]).unwrap();
+    let e = streamed.tensor_data("nope").unwrap_err();
+    assert_eq!(e.path(), None);
+    assert_eq!(e.to_string(), "no tensor named \"nope\"");
+
+    // `?` turns a core error into this one (without a path: no file is known).
+    fn core_error() -> Result<(), miniquant_std::Error> {
+        Err(Error::LevelUnknown)?
+    }
+    assert!(matches!(
+        core_error().unwrap_err().kind(),
+        ErrorKind::Gguf(Error::LevelUnknown)
+    ));
 }

@@ -279,6 +279,15 @@ impl CliError {
         }
     }
 
+    /// An error of the library about a file: its I/O error after `what` (the CLI names the path
+    /// its own way, in `what`); any other kind's message without the path.
+    fn of_file(what: impl Into<String>, e: crate::Error) -> Self {
+        match e.into_kind() {
+            crate::ErrorKind::Io(source) => Self::io(what, source),
+            other => Self::Message(other.to_string()),
+        }
+    }
+
     fn print<E: Write>(&self, err: &mut E) -> io::Result<()> {
         match self {
             Self::Gguf(report) => print_report(report, err),
@@ -352,7 +361,8 @@ fn open_gguf_allowing_cut(path: &Path) -> Result<GgufFile, CliError> {
 /// Fails, naming the tensor and how much of it the file holds, if the file ends inside `tensor`.
 fn whole(file: &GgufFile, tensor: &TensorEntry) -> Result<(), CliError> {
     match file.cut(tensor) {
-        Some(cut) => Err(CliError::Message(cut.to_string())),
+        // The kind alone: the CLI's messages name the file their own way.
+        Some(cut) => Err(CliError::Message(cut.kind().to_string())),
         None => Ok(()),
     }
 }
@@ -370,10 +380,10 @@ fn open_gguf_unchecked(path: &Path) -> Result<GgufFile, CliError> {
             ));
         }
         GgufFile::from_reader_unchecked(io::stdin().lock())
-            .map_err(|e| CliError::io("cannot read standard input", e))
+            .map_err(|e| CliError::of_file("cannot read standard input", e))
     } else {
         GgufFile::open_unchecked(path)
-            .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))
+            .map_err(|e| CliError::of_file(format!("cannot open {}", quoted(path)), e))
     }
 }
 

@@ -47,7 +47,7 @@ pub(super) fn run<O: Write, E: Write>(
         }
         // The lean path: no index unless there is something to explain.
         None => GgufFile::validate(path)
-            .map_err(|e| CliError::io(format!("cannot open {}", quoted(path)), e))?,
+            .map_err(|e| CliError::of_file(format!("cannot open {}", quoted(path)), e))?,
     };
     if !report.is_valid() {
         // The index and bytes give the messages their context (the key, the truncation).
