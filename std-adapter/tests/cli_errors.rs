@@ -290,12 +290,38 @@ fn an_endless_stream_that_is_not_gguf_is_refused_at_once() {
     const DEADLINE: Duration = Duration::from_secs(20);
     let out = scratch_dir().join("endless-out.gguf");
     let out = out.to_str().unwrap();
-    for args in [
-        &["inspect", "/dev/zero"][..],
-        &["validate", "/dev/zero"],
-        &["dequant", "/dev/zero", "x", "-o", "-"],
-        &["extract", "/dev/zero", out],
-        &["inspect", "-"],
+    let raw_out = scratch_dir().join("endless-out.bin");
+    let raw_out = raw_out.to_str().unwrap();
+    let tiny = scratch_dir().join("endless-tiny.gguf");
+    std::fs::write(&tiny, miniquant_std::example::tiny_gguf()).unwrap();
+    let tiny = tiny.to_str().unwrap();
+    // The array inputs (f32 values, raw blocks) read a stream up to a bound, then say so.
+    let too_long = "is a stream longer than 256 MiB";
+    for (args, expected) in [
+        (&["inspect", "/dev/zero"][..], "magic"),
+        (&["validate", "/dev/zero"], "magic"),
+        (&["dequant", "/dev/zero", "x", "-o", "-"], "magic"),
+        (&["extract", "/dev/zero", out], "magic"),
+        (&["inspect", "-"], "magic"),
+        (
+            &["quantize-raw", "/dev/zero", raw_out, "--type", "q8_0"],
+            too_long,
+        ),
+        (
+            &["dequant-raw", "/dev/zero", "--type", "q8_0", raw_out],
+            too_long,
+        ),
+        (
+            &[
+                "matvec",
+                tiny,
+                "blk.0.ffn_up.weight",
+                "/dev/zero",
+                "-o",
+                raw_out,
+            ],
+            too_long,
+        ),
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_miniquant"))
             .args(args)
@@ -328,6 +354,6 @@ fn an_endless_stream_that_is_not_gguf_is_refused_at_once() {
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
         assert_eq!(status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.contains("magic"), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }

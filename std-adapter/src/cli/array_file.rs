@@ -87,8 +87,30 @@ fn format_of(path: &Path, explicit: Option<Format>, bytes: &[u8]) -> Result<Form
     Ok(format)
 }
 
+/// A stream input (a pipe, a FIFO, a device) is read up to this many bytes: a regular file's size
+/// bounds its read, a stream's nothing does (`/dev/zero` would fill memory).
+const MAX_STREAM_BYTES: u64 = 256 << 20;
+
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path).map_err(|e| CliError::io(format!("cannot read {}", quoted(path)), e))
+    use std::io::Read;
+    let cannot_read = |e| CliError::io(format!("cannot read {}", quoted(path)), e);
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    if file.metadata().map_err(cannot_read)?.is_file() {
+        return std::fs::read(path).map_err(cannot_read);
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_STREAM_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot_read)?;
+    if bytes.len() as u64 > MAX_STREAM_BYTES {
+        return Err(CliError::Message(format!(
+            "{} is a stream longer than {} MiB, the most read from a pipe or device: save it to a \
+             file and pass that",
+            quoted(path),
+            MAX_STREAM_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 fn npy_error(path: &Path, e: &npy::NpyError) -> CliError {
