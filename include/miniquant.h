@@ -566,8 +566,9 @@ int32_t mq_matvec(uint32_t code,
                   size_t y_len,
                   struct mq_error *err);
 
-// The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): the best the build's target
-// features allow (the library does no run-time CPU detection). Static, NUL-terminated.
+// The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): on x86_64 the best this CPU
+// has (detected once with `cpuid`, no OS call), elsewhere the best the build's target features
+// allow. Static, NUL-terminated.
 const char *mq_kernel_level(void);
 
 // The default limits: depth 8, strings and arrays up to 2^30, keys up to 65535 bytes, 2^20

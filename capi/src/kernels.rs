@@ -258,8 +258,9 @@ pub unsafe extern "C" fn mq_matvec(
     }
 }
 
-/// The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): the best the build's target
-/// features allow (the library does no run-time CPU detection). Static, NUL-terminated.
+/// The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): on x86_64 the best this CPU
+/// has (detected once with `cpuid`, no OS call), elsewhere the best the build's target features
+/// allow. Static, NUL-terminated.
 #[no_mangle]
 pub extern "C" fn mq_kernel_level() -> *const c_char {
     c_str(match level::current() {

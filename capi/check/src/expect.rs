@@ -412,9 +412,9 @@ fn kernels(bytes: &[u8]) -> String {
             }
         }
     }
-    // The C library has no run-time detection: it runs the level its build's target features
-    // allow, scalar on a baseline x86_64. The bits are the same at every level.
-    out.push_str("level scalar\n");
+    // Both sides detect the same level (x86_64: cpuid in every build; elsewhere the target
+    // features); the bits are the same at every level.
+    let _ = writeln!(out, "level {}", quant::level::current());
     for (t, cols, rows, offset) in seen {
         let start = (data_offset + offset) as usize;
         kernels_of(&mut out, &bytes[start..], t, cols, rows);
