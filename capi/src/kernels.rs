@@ -25,6 +25,39 @@ unsafe fn call(err: *mut mq_error, f: impl FnOnce() -> Result<(), Failure>) -> i
     unsafe { ffi::finish(err, f()) }
 }
 
+/// A core function from one kind of element to another: `quant::dequantize` or `quant::quantize`.
+type Conversion<S, D> = fn(GgmlType, &[S], &mut [D]) -> Result<(), miniquant::Error>;
+
+/// `mq_dequantize` and `mq_quantize`: `op` from `src_len` elements at `src` into `dst_len` at
+/// `dst`, the type code and every pointer/length pair checked, the output not overlapping the
+/// input.
+///
+/// # Safety
+/// `src` valid for `src_len` reads, `dst` for `dst_len` writes, `err` NULL or valid for writes.
+unsafe fn convert<S, D>(
+    code: u32,
+    src: *const S,
+    src_len: usize,
+    dst: *mut D,
+    dst_len: usize,
+    err: *mut mq_error,
+    op: Conversion<S, D>,
+) -> i32 {
+    // SAFETY: the caller's contracts; the overlap is checked before the slices are made.
+    unsafe {
+        call(err, || {
+            let t = ggml_type(code)?;
+            ffi::disjoint(
+                ffi::span(dst.cast_const(), dst_len)?,
+                &[ffi::span(src, src_len)?],
+            )?;
+            let src = ffi::slice(src, src_len)?;
+            let dst = ffi::slice_mut(dst, dst_len)?;
+            Ok(op(t, src, dst)?)
+        })
+    }
+}
+
 /// Elements per block and bytes per block of type `code`, into `*block_size` and `*block_bytes`
 /// (either may be NULL). Returns `MQ_OK`, `MQ_E_UNKNOWN_GGML_TYPE` or `MQ_E_REMOVED_GGML_TYPE`.
 ///
@@ -111,19 +144,8 @@ pub unsafe extern "C" fn mq_dequantize(
     dst_len: usize,
     err: *mut mq_error,
 ) -> i32 {
-    // SAFETY: the caller's contracts; the overlap is checked before the slices are made.
-    unsafe {
-        call(err, || {
-            let t = ggml_type(code)?;
-            ffi::disjoint(
-                ffi::span(dst.cast_const(), dst_len)?,
-                &[ffi::span(src, src_len)?],
-            )?;
-            let src = ffi::slice(src, src_len)?;
-            let dst = ffi::slice_mut(dst, dst_len)?;
-            Ok(quant::dequantize(t, src, dst)?)
-        })
-    }
+    // SAFETY: the caller's contracts, passed on.
+    unsafe { convert(code, src, src_len, dst, dst_len, err, quant::dequantize) }
 }
 
 /// Quantizes the `src_len` floats at `src` into `dst_len` bytes of type `code` at `dst` (exactly
@@ -145,19 +167,8 @@ pub unsafe extern "C" fn mq_quantize(
     dst_len: usize,
     err: *mut mq_error,
 ) -> i32 {
-    // SAFETY: the caller's contracts; the overlap is checked before the slices are made.
-    unsafe {
-        call(err, || {
-            let t = ggml_type(code)?;
-            ffi::disjoint(
-                ffi::span(dst.cast_const(), dst_len)?,
-                &[ffi::span(src, src_len)?],
-            )?;
-            let src = ffi::slice(src, src_len)?;
-            let dst = ffi::slice_mut(dst, dst_len)?;
-            Ok(quant::quantize(t, src, dst)?)
-        })
-    }
+    // SAFETY: the caller's contracts, passed on.
+    unsafe { convert(code, src, src_len, dst, dst_len, err, quant::quantize) }
 }
 
 /// The dot product of `w` (`w_len` bytes, whole blocks of type `code`) with `x` (`x_len` bytes:
