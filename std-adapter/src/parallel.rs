@@ -10,11 +10,9 @@
 //!   multi-threaded call and kept for the process (grown, never shrunk, when a call asks for more
 //!   threads than it has; a call with `threads = N` still occupies at most `N - 1` of them). Handing
 //!   a chunk to a parked or spinning worker costs a few microseconds. Spawning and joining a
-//!   `std::thread::scope` thread per call, as this module did before, cost about 35 µs on a 2-core
-//!   AMD EPYC (Zen 3) VM: as long as a whole one-thread matvec of a 640×2048 Q4_K tensor (737 KB,
-//!   60 µs at 12.4 GB/s), which then ran at 5.5–7.4 GB/s on 2 threads. (The argument that one
-//!   spawn per call is negligible, and rayon not worth a dependency, held only for tensors of many
-//!   megabytes.)
+//!   `std::thread::scope` thread per call, as this module did before, cost as much as a whole
+//!   one-thread matvec of a real model's smaller tensors (figures in BENCHMARKS.md), so one spawn
+//!   per call is negligible only for tensors of many megabytes.
 //! - **Chunks taken on demand.** The rows are not split into one fixed range per thread: whoever
 //!   is free takes the next chunk of about [`CHUNK_BYTES`] of weights (fewer, larger chunks for a
 //!   large matrix). The caller starts on the first chunk at once, so a worker that wakes late only

@@ -1147,7 +1147,7 @@ impl<const DEPTH: usize> Parser<DEPTH> {
     /// One tensor info, or the end of the header after the last one. On 32-bit targets (the
     /// microcontrollers) it is inlined at its one call site (in `next_raw`): out of line, its
     /// 128-byte M4F frame was the deepest below a driver loop. On 64-bit targets it stays out of
-    /// line: inlined, the host's `Read` driver loop ran about 5% slower (`header` bench).
+    /// line: inlined, the host's `Read` driver loop ran slower (`header` bench, BENCHMARKS.md).
     #[cfg_attr(target_pointer_width = "32", inline(always))]
     #[cfg_attr(not(target_pointer_width = "32"), inline(never))]
     fn tensor_event(&mut self, input: &[u8], feed: Feed) -> Result<RawStep> {

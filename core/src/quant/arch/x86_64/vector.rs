@@ -87,8 +87,8 @@ const K_PREFETCH_BYTES: usize = 4096;
 
 /// `v`, with what LLVM knows of it hidden behind an empty `asm!`, where its shuffle combining
 /// makes more shuffles than the code asks for: a byte shuffle of a vector whose two 128-bit
-/// halves are equal becomes a 128-bit one plus a two-uop `vpermq` (Zen 3), and a constant
-/// `vpermd` becomes `vpermilps` + `vpermpd` (see `lane_groups`).
+/// halves are equal becomes a 128-bit one plus a `vpermq` (two uops on some cores), and a
+/// constant `vpermd` becomes `vpermilps` + `vpermpd` (see `lane_groups`).
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn opaque(mut v: __m256i) -> __m256i {
