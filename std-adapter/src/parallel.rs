@@ -18,17 +18,13 @@
 //!   large matrix). The caller starts on the first chunk at once, so a worker that wakes late only
 //!   leaves the caller more chunks, instead of the caller waiting for a fixed half.
 //! - **A minimum share per thread.** A matrix gets at most one thread per
-//!   [`MIN_BYTES_PER_THREAD`] of weights. On the idle VM above, two pooled threads break even with
-//!   one at about 32–75 KB of weights (Q5_0 and Q4_1 earlier, Q4_K, whose kernel is faster per byte,
-//!   later); 64 KiB per thread leaves a margin, and a smaller matrix is computed by the caller
-//!   alone, as fast as with `threads = 1`.
+//!   [`MIN_BYTES_PER_THREAD`] of weights: below a few tens of KB two pooled threads lose to one
+//!   (BENCHMARKS.md); 64 KiB per thread leaves a margin, and a smaller matrix is computed by the
+//!   caller alone, as fast as with `threads = 1`.
 //!
-//! Measured there, idle, best of 5: the 737 KB Q4_K tensor 12.4 GB/s on one thread, 18–21 GB/s on
-//! two; a 2048×640 Q5_0 tensor (901 KB) 6.6 and 11–13 GB/s. When another process keeps the second
-//! core busy, two threads cannot gain, and a worker that is descheduled holding a chunk still
-//! makes the call wait: the 737 KB Q4_K tensor then ran at 10–11 GB/s best, 7–10 median, against
-//! 12.4 on one thread (the per-call spawn: 7.4 and 7.2). On a machine known to be loaded, one
-//! thread is the faster choice for small tensors.
+//! When another process keeps the second core busy, two threads cannot gain, and a worker that is
+//! descheduled holding a chunk still makes the call wait: on a machine known to be loaded, one
+//! thread is the faster choice for small tensors (figures in BENCHMARKS.md).
 
 use std::sync::{Arc, Mutex, PoisonError};
 

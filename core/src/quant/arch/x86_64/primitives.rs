@@ -14,7 +14,7 @@ use super::vector::opaque;
 /// half, then each half's 4x4 bytes are transposed: two shuffles, kept apart and the `vpermd`
 /// index hidden (`opaque`), because LLVM's generic tuning otherwise makes three of them
 /// (`vpermilps` and `vpermpd` for the `vpermd`, or two `vpshufb` around a `vpermq`).
-/// Built with AVX-512 VBMI (`-C target-cpu` of Ice Lake, Zen 4 and later) it is one `vpermb`;
+/// Built with AVX-512 VBMI enabled (`-C target-cpu` of a CPU that has it) it is one `vpermb`;
 /// otherwise the VNNI kernels pick [`grouped::<true>`](grouped), `vpermb`, at run time where the
 /// CPU has VBMI (Cascade Lake has VNNI without it).
 #[inline]
