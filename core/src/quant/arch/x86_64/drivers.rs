@@ -25,8 +25,8 @@ const SUMMARIZED_BLOCKS: usize = 1024;
 
 /// What the legacy rows kernels take from an activation block besides its quants, the same for
 /// every row: its scales as f32 (`d`, and `s` of a Q8_1 block) and `bias · Σ y` for kernels that
-/// sum biased quants. Made once per call instead of once per group of eight rows, it no longer
-/// costs ~12 of the Q5_0 step's ~115 vector uops (a horizontal sum, scalar f16 conversions).
+/// sum biased quants: made once per call instead of once per group of eight rows (a horizontal
+/// sum and scalar f16 conversions per block).
 #[derive(Clone, Copy)]
 pub(super) struct Summary {
     pub(super) d: f32,

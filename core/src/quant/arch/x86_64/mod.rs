@@ -37,8 +37,12 @@ macro_rules! level_kernels {
             ..ArchKernels::NONE
         }
     };
-    (@entry $T:ident, dequantize, $kernel:path) => { level_kernels!(@with $T, $kernel, blocks, out) };
-    (@entry $T:ident, quantize, $kernel:path) => { level_kernels!(@with $T, $kernel, values, blocks) };
+    (@entry $T:ident, dequantize, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, blocks, out)
+    };
+    (@entry $T:ident, quantize, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, values, blocks)
+    };
     (@entry $T:ident, vec_dot, $kernel:path) => { level_kernels!(@with $T, $kernel, w, x) };
     (@entry $T:ident, rows, $kernel:path) => {
         level_kernels!(@with $T, $kernel, w, row_blocks, x, out)

@@ -5,7 +5,7 @@
 //!   as the scalar `f16_le`); BF16 is a 16-bit shift. These are the instruction loops candle's
 //!   `to_float` runs too (`memcpy`, `half`'s F16C slice conversion, a vectorized shift), and at
 //!   one load, one convert and one 32-byte store per eight values they run at the cache or
-//!   memory bandwidth, not the core's speed: about 1x candle in the kernels bench, by nature.
+//!   memory bandwidth, not the core's speed.
 //! - quantize: F32 is a byte copy; F16 is `vcvtps2ph` with round-to-nearest-even (immediate 0, so
 //!   MXCSR is not consulted), then every NaN lane replaced by `sign | 0x7E00`
 //!   (`GGML_FP32_TO_FP16`); BF16 is `ggml_compute_fp32_to_bf16` in integer lanes (add

@@ -113,7 +113,13 @@ kernel! {
     /// Q2_K rows, AVX2: eight rows in the lanes share one transpose of their integer sums and one
     /// set of float steps.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows(t: Avx2, w: &[BlockQ2K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    pub(super) fn rows(
+        t: Avx2,
+        w: &[BlockQ2K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         // Q2_K's float steps are per super-block, as the legacy types' are per block: eight rows in
         // the lanes share one transpose of their integer sums and one set of float steps.
         legacy_rows(

@@ -185,19 +185,37 @@ fn q3_k_rows<P: Primitives>(
 kernel! {
     /// Q3_K rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows(t: Avx2, w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    pub(super) fn rows(
+        t: Avx2,
+        w: &[BlockQ3K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot(t, w, x))
     }
 
     /// Q3_K rows, AVX-512 VNNI without VBMI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_vnni_only(t: Avx512Vnni, w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    fn rows_vnni_only(
+        t: Avx512Vnni,
+        w: &[BlockQ3K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_vnni_only(t, w, x))
     }
 
     /// Q3_K rows, AVX-512 VNNI with VBMI's `vpermb`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_vbmi(t: Avx512Vbmi, w: &[BlockQ3K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    fn rows_vbmi(
+        t: Avx512Vbmi,
+        w: &[BlockQ3K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_vbmi(t, w, x))
     }
 }

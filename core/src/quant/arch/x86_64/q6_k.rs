@@ -172,19 +172,39 @@ fn q6_k_rows<P: Primitives>(
 kernel! {
     /// Q6_K rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q6_k(t: Avx2, w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    pub(super) fn rows_q6_k(
+        t: Avx2,
+        w: &[BlockQ6K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         q6_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_q6_k(t, w, x))
     }
 
     /// Q6_K rows, AVX-512 VNNI without VBMI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q6_k_vnni_only(t: Avx512Vnni, w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        q6_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_q6_k_vnni_only(t, w, x))
+    fn rows_q6_k_vnni_only(
+        t: Avx512Vnni,
+        w: &[BlockQ6K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        q6_k_rows(t, w, row_blocks, x, out, |w, x| {
+            vec_dot_q6_k_vnni_only(t, w, x)
+        })
     }
 
     /// Q6_K rows, AVX-512 VNNI with VBMI's `vpermb`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q6_k_vbmi(t: Avx512Vbmi, w: &[BlockQ6K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+    fn rows_q6_k_vbmi(
+        t: Avx512Vbmi,
+        w: &[BlockQ6K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         q6_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_q6_k_vbmi(t, w, x))
     }
 }

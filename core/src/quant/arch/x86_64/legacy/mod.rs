@@ -496,12 +496,16 @@ kernel! {
             // within 128-bit halves, the permutation puts the four groups of four back in order.
             let [l0, l1, l2, l3] = levels;
             let byte = _mm256_set1_epi32(0xff);
-            let pair = |lo, hi| _mm256_and_si256(_mm256_or_si256(lo, _mm256_slli_epi32::<4>(hi)), byte);
+            let pair =
+                |lo, hi| _mm256_and_si256(_mm256_or_si256(lo, _mm256_slli_epi32::<4>(hi)), byte);
             let words = _mm256_packus_epi32(pair(l0, l2), pair(l1, l3));
             let bytes = _mm256_packus_epi16(words, words);
-            let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
+            let bytes =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
             // SAFETY: `qs` holds sixteen bytes; `storeu` has no alignment requirement.
-            unsafe { _mm_storeu_si128(block.qs.as_mut_ptr().cast(), _mm256_castsi256_si128(bytes)) };
+            unsafe {
+                _mm_storeu_si128(block.qs.as_mut_ptr().cast(), _mm256_castsi256_si128(bytes))
+            };
         }
     }
 

@@ -79,8 +79,7 @@ impl Heads {
     #[target_feature(enable = "avx2,f16c")]
     fn halves(self) -> (__m256, __m256) {
         // [d0 m0 d1 m1 | d4 m4 d5 m5] and [d2 m2 d3 m3 | d6 m6 d7 m7]; one in-lane shuffle each
-        // picks [d0 d1 d2 d3 | d4 d5 d6 d7] and the m likewise (before: a byte shuffle and two
-        // two-uop `vpermq` on Zen 3).
+        // picks [d0 d1 d2 d3 | d4 d5 d6 d7] and the m likewise (no cross-lane shuffle).
         let first = _mm256_cvtph_ps(self.first);
         let second = _mm256_cvtph_ps(self.second);
         (
@@ -380,7 +379,13 @@ fn summary_vnni(xb: &BlockQ8_0, bias: i8) -> Summary {
 kernel! {
     /// Q8_0 rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(in super::super) fn rows_q8_0(t: Avx2, w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    pub(in super::super) fn rows_q8_0(
+        t: Avx2,
+        w: &[BlockQ8_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
         legacy_rows(
             w,
             row_blocks,
@@ -410,7 +415,13 @@ kernel! {
 
     /// Q8_0 rows, AVX-512 VNNI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn rows_q8_0_vnni(t: Avx512Vnni, w: &[BlockQ8_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    pub(in super::super) fn rows_q8_0_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ8_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
         legacy_rows(
             w,
             row_blocks,
@@ -436,57 +447,129 @@ kernel! {
 
     /// Q4_0 rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(in super::super) fn rows_q4_0(t: Avx2, w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-        q4_0_rows(t, w, row_blocks, x, out, |w, x| super::vec_dot_q4_0(t, w, x))
+    pub(in super::super) fn rows_q4_0(
+        t: Avx2,
+        w: &[BlockQ4_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        q4_0_rows(t, w, row_blocks, x, out, |w, x| {
+            super::vec_dot_q4_0(t, w, x)
+        })
     }
 
     /// Q4_0 rows, AVX-512 VNNI (integer sums by `vpdpbusd`).
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn rows_q4_0_vnni(t: Avx512Vnni, w: &[BlockQ4_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-        q4_0_rows(t, w, row_blocks, x, out, |w, x| super::vec_dot_q4_0_vnni(t, w, x))
+    pub(in super::super) fn rows_q4_0_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ4_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        q4_0_rows(t, w, row_blocks, x, out, |w, x| {
+            super::vec_dot_q4_0_vnni(t, w, x)
+        })
     }
 
     /// Q4_1 rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(in super::super) fn rows_q4_1(t: Avx2, w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-        q4_1_rows(t, w, row_blocks, x, out, |w, x| super::vec_dot_q4_1(t, w, x))
+    pub(in super::super) fn rows_q4_1(
+        t: Avx2,
+        w: &[BlockQ4_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        out: &mut [f32],
+    ) {
+        q4_1_rows(t, w, row_blocks, x, out, |w, x| {
+            super::vec_dot_q4_1(t, w, x)
+        })
     }
 
     /// Q4_1 rows, AVX-512 VNNI (integer sums by `vpdpbusd`).
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn rows_q4_1_vnni(t: Avx512Vnni, w: &[BlockQ4_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-        q4_1_rows(t, w, row_blocks, x, out, |w, x| super::vec_dot_q4_1(t.avx2(), w, x))
+    pub(in super::super) fn rows_q4_1_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ4_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        out: &mut [f32],
+    ) {
+        q4_1_rows(t, w, row_blocks, x, out, |w, x| {
+            super::vec_dot_q4_1(t.avx2(), w, x)
+        })
     }
 
     /// Q5_0 rows, AVX2: two blocks a vector ([`pair_sums`]).
     #[target_feature(enable = "avx2,f16c")]
-    pub(in super::super) fn rows_q5_0(t: Avx2, w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+    pub(in super::super) fn rows_q5_0(
+        t: Avx2,
+        w: &[BlockQ5_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
         let block_sums = |bs: [&BlockQ5_0; LANES], y: &[i8; 32], bias_sum| {
-            pair_sums(t, bs, split_activation(y), bias_sum, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh)))
+            pair_sums(t, bs, split_activation(y), bias_sum, |a, b| {
+                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            })
         };
-        q5_0_rows(w, row_blocks, x, out, block_sums, |w, x| super::vec_dot_q5_0(t, w, x))
+        q5_0_rows(w, row_blocks, x, out, block_sums, |w, x| {
+            super::vec_dot_q5_0(t, w, x)
+        })
     }
 
     /// Q5_0 rows, AVX-512 VNNI: one block a vector ([`q5_block_sums`]).
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn rows_q5_0_vnni(t: Avx512Vnni, w: &[BlockQ5_0], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
-        let block_sums = |bs: [&BlockQ5_0; LANES], y: &[i8; 32], bias_sum| q5_block_sums(bs, y, bias_sum, |b| (&b.qs, b.qh));
-        q5_0_rows(w, row_blocks, x, out, block_sums, |w, x| super::vec_dot_q5_0(t.avx2(), w, x))
+    pub(in super::super) fn rows_q5_0_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ5_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        let block_sums = |bs: [&BlockQ5_0; LANES], y: &[i8; 32], bias_sum| {
+            q5_block_sums(bs, y, bias_sum, |b| (&b.qs, b.qh))
+        };
+        q5_0_rows(w, row_blocks, x, out, block_sums, |w, x| {
+            super::vec_dot_q5_0(t.avx2(), w, x)
+        })
     }
 
     /// Q5_1 rows, AVX2: two blocks a vector ([`pair_sums`]).
     #[target_feature(enable = "avx2,f16c")]
-    pub(in super::super) fn rows_q5_1(t: Avx2, w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
+    pub(in super::super) fn rows_q5_1(
+        t: Avx2,
+        w: &[BlockQ5_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        out: &mut [f32],
+    ) {
         let block_sums = |bs: [&BlockQ5_1; LANES], y: &[i8; 32], bias_sum| {
-            pair_sums(t, bs, split_activation(y), bias_sum, |a, b| q5_pair((&a.qs, &b.qs), (a.qh, b.qh)))
+            pair_sums(t, bs, split_activation(y), bias_sum, |a, b| {
+                q5_pair((&a.qs, &b.qs), (a.qh, b.qh))
+            })
         };
-        q5_1_rows(w, row_blocks, x, out, block_sums, |w, x| super::vec_dot_q5_1(t, w, x))
+        q5_1_rows(w, row_blocks, x, out, block_sums, |w, x| {
+            super::vec_dot_q5_1(t, w, x)
+        })
     }
 
     /// Q5_1 rows, AVX-512 VNNI: one block a vector ([`q5_block_sums`]).
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn rows_q5_1_vnni(t: Avx512Vnni, w: &[BlockQ5_1], row_blocks: usize, x: &[BlockQ8_1], out: &mut [f32]) {
-        let block_sums = |bs: [&BlockQ5_1; LANES], y: &[i8; 32], bias_sum| q5_block_sums(bs, y, bias_sum, |b| (&b.qs, b.qh));
-        q5_1_rows(w, row_blocks, x, out, block_sums, |w, x| super::vec_dot_q5_1(t.avx2(), w, x))
+    pub(in super::super) fn rows_q5_1_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ5_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        out: &mut [f32],
+    ) {
+        let block_sums = |bs: [&BlockQ5_1; LANES], y: &[i8; 32], bias_sum| {
+            q5_block_sums(bs, y, bias_sum, |b| (&b.qs, b.qh))
+        };
+        q5_1_rows(w, row_blocks, x, out, block_sums, |w, x| {
+            super::vec_dot_q5_1(t.avx2(), w, x)
+        })
     }
 }

@@ -354,20 +354,44 @@ fn mins_rows<P: Primitives, W>(
 kernel! {
     /// Q4_K rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q4_k(t: Avx2, w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| vec_dot_q4_k(t, w, x))
+    pub(super) fn rows_q4_k(
+        t: Avx2,
+        w: &[BlockQ4K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
+            vec_dot_q4_k(t, w, x)
+        })
     }
 
     /// Q4_K rows, AVX-512 VNNI without VBMI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q4_k_vnni_only(t: Avx512Vnni, w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| vec_dot_q4_k_vnni_only(t, w, x))
+    fn rows_q4_k_vnni_only(
+        t: Avx512Vnni,
+        w: &[BlockQ4K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
+            vec_dot_q4_k_vnni_only(t, w, x)
+        })
     }
 
     /// Q4_K rows, AVX-512 VNNI with VBMI's `vpermb`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q4_k_vbmi(t: Avx512Vbmi, w: &[BlockQ4K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| vec_dot_q4_k_vbmi(t, w, x))
+    fn rows_q4_k_vbmi(
+        t: Avx512Vbmi,
+        w: &[BlockQ4K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
+            vec_dot_q4_k_vbmi(t, w, x)
+        })
     }
 }
 
@@ -388,20 +412,44 @@ pub(super) fn rows_q4_k_vnni(
 kernel! {
     /// Q5_K rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q5_k(t: Avx2, w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| vec_dot_q5_k(t, w, x))
+    pub(super) fn rows_q5_k(
+        t: Avx2,
+        w: &[BlockQ5K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
+            vec_dot_q5_k(t, w, x)
+        })
     }
 
     /// Q5_K rows, AVX-512 VNNI without VBMI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q5_k_vnni_only(t: Avx512Vnni, w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| vec_dot_q5_k_vnni_only(t, w, x))
+    fn rows_q5_k_vnni_only(
+        t: Avx512Vnni,
+        w: &[BlockQ5K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
+            vec_dot_q5_k_vnni_only(t, w, x)
+        })
     }
 
     /// Q5_K rows, AVX-512 VNNI with VBMI's `vpermb`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q5_k_vbmi(t: Avx512Vbmi, w: &[BlockQ5K], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| vec_dot_q5_k_vbmi(t, w, x))
+    fn rows_q5_k_vbmi(
+        t: Avx512Vbmi,
+        w: &[BlockQ5K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
+            vec_dot_q5_k_vbmi(t, w, x)
+        })
     }
 }
 
