@@ -44,7 +44,7 @@ fn q6_k_activation_group<P: Primitives>(p: P, qs: &[i8; 256], g: usize) -> (__m2
 /// memory (a load, not a shuffle) per group.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_q6_k<P: Primitives, A>(
+fn dot_q6_k<P: Primitives, A>(
     p: P,
     w: &[BlockQ6K],
     x: &[BlockQ8K],

@@ -28,19 +28,19 @@ pub(super) mod quantize;
 
 /// A Q4_K block as [`dot_with_mins`] reads it.
 #[inline(always)]
-pub(super) fn q4_k_parts(b: &BlockQ4K) -> MinsBlock<'_> {
+fn q4_k_parts(b: &BlockQ4K) -> MinsBlock<'_> {
     (&b.scales, &b.qs, None, d_and_dmin(b))
 }
 
 /// A Q5_K block as [`dot_with_mins`] reads it.
 #[inline(always)]
-pub(super) fn q5_k_parts(b: &BlockQ5K) -> MinsBlock<'_> {
+fn q5_k_parts(b: &BlockQ5K) -> MinsBlock<'_> {
     (&b.scales, &b.qs, Some(&b.qh), d_and_dmin(b))
 }
 
 /// One Q4_K/Q5_K block as [`dot_with_mins`] reads it: packed scales, the 4-bit quants, the fifth
 /// bits (Q5_K), and the f16 `d` then `dmin` (the block's first four bytes).
-pub(super) type MinsBlock<'a> = (
+type MinsBlock<'a> = (
     &'a [u8; 12],
     &'a [u8; 128],
     Option<&'a [u8; 32]>,
@@ -56,7 +56,7 @@ fn d_and_dmin<B: bytemuck::Pod>(b: &B) -> &[u8; 4] {
 /// [`dot_with_mins`] with the activation worked block by block as it is read (one vec_dot).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_with_mins_unprepared<P: Primitives, W>(
+fn dot_with_mins_unprepared<P: Primitives, W>(
     p: P,
     w: &[W],
     x: &[BlockQ8K],
@@ -85,7 +85,7 @@ pub(super) fn dot_with_mins_unprepared<P: Primitives, W>(
 /// and adds the pair (two fewer shuffles per pair, and none to put the lanes back in order).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot_with_mins<P: Primitives, W, A>(
+fn dot_with_mins<P: Primitives, W, A>(
     p: P,
     w: &[W],
     x: &[BlockQ8K],
