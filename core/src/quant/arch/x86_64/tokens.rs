@@ -177,7 +177,6 @@ macro_rules! kernel {
                 "the token does not prove every feature the kernel enables"
             );
             #[target_feature(enable = $features)]
-            #[allow(unused_variables)]
             fn body($token: $T $(, $arg: $ty)*) $(-> $ret)? $body
             // SAFETY: the token, made only where the CPU has its `FEATURES`, covers `$features`
             // (checked above).
