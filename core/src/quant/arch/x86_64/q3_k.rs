@@ -15,7 +15,7 @@ use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
 use super::primitives::Primitives;
-use super::tokens::{kernel, Avx2, Avx512Vbmi, Avx512Vnni};
+use super::tokens::{every_level, kernel, Avx2};
 use super::vector::{
     accumulate, add_lanes, f16_le, load32, part, prefetch_block_ahead, scale_of, scaled8, store_at,
     ScalePairs,
@@ -125,31 +125,14 @@ fn dot<P: Primitives, A>(
     add_lanes(0.0, accumulate(sums, d, lanes))
 }
 
-kernel! {
-    /// `ggml_vec_dot_q3_K_q8_K_generic`, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn vec_dot(t: Avx2, w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
+every_level! {
+    /// `ggml_vec_dot_q3_K_q8_K_generic`.
+    fn vec_dot, vec_dot_vnni_only, vec_dot_vbmi => vec_dot_vnni(
+        t,
+        w: &[BlockQ3K],
+        x: &[BlockQ8K],
+    ) -> f32 {
         dot(t, w, x, x, |xb, g| activation_group(t, &xb.qs, g))
-    }
-
-    /// `ggml_vec_dot_q3_K_q8_K_generic`, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn vec_dot_vnni_only(t: Avx512Vnni, w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-        dot(t, w, x, x, |xb, g| activation_group(t, &xb.qs, g))
-    }
-
-    /// `ggml_vec_dot_q3_K_q8_K_generic`, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn vec_dot_vbmi(t: Avx512Vbmi, w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-        dot(t, w, x, x, |xb, g| activation_group(t, &xb.qs, g))
-    }
-}
-
-/// `ggml_vec_dot_q3_K_q8_K_generic`, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn vec_dot_vnni(t: Avx512Vnni, w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    match t.vbmi() {
-        Some(vbmi) => vec_dot_vbmi(vbmi, w, x),
-        None => vec_dot_vnni_only(t, w, x),
     }
 }
 
@@ -182,55 +165,16 @@ fn q3_k_rows<P: Primitives>(
     )
 }
 
-kernel! {
-    /// Q3_K rows, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows(
-        t: Avx2,
+every_level! {
+    /// Q3_K rows.
+    fn rows, rows_vnni_only, rows_vbmi => rows_vnni(
+        t,
         w: &[BlockQ3K],
         row_blocks: usize,
         x: &[BlockQ8K],
         out: &mut [f32],
-    ) {
-        q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot(t, w, x))
-    }
-
-    /// Q3_K rows, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_vnni_only(
-        t: Avx512Vnni,
-        w: &[BlockQ3K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_vnni_only(t, w, x))
-    }
-
-    /// Q3_K rows, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_vbmi(
-        t: Avx512Vbmi,
-        w: &[BlockQ3K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        q3_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_vbmi(t, w, x))
-    }
-}
-
-/// Q3_K rows, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn rows_vnni(
-    t: Avx512Vnni,
-    w: &[BlockQ3K],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-) {
-    match t.vbmi() {
-        Some(vbmi) => rows_vbmi(vbmi, w, row_blocks, x, out),
-        None => rows_vnni_only(t, w, row_blocks, x, out),
+    ); single = vec_dot, vec_dot_vnni_only, vec_dot_vbmi {
+        q3_k_rows(t, w, row_blocks, x, out, single)
     }
 }
 

@@ -14,7 +14,7 @@ use core::arch::x86_64::*;
 use super::drivers::prepared_rows;
 use super::primitives::Primitives;
 use super::qkx2_lanes::nearest_int;
-use super::tokens::{kernel, Avx2, Avx512Vbmi, Avx512Vnni};
+use super::tokens::{every_level, kernel, Avx2};
 use super::vector::{
     accumulate, add_lanes, f16_le, load16, load32, part, prefetch_block_ahead, scale_i8x16,
     ScalePairs,
@@ -111,31 +111,14 @@ fn q6_k_high_bits(h: __m256i) -> [__m256i; 4] {
     ]
 }
 
-kernel! {
-    /// `ggml_vec_dot_q6_K_q8_K_generic`, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn vec_dot_q6_k(t: Avx2, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+every_level! {
+    /// `ggml_vec_dot_q6_K_q8_K_generic`.
+    fn vec_dot_q6_k, vec_dot_q6_k_vnni_only, vec_dot_q6_k_vbmi => vec_dot_q6_k_vnni(
+        t,
+        w: &[BlockQ6K],
+        x: &[BlockQ8K],
+    ) -> f32 {
         dot_q6_k(t, w, x, x, |xb, g| q6_k_activation_group(t, &xb.qs, g))
-    }
-
-    /// `ggml_vec_dot_q6_K_q8_K_generic`, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn vec_dot_q6_k_vnni_only(t: Avx512Vnni, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-        dot_q6_k(t, w, x, x, |xb, g| q6_k_activation_group(t, &xb.qs, g))
-    }
-
-    /// `ggml_vec_dot_q6_K_q8_K_generic`, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn vec_dot_q6_k_vbmi(t: Avx512Vbmi, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-        dot_q6_k(t, w, x, x, |xb, g| q6_k_activation_group(t, &xb.qs, g))
-    }
-}
-
-/// `ggml_vec_dot_q6_K_q8_K_generic`, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn vec_dot_q6_k_vnni(t: Avx512Vnni, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    match t.vbmi() {
-        Some(vbmi) => vec_dot_q6_k_vbmi(vbmi, w, x),
-        None => vec_dot_q6_k_vnni_only(t, w, x),
     }
 }
 
@@ -169,57 +152,16 @@ fn q6_k_rows<P: Primitives>(
     )
 }
 
-kernel! {
-    /// Q6_K rows, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q6_k(
-        t: Avx2,
+every_level! {
+    /// Q6_K rows.
+    fn rows_q6_k, rows_q6_k_vnni_only, rows_q6_k_vbmi => rows_q6_k_vnni(
+        t,
         w: &[BlockQ6K],
         row_blocks: usize,
         x: &[BlockQ8K],
         out: &mut [f32],
-    ) {
-        q6_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_q6_k(t, w, x))
-    }
-
-    /// Q6_K rows, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q6_k_vnni_only(
-        t: Avx512Vnni,
-        w: &[BlockQ6K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        q6_k_rows(t, w, row_blocks, x, out, |w, x| {
-            vec_dot_q6_k_vnni_only(t, w, x)
-        })
-    }
-
-    /// Q6_K rows, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q6_k_vbmi(
-        t: Avx512Vbmi,
-        w: &[BlockQ6K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        q6_k_rows(t, w, row_blocks, x, out, |w, x| vec_dot_q6_k_vbmi(t, w, x))
-    }
-}
-
-/// Q6_K rows, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn rows_q6_k_vnni(
-    t: Avx512Vnni,
-    w: &[BlockQ6K],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-) {
-    match t.vbmi() {
-        Some(vbmi) => rows_q6_k_vbmi(vbmi, w, row_blocks, x, out),
-        None => rows_q6_k_vnni_only(t, w, row_blocks, x, out),
+    ); single = vec_dot_q6_k, vec_dot_q6_k_vnni_only, vec_dot_q6_k_vbmi {
+        q6_k_rows(t, w, row_blocks, x, out, single)
     }
 }
 

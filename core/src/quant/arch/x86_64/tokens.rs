@@ -186,6 +186,62 @@ macro_rules! kernel {
 }
 pub(crate) use kernel;
 
+/// A kernel written once over its token (a body generic over `Primitives`), as [`kernel!`]
+/// entries at every x86_64 level: `$avx2` at AVX2, `$vnni_only` and `$vbmi` at AVX-512 VNNI
+/// without and with VBMI, and `$vnni`, the VNNI level's entry, which runs `$vbmi` where the CPU
+/// has VBMI. With `; $name = a, b, c` after the signature the body sees `$name`, the closure
+/// `|w, x| a/b/c(token, w, x)` of its own level (a multi-row kernel's single-row fallback).
+macro_rules! every_level {
+    (
+        $(#[doc = $doc:expr])*
+        fn $avx2:ident, $vnni_only:ident, $vbmi:ident => $vnni:ident(
+            $token:ident $(, $arg:ident: $ty:ty)* $(,)?
+        ) $(-> $ret:ty)?
+        $(; $single:ident = $s_avx2:ident, $s_vnni_only:ident, $s_vbmi:ident)?
+        $body:block
+    ) => {
+        $crate::quant::arch::x86_64::tokens::kernel! {
+            $(#[doc = $doc])*
+            #[target_feature(enable = "avx2,f16c")]
+            pub(super) fn $avx2(
+                $token: $crate::quant::arch::x86_64::tokens::Avx2 $(, $arg: $ty)*
+            ) $(-> $ret)? {
+                $(let $single = |w: &[_], x: &[_]| $s_avx2($token, w, x);)?
+                $body
+            }
+
+            $(#[doc = $doc])*
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            fn $vnni_only(
+                $token: $crate::quant::arch::x86_64::tokens::Avx512Vnni $(, $arg: $ty)*
+            ) $(-> $ret)? {
+                $(let $single = |w: &[_], x: &[_]| $s_vnni_only($token, w, x);)?
+                $body
+            }
+
+            $(#[doc = $doc])*
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+            fn $vbmi(
+                $token: $crate::quant::arch::x86_64::tokens::Avx512Vbmi $(, $arg: $ty)*
+            ) $(-> $ret)? {
+                $(let $single = |w: &[_], x: &[_]| $s_vbmi($token, w, x);)?
+                $body
+            }
+        }
+
+        $(#[doc = $doc])*
+        pub(super) fn $vnni(
+            token: $crate::quant::arch::x86_64::tokens::Avx512Vnni $(, $arg: $ty)*
+        ) $(-> $ret)? {
+            match token.vbmi() {
+                Some(vbmi) => $vbmi(vbmi $(, $arg)*),
+                None => $vnni_only(token $(, $arg)*),
+            }
+        }
+    };
+}
+pub(crate) use every_level;
+
 #[cfg(test)]
 mod tests {
     use super::*;

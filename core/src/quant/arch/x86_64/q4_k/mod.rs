@@ -15,7 +15,7 @@ use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
 use super::primitives::Primitives;
-use super::tokens::{kernel, Avx2, Avx512Vbmi, Avx512Vnni};
+use super::tokens::{every_level, kernel, Avx2};
 use super::vector::{
     add_lanes, f16_le, hsum4_splat, load16, load32, part, prefetch_block_ahead, scale_of, scaled8,
     store_at, widen8,
@@ -214,59 +214,25 @@ fn min_products(xb: &BlockQ8K, mins: [u8; 8]) -> __m128i {
     )
 }
 
-kernel! {
-    /// `ggml_vec_dot_q4_K_q8_K_generic`, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn vec_dot_q4_k(t: Avx2, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-        dot_with_mins_unprepared(t, w, x, q4_k_parts)
-    }
-
-    /// `ggml_vec_dot_q4_K_q8_K_generic`, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn vec_dot_q4_k_vnni_only(t: Avx512Vnni, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-        dot_with_mins_unprepared(t, w, x, q4_k_parts)
-    }
-
-    /// `ggml_vec_dot_q4_K_q8_K_generic`, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn vec_dot_q4_k_vbmi(t: Avx512Vbmi, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+every_level! {
+    /// `ggml_vec_dot_q4_K_q8_K_generic`.
+    fn vec_dot_q4_k, vec_dot_q4_k_vnni_only, vec_dot_q4_k_vbmi => vec_dot_q4_k_vnni(
+        t,
+        w: &[BlockQ4K],
+        x: &[BlockQ8K],
+    ) -> f32 {
         dot_with_mins_unprepared(t, w, x, q4_k_parts)
     }
 }
 
-/// `ggml_vec_dot_q4_K_q8_K_generic`, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn vec_dot_q4_k_vnni(t: Avx512Vnni, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    match t.vbmi() {
-        Some(vbmi) => vec_dot_q4_k_vbmi(vbmi, w, x),
-        None => vec_dot_q4_k_vnni_only(t, w, x),
-    }
-}
-
-kernel! {
-    /// `ggml_vec_dot_q5_K_q8_K_generic`, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn vec_dot_q5_k(t: Avx2, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+every_level! {
+    /// `ggml_vec_dot_q5_K_q8_K_generic`.
+    fn vec_dot_q5_k, vec_dot_q5_k_vnni_only, vec_dot_q5_k_vbmi => vec_dot_q5_k_vnni(
+        t,
+        w: &[BlockQ5K],
+        x: &[BlockQ8K],
+    ) -> f32 {
         dot_with_mins_unprepared(t, w, x, q5_k_parts)
-    }
-
-    /// `ggml_vec_dot_q5_K_q8_K_generic`, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn vec_dot_q5_k_vnni_only(t: Avx512Vnni, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-        dot_with_mins_unprepared(t, w, x, q5_k_parts)
-    }
-
-    /// `ggml_vec_dot_q5_K_q8_K_generic`, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn vec_dot_q5_k_vbmi(t: Avx512Vbmi, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-        dot_with_mins_unprepared(t, w, x, q5_k_parts)
-    }
-}
-
-/// `ggml_vec_dot_q5_K_q8_K_generic`, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn vec_dot_q5_k_vnni(t: Avx512Vnni, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    match t.vbmi() {
-        Some(vbmi) => vec_dot_q5_k_vbmi(vbmi, w, x),
-        None => vec_dot_q5_k_vnni_only(t, w, x),
     }
 }
 
@@ -351,119 +317,29 @@ fn mins_rows<P: Primitives, W>(
     )
 }
 
-kernel! {
-    /// Q4_K rows, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q4_k(
-        t: Avx2,
+every_level! {
+    /// Q4_K rows.
+    fn rows_q4_k, rows_q4_k_vnni_only, rows_q4_k_vbmi => rows_q4_k_vnni(
+        t,
         w: &[BlockQ4K],
         row_blocks: usize,
         x: &[BlockQ8K],
         out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
-            vec_dot_q4_k(t, w, x)
-        })
-    }
-
-    /// Q4_K rows, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q4_k_vnni_only(
-        t: Avx512Vnni,
-        w: &[BlockQ4K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
-            vec_dot_q4_k_vnni_only(t, w, x)
-        })
-    }
-
-    /// Q4_K rows, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q4_k_vbmi(
-        t: Avx512Vbmi,
-        w: &[BlockQ4K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q4_k_parts, |w, x| {
-            vec_dot_q4_k_vbmi(t, w, x)
-        })
+    ); single = vec_dot_q4_k, vec_dot_q4_k_vnni_only, vec_dot_q4_k_vbmi {
+        mins_rows(t, w, row_blocks, x, out, q4_k_parts, single)
     }
 }
 
-/// Q4_K rows, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn rows_q4_k_vnni(
-    t: Avx512Vnni,
-    w: &[BlockQ4K],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-) {
-    match t.vbmi() {
-        Some(vbmi) => rows_q4_k_vbmi(vbmi, w, row_blocks, x, out),
-        None => rows_q4_k_vnni_only(t, w, row_blocks, x, out),
-    }
-}
-
-kernel! {
-    /// Q5_K rows, AVX2.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows_q5_k(
-        t: Avx2,
+every_level! {
+    /// Q5_K rows.
+    fn rows_q5_k, rows_q5_k_vnni_only, rows_q5_k_vbmi => rows_q5_k_vnni(
+        t,
         w: &[BlockQ5K],
         row_blocks: usize,
         x: &[BlockQ8K],
         out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
-            vec_dot_q5_k(t, w, x)
-        })
-    }
-
-    /// Q5_K rows, AVX-512 VNNI without VBMI.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn rows_q5_k_vnni_only(
-        t: Avx512Vnni,
-        w: &[BlockQ5K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
-            vec_dot_q5_k_vnni_only(t, w, x)
-        })
-    }
-
-    /// Q5_K rows, AVX-512 VNNI with VBMI's `vpermb`.
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn rows_q5_k_vbmi(
-        t: Avx512Vbmi,
-        w: &[BlockQ5K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        mins_rows(t, w, row_blocks, x, out, q5_k_parts, |w, x| {
-            vec_dot_q5_k_vbmi(t, w, x)
-        })
-    }
-}
-
-/// Q5_K rows, AVX-512 VNNI (with VBMI where the CPU has it).
-pub(super) fn rows_q5_k_vnni(
-    t: Avx512Vnni,
-    w: &[BlockQ5K],
-    row_blocks: usize,
-    x: &[BlockQ8K],
-    out: &mut [f32],
-) {
-    match t.vbmi() {
-        Some(vbmi) => rows_q5_k_vbmi(vbmi, w, row_blocks, x, out),
-        None => rows_q5_k_vnni_only(t, w, row_blocks, x, out),
+    ); single = vec_dot_q5_k, vec_dot_q5_k_vnni_only, vec_dot_q5_k_vbmi {
+        mins_rows(t, w, row_blocks, x, out, q5_k_parts, single)
     }
 }
 
