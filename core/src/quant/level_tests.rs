@@ -388,13 +388,22 @@ fn every_level_gives_the_scalar_bits_for_every_type() {
 #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
 #[test]
 fn vnni_kernels_without_vbmi_give_the_scalar_bits() {
-    use super::arch::x86_64::WITHOUT_VBMI;
-    WITHOUT_VBMI.with(|off| off.set(true));
+    use super::arch::x86_64::detect::{hide, Features};
+    let _ = super::level::detect();
+    hide(Features {
+        avx2: false,
+        avx512vnni: false,
+        avx512vbmi: true,
+    });
     every_level_gives_the_scalar_bits_for_every_type();
     every_rows_kernel_gives_each_rows_scalar_bits();
     every_rows_kernel_gives_each_rows_scalar_bits_on_long_rows();
     matmul_columns_equal_matvec_at_every_level();
-    WITHOUT_VBMI.with(|off| off.set(false));
+    hide(Features {
+        avx2: false,
+        avx512vnni: false,
+        avx512vbmi: false,
+    });
 }
 
 #[test]

@@ -5,9 +5,10 @@
 //! scalar twin when no level has the kernel.
 //!
 //! Every kernel here has the exact signature of its scalar twin and must return the same bits
-//! (the tests in each module check that for every level the CPU has). The `unsafe` wrappers are
-//! only reachable through `pick!`, which first checks that the level is available, so a
-//! `#[target_feature]` function never runs on a CPU that lacks the feature.
+//! (the level tests check that for every level the CPU has). On x86_64 each kernel entry takes a
+//! capability token, made only by the level check (`x86_64::tokens`); the table's entries make
+//! it after `pick!`'s check, the one place that does so unchecked. A `#[target_feature]` function
+//! thus never runs on a CPU that lacks the feature.
 //!
 //! Built with `--cfg miniquant_disable_simd`, no architecture module is compiled.
 
@@ -19,7 +20,8 @@ pub(crate) mod aarch64;
 
 /// The SIMD kernel for `field.op` (e.g. `q8_0.vec_dot`) at `level`, or `None` if no level of its
 /// chain has one. A level the CPU lacks is treated as `Scalar` (callers that take a level from
-/// users report that as an error first); this check is what makes calling the kernels sound.
+/// users report that as an error first); this check is what lets the table's entries make their
+/// level's capability token.
 ///
 /// The constants are read by value, field by field, so only the kernel picked is referenced (and
 /// linked), not the whole set.

@@ -43,7 +43,7 @@ pub(crate) mod kernels {
     pub mod q6_k;
     pub mod q8_0;
     pub mod q8_k;
-    pub mod rows;
+    pub mod row_forms;
     #[cfg(test)]
     mod tests;
 
@@ -65,83 +65,83 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, rows,
+        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, row_forms,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
     /// Baseline Advanced SIMD.
     pub(crate) const NEON: ArchKernels = ArchKernels {
         q8_0: Ops {
-            dequantize: Some(rows::dequantize_q8_0),
-            quantize: Some(rows::quantize_q8_0),
+            dequantize: Some(row_forms::dequantize_q8_0),
+            quantize: Some(row_forms::quantize_q8_0),
             vec_dot: Some(q8_0::vec_dot),
             ..Ops::NONE
         },
         q8_1: Ops {
-            quantize: Some(rows::quantize_q8_1),
+            quantize: Some(row_forms::quantize_q8_1),
             ..Ops::NONE
         },
         q8_k: Ops {
-            quantize: Some(rows::quantize_q8_k),
+            quantize: Some(row_forms::quantize_q8_k),
             ..Ops::NONE
         },
         q4_0: Ops {
-            dequantize: Some(rows::dequantize_q4_0),
+            dequantize: Some(row_forms::dequantize_q4_0),
             vec_dot: Some(q4_0::vec_dot),
             ..Ops::NONE
         },
         q4_1: Ops {
-            dequantize: Some(rows::dequantize_q4_1),
+            dequantize: Some(row_forms::dequantize_q4_1),
             vec_dot: Some(n::vec_dot_q4_1),
             ..Ops::NONE
         },
         q5_0: Ops {
-            dequantize: Some(rows::dequantize_q5_0),
+            dequantize: Some(row_forms::dequantize_q5_0),
             vec_dot: Some(n::vec_dot_q5_0),
             ..Ops::NONE
         },
         q5_1: Ops {
-            dequantize: Some(rows::dequantize_q5_1),
+            dequantize: Some(row_forms::dequantize_q5_1),
             vec_dot: Some(n::vec_dot_q5_1),
             ..Ops::NONE
         },
         iq4_nl: Ops {
-            dequantize: Some(rows::dequantize_iq4_nl),
+            dequantize: Some(row_forms::dequantize_iq4_nl),
             vec_dot: Some(n::vec_dot_iq4_nl),
             ..Ops::NONE
         },
         q2_k: Ops {
-            dequantize: Some(rows::dequantize_q2_k),
+            dequantize: Some(row_forms::dequantize_q2_k),
             vec_dot: Some(q2_k::vec_dot),
             ..Ops::NONE
         },
         q3_k: Ops {
-            dequantize: Some(rows::dequantize_q3_k),
+            dequantize: Some(row_forms::dequantize_q3_k),
             vec_dot: Some(q3_k::vec_dot),
             ..Ops::NONE
         },
         q4_k: Ops {
-            dequantize: Some(rows::dequantize_q4_k),
+            dequantize: Some(row_forms::dequantize_q4_k),
             vec_dot: Some(q4_k::vec_dot),
             ..Ops::NONE
         },
         q5_k: Ops {
-            dequantize: Some(rows::dequantize_q5_k),
+            dequantize: Some(row_forms::dequantize_q5_k),
             vec_dot: Some(q5_k::vec_dot),
             ..Ops::NONE
         },
         q6_k: Ops {
-            dequantize: Some(rows::dequantize_q6_k),
+            dequantize: Some(row_forms::dequantize_q6_k),
             vec_dot: Some(q6_k::vec_dot),
             ..Ops::NONE
         },
         iq4_xs: Ops {
-            dequantize: Some(rows::dequantize_iq4_xs),
+            dequantize: Some(row_forms::dequantize_iq4_xs),
             vec_dot: Some(iq4_xs::vec_dot),
             ..Ops::NONE
         },
         mxfp4: Ops {
-            dequantize: Some(rows::dequantize_mxfp4),
+            dequantize: Some(row_forms::dequantize_mxfp4),
             vec_dot: Some(n::vec_dot_mxfp4),
             ..Ops::NONE
         },

@@ -36,11 +36,40 @@ pub(crate) fn features() -> Features {
         bits = query() | KNOWN;
         CACHE.store(bits, Ordering::Relaxed);
     }
+    #[cfg(test)]
+    let bits = {
+        let hidden = hidden();
+        let hidden_bits = (hidden.avx2 as u8 * AVX2)
+            | (hidden.avx512vnni as u8 * AVX512VNNI)
+            | (hidden.avx512vbmi as u8 * AVX512VBMI);
+        bits & !hidden_bits
+    };
     Features {
         avx2: bits & AVX2 != 0,
         avx512vnni: bits & AVX512VNNI != 0,
         avx512vbmi: bits & AVX512VBMI != 0,
     }
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Features a test hides from [`features`] on its thread.
+    static HIDDEN: core::cell::Cell<Features> = const {
+        core::cell::Cell::new(Features { avx2: false, avx512vnni: false, avx512vbmi: false })
+    };
+}
+
+/// Hides the features set in `hidden` from [`features`] (and so from the level checks and the
+/// tokens) on this thread, until the next call: a test's way to run where the CPU lacks them.
+#[cfg(test)]
+pub(crate) fn hide(hidden: Features) {
+    HIDDEN.with(|h| h.set(hidden));
+}
+
+/// The features hidden on this thread.
+#[cfg(test)]
+pub(crate) fn hidden() -> Features {
+    HIDDEN.with(|h| h.get())
 }
 
 fn bit(word: u32, n: u32) -> bool {

@@ -1,218 +1,205 @@
 //! x86_64 kernels: AVX2 (with F16C) and AVX-512 VNNI (`vpdpbusd`, on top of AVX-512 F/BW/VL).
 //!
+//! One module per block-type family, each with its vec_dot, multi-row (`rows`), dequantize and
+//! quantize kernels at every level; beside them the level-independent helpers (`vector`), the
+//! loops the families fill in (`drivers`), the per-level primitives (`primitives`), the
+//! capability tokens (`tokens`) and CPU detection (`detect`).
+//!
 //! Each kernel computes the integer parts of the scalar twin exactly in SIMD registers, then does
 //! the float steps in the twin's order, one rounding at a time (no FMA contraction), so its bits
 //! equal the twin's.
 #![allow(unsafe_code)]
 
-mod avx2;
-mod avx512;
-mod dequantize_k;
+mod activation;
 pub(crate) mod detect;
+mod drivers;
 mod iq4_xs;
+mod legacy;
 mod plain;
 mod primitives;
+mod q2_k;
 mod q3_k;
+mod q4_k;
+mod q6_k;
 mod qkx2_lanes;
-mod quantize_k;
-mod quantize_legacy;
-mod quantize_q2_k;
-mod rows;
+pub(crate) mod tokens;
 mod vector;
 
 use crate::quant::table::{ArchKernels, Ops};
-#[cfg(test)]
-std::thread_local! {
-    /// Set by a test to run the VNNI level's K-quant kernels in their form without VBMI on this
-    /// thread, on a CPU that has VBMI.
-    pub(crate) static WITHOUT_VBMI: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
-}
+use tokens::{Avx2, Avx512Vnni};
 
-/// Whether the VNNI level's K-quant kernels may use AVX-512 VBMI's `vpermb` (see
-/// `avx2::grouped`): known at compile time, or detected at run time. Both forms give the scalar
-/// twin's bits.
-fn vbmi() -> bool {
-    #[cfg(test)]
-    if WITHOUT_VBMI.with(|off| off.get()) {
-        return false;
-    }
-    if cfg!(all(
-        target_feature = "avx512vbmi",
-        target_feature = "avx512vl"
-    )) {
-        return true;
-    }
-    detect::features().avx512vbmi
+/// One level's [`ArchKernels`] from `field: { op: kernel, .. }` lists, each kernel an entry taking
+/// the level's token `$T`; the table's plain function for it makes the token and calls it.
+macro_rules! level_kernels {
+    ($T:ident { $($field:ident: { $($op:ident: $kernel:path),* $(,)? }),* $(,)? }) => {
+        ArchKernels {
+            $($field: Ops { $($op: level_kernels!(@entry $T, $op, $kernel),)* ..Ops::NONE },)*
+            ..ArchKernels::NONE
+        }
+    };
+    (@entry $T:ident, dequantize, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, blocks, out)
+    };
+    (@entry $T:ident, quantize, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, values, blocks)
+    };
+    (@entry $T:ident, vec_dot, $kernel:path) => { level_kernels!(@with $T, $kernel, w, x) };
+    (@entry $T:ident, rows, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, w, row_blocks, x, out)
+    };
+    (@with $T:ident, $kernel:path, $($arg:ident),*) => {
+        Some(|$($arg),*| {
+            // SAFETY: the one place a token is made unchecked. This constant's kernels are reached
+            // only through `pick!`, which reads it only for a level that `Level::is_available`
+            // (the check `$T::try_new` makes) found on this CPU, so the CPU has `$T`'s features.
+            let token = unsafe { $T::new_unchecked() };
+            debug_assert!($T::try_new().is_some(), "a kernel table entry run without its level");
+            $kernel(token, $($arg),*)
+        })
+    };
 }
 
 /// AVX2 + F16C.
-pub(crate) const AVX2: ArchKernels = ArchKernels {
-    q8_0: Ops {
-        vec_dot: Some(avx2::vec_dot_q8_0),
-        quantize: Some(avx2::quantize_q8_0),
-        dequantize: Some(avx2::dequantize_q8_0),
-        rows: Some(rows::rows_q8_0_avx2),
-        ..Ops::NONE
-    },
-    q4_0: Ops {
-        vec_dot: Some(avx2::vec_dot_q4_0),
-        dequantize: Some(avx2::dequantize_q4_0),
-        quantize: Some(quantize_legacy::quantize_q4_0),
-        rows: Some(rows::rows_q4_0_avx2),
-        ..Ops::NONE
-    },
-    q4_k: Ops {
-        vec_dot: Some(avx2::vec_dot_q4_k),
-        dequantize: Some(dequantize_k::dequantize_q4_k),
-        quantize: Some(quantize_k::quantize_q4_k),
-        rows: Some(rows::rows_q4_k_avx2),
-        ..Ops::NONE
-    },
-    q6_k: Ops {
-        vec_dot: Some(avx2::vec_dot_q6_k),
-        dequantize: Some(avx2::dequantize_q6_k),
-        quantize: Some(quantize_k::quantize_q6_k),
-        rows: Some(rows::rows_q6_k_avx2),
-        ..Ops::NONE
-    },
-    q4_1: Ops {
-        vec_dot: Some(avx2::vec_dot_q4_1),
-        dequantize: Some(avx2::dequantize_q4_1),
-        rows: Some(rows::rows_q4_1_avx2),
-        ..Ops::NONE
-    },
-    q5_0: Ops {
-        vec_dot: Some(avx2::vec_dot_q5_0),
-        dequantize: Some(avx2::dequantize_q5_0),
-        quantize: Some(quantize_legacy::quantize_q5_0),
-        rows: Some(rows::rows_q5_0_avx2),
-        ..Ops::NONE
-    },
-    q5_1: Ops {
-        vec_dot: Some(avx2::vec_dot_q5_1),
-        dequantize: Some(avx2::dequantize_q5_1),
-        rows: Some(rows::rows_q5_1_avx2),
-        ..Ops::NONE
-    },
-    q2_k: Ops {
-        vec_dot: Some(avx2::vec_dot_q2_k),
-        dequantize: Some(dequantize_k::dequantize_q2_k),
-        quantize: Some(quantize_q2_k::quantize_q2_k),
-        rows: Some(rows::rows_q2_k_avx2),
-        ..Ops::NONE
-    },
-    q5_k: Ops {
-        vec_dot: Some(avx2::vec_dot_q5_k),
-        dequantize: Some(dequantize_k::dequantize_q5_k),
-        quantize: Some(quantize_k::quantize_q5_k),
-        rows: Some(rows::rows_q5_k_avx2),
-        ..Ops::NONE
-    },
-    q8_k: Ops {
-        quantize: Some(avx2::quantize_q8_k),
-        ..Ops::NONE
-    },
-    iq4_nl: Ops {
-        vec_dot: Some(avx2::vec_dot_iq4_nl),
-        dequantize: Some(avx2::dequantize_iq4_nl),
-        ..Ops::NONE
-    },
-    mxfp4: Ops {
-        vec_dot: Some(avx2::vec_dot_mxfp4),
-        dequantize: Some(avx2::dequantize_mxfp4),
-        ..Ops::NONE
-    },
-    q3_k: Ops {
-        vec_dot: Some(q3_k::vec_dot),
-        dequantize: Some(dequantize_k::dequantize_q3_k),
-        rows: Some(rows::rows_q3_k_avx2),
-        ..Ops::NONE
-    },
-    iq4_xs: Ops {
-        vec_dot: Some(iq4_xs::vec_dot),
-        dequantize: Some(iq4_xs::dequantize),
-        ..Ops::NONE
-    },
-    f32: Ops {
-        dequantize: Some(plain::dequantize_f32),
-        quantize: Some(plain::quantize_f32),
-        vec_dot: Some(plain::vec_dot_f32_avx2),
-        ..Ops::NONE
-    },
-    f16: Ops {
-        dequantize: Some(plain::dequantize_f16_avx2),
-        quantize: Some(plain::quantize_f16_avx2),
-        vec_dot: Some(plain::vec_dot_f16_avx2),
-        ..Ops::NONE
-    },
-    bf16: Ops {
-        dequantize: Some(plain::dequantize_bf16_avx2),
-        quantize: Some(plain::quantize_bf16_avx2),
-        vec_dot: Some(plain::vec_dot_bf16_avx2),
-        ..Ops::NONE
-    },
-    ..ArchKernels::NONE
+pub(crate) const AVX2: ArchKernels = {
+    let mut set = level_kernels!(Avx2 {
+        q8_0: {
+            vec_dot: legacy::vec_dot_q8_0,
+            quantize: activation::quantize_q8_0,
+            dequantize: legacy::dequantize_q8_0,
+            rows: legacy::rows::rows_q8_0,
+        },
+        q4_0: {
+            vec_dot: legacy::vec_dot_q4_0,
+            dequantize: legacy::dequantize_q4_0,
+            quantize: legacy::quantize_q4_0,
+            rows: legacy::rows::rows_q4_0,
+        },
+        q4_1: {
+            vec_dot: legacy::vec_dot_q4_1,
+            dequantize: legacy::dequantize_q4_1,
+            rows: legacy::rows::rows_q4_1,
+        },
+        q5_0: {
+            vec_dot: legacy::vec_dot_q5_0,
+            dequantize: legacy::dequantize_q5_0,
+            quantize: legacy::quantize_q5_0,
+            rows: legacy::rows::rows_q5_0,
+        },
+        q5_1: {
+            vec_dot: legacy::vec_dot_q5_1,
+            dequantize: legacy::dequantize_q5_1,
+            rows: legacy::rows::rows_q5_1,
+        },
+        iq4_nl: {
+            vec_dot: legacy::vec_dot_iq4_nl,
+            dequantize: legacy::dequantize_iq4_nl,
+        },
+        mxfp4: {
+            vec_dot: legacy::vec_dot_mxfp4,
+            dequantize: legacy::dequantize_mxfp4,
+        },
+        q2_k: {
+            vec_dot: q2_k::vec_dot,
+            dequantize: q2_k::dequantize,
+            quantize: q2_k::quantize_q2_k,
+            rows: q2_k::rows,
+        },
+        q3_k: {
+            vec_dot: q3_k::vec_dot,
+            dequantize: q3_k::dequantize,
+            rows: q3_k::rows,
+        },
+        q4_k: {
+            vec_dot: q4_k::vec_dot_q4_k,
+            dequantize: q4_k::dequantize_q4_k,
+            quantize: q4_k::quantize::quantize_q4_k,
+            rows: q4_k::rows_q4_k,
+        },
+        q5_k: {
+            vec_dot: q4_k::vec_dot_q5_k,
+            dequantize: q4_k::dequantize_q5_k,
+            quantize: q4_k::quantize::quantize_q5_k,
+            rows: q4_k::rows_q5_k,
+        },
+        q6_k: {
+            vec_dot: q6_k::vec_dot_q6_k,
+            dequantize: q6_k::dequantize_q6_k,
+            quantize: q6_k::quantize_q6_k,
+            rows: q6_k::rows_q6_k,
+        },
+        q8_k: {
+            quantize: activation::quantize_q8_k,
+        },
+        iq4_xs: {
+            vec_dot: iq4_xs::vec_dot,
+            dequantize: iq4_xs::dequantize,
+        },
+        f32: {
+            vec_dot: plain::vec_dot_f32_avx2,
+        },
+        f16: {
+            dequantize: plain::dequantize_f16_avx2,
+            quantize: plain::quantize_f16_avx2,
+            vec_dot: plain::vec_dot_f16_avx2,
+        },
+        bf16: {
+            dequantize: plain::dequantize_bf16_avx2,
+            quantize: plain::quantize_bf16_avx2,
+            vec_dot: plain::vec_dot_bf16_avx2,
+        },
+    });
+    // Byte copies, no SIMD (and no token): any level.
+    set.f32.dequantize = Some(plain::dequantize_f32);
+    set.f32.quantize = Some(plain::quantize_f32);
+    set
 };
 
 /// AVX-512 VNNI; kernels not set here fall back to the AVX2 ones.
-pub(crate) const AVX512VNNI: ArchKernels = ArchKernels {
-    q8_0: Ops {
-        vec_dot: Some(avx512::vec_dot_q8_0),
-        rows: Some(rows::rows_q8_0_vnni),
-        ..Ops::NONE
+pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
+    q8_0: {
+        vec_dot: legacy::vec_dot_q8_0_vnni,
+        rows: legacy::rows::rows_q8_0_vnni,
     },
-    q4_0: Ops {
-        vec_dot: Some(avx512::vec_dot_q4_0),
-        rows: Some(rows::rows_q4_0_vnni),
-        ..Ops::NONE
+    q4_0: {
+        vec_dot: legacy::vec_dot_q4_0_vnni,
+        rows: legacy::rows::rows_q4_0_vnni,
     },
-    q4_1: Ops {
-        rows: Some(rows::rows_q4_1_vnni),
-        ..Ops::NONE
+    q4_1: {
+        rows: legacy::rows::rows_q4_1_vnni,
     },
-    q5_0: Ops {
-        rows: Some(rows::rows_q5_0_vnni),
-        ..Ops::NONE
+    q5_0: {
+        rows: legacy::rows::rows_q5_0_vnni,
     },
-    q5_1: Ops {
-        rows: Some(rows::rows_q5_1_vnni),
-        ..Ops::NONE
+    q5_1: {
+        rows: legacy::rows::rows_q5_1_vnni,
     },
-    q4_k: Ops {
-        vec_dot: Some(avx512::vec_dot_q4_k),
-        rows: Some(rows::rows_q4_k_vnni),
-        ..Ops::NONE
+    q3_k: {
+        vec_dot: q3_k::vec_dot_vnni,
+        rows: q3_k::rows_vnni,
     },
-    q5_k: Ops {
-        vec_dot: Some(avx512::vec_dot_q5_k),
-        rows: Some(rows::rows_q5_k_vnni),
-        ..Ops::NONE
+    q4_k: {
+        vec_dot: q4_k::vec_dot_q4_k_vnni,
+        rows: q4_k::rows_q4_k_vnni,
     },
-    q6_k: Ops {
-        vec_dot: Some(avx512::vec_dot_q6_k),
-        rows: Some(rows::rows_q6_k_vnni),
-        ..Ops::NONE
+    q5_k: {
+        vec_dot: q4_k::vec_dot_q5_k_vnni,
+        rows: q4_k::rows_q5_k_vnni,
     },
-    q3_k: Ops {
-        vec_dot: Some(avx512::vec_dot_q3_k),
-        rows: Some(rows::rows_q3_k_vnni),
-        ..Ops::NONE
+    q6_k: {
+        vec_dot: q6_k::vec_dot_q6_k_vnni,
+        rows: q6_k::rows_q6_k_vnni,
     },
-    f32: Ops {
-        vec_dot: Some(plain::vec_dot_f32_avx512),
-        ..Ops::NONE
+    f32: {
+        vec_dot: plain::vec_dot_f32_avx512,
     },
-    f16: Ops {
-        dequantize: Some(plain::dequantize_f16_avx512),
-        quantize: Some(plain::quantize_f16_avx512),
-        vec_dot: Some(plain::vec_dot_f16_avx512),
-        ..Ops::NONE
+    f16: {
+        dequantize: plain::dequantize_f16_avx512,
+        quantize: plain::quantize_f16_avx512,
+        vec_dot: plain::vec_dot_f16_avx512,
     },
-    bf16: Ops {
-        dequantize: Some(plain::dequantize_bf16_avx512),
-        quantize: Some(plain::quantize_bf16_avx512),
-        vec_dot: Some(plain::vec_dot_bf16_avx512),
-        ..Ops::NONE
+    bf16: {
+        dequantize: plain::dequantize_bf16_avx512,
+        quantize: plain::quantize_bf16_avx512,
+        vec_dot: plain::vec_dot_bf16_avx512,
     },
-    ..ArchKernels::NONE
-};
+});

@@ -5,7 +5,7 @@
 //!   as the scalar `f16_le`); BF16 is a 16-bit shift. These are the instruction loops candle's
 //!   `to_float` runs too (`memcpy`, `half`'s F16C slice conversion, a vectorized shift), and at
 //!   one load, one convert and one 32-byte store per eight values they run at the cache or
-//!   memory bandwidth, not the core's speed: about 1x candle in the kernels bench, by nature.
+//!   memory bandwidth, not the core's speed.
 //! - quantize: F32 is a byte copy; F16 is `vcvtps2ph` with round-to-nearest-even (immediate 0, so
 //!   MXCSR is not consulted), then every NaN lane replaced by `sign | 0x7E00`
 //!   (`GGML_FP32_TO_FP16`); BF16 is `ggml_compute_fp32_to_bf16` in integer lanes (add
@@ -20,10 +20,10 @@
 //!
 //! Tails shorter than a vector use the scalar twins' element functions.
 
-use core::arch::x86_64::*;
-
+use super::tokens::{kernel, Avx2, Avx512Vnni};
 use super::vector::load16;
 use crate::quant::legacy::plain::{quantize_bf16, quantize_f16, BlockBf16, BlockF16, BlockF32};
+use core::arch::x86_64::*;
 
 /// A plain float block type as the vector kernels read it.
 trait Plain: Copy + bytemuck::Pod {
@@ -171,50 +171,30 @@ fn dequantize_avx512<B: Plain>(blocks: &[B], out: &mut [f32]) {
     dequantize_avx2(rest_src, rest_dst);
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn dequantize_f16_avx2_impl(blocks: &[BlockF16], out: &mut [f32]) {
-    dequantize_avx2(blocks, out)
-}
+kernel! {
+    /// F16 dequantize, AVX2 + F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn dequantize_f16_avx2(_t: Avx2, blocks: &[BlockF16], out: &mut [f32]) {
+        dequantize_avx2(blocks, out)
+    }
 
-/// F16 dequantize, AVX2 + F16C.
-pub(super) fn dequantize_f16_avx2(blocks: &[BlockF16], out: &mut [f32]) {
-    // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
-    // `Level::is_available`, which requires avx2 and f16c).
-    unsafe { dequantize_f16_avx2_impl(blocks, out) }
-}
+    /// BF16 dequantize, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn dequantize_bf16_avx2(_t: Avx2, blocks: &[BlockBf16], out: &mut [f32]) {
+        dequantize_avx2(blocks, out)
+    }
 
-#[target_feature(enable = "avx2,f16c")]
-fn dequantize_bf16_avx2_impl(blocks: &[BlockBf16], out: &mut [f32]) {
-    dequantize_avx2(blocks, out)
-}
+    /// F16 dequantize, AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn dequantize_f16_avx512(_t: Avx512Vnni, blocks: &[BlockF16], out: &mut [f32]) {
+        dequantize_avx512(blocks, out)
+    }
 
-/// BF16 dequantize, AVX2.
-pub(super) fn dequantize_bf16_avx2(blocks: &[BlockBf16], out: &mut [f32]) {
-    // SAFETY: as `dequantize_f16_avx2`.
-    unsafe { dequantize_bf16_avx2_impl(blocks, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn dequantize_f16_avx512_impl(blocks: &[BlockF16], out: &mut [f32]) {
-    dequantize_avx512(blocks, out)
-}
-
-/// F16 dequantize, AVX-512.
-pub(super) fn dequantize_f16_avx512(blocks: &[BlockF16], out: &mut [f32]) {
-    // SAFETY: the table only hands this kernel out for an available AVX-512 VNNI level (`pick!`
-    // checks `Level::is_available`: avx2, f16c, avx512f/bw/vl and avx512vnni).
-    unsafe { dequantize_f16_avx512_impl(blocks, out) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn dequantize_bf16_avx512_impl(blocks: &[BlockBf16], out: &mut [f32]) {
-    dequantize_avx512(blocks, out)
-}
-
-/// BF16 dequantize, AVX-512.
-pub(super) fn dequantize_bf16_avx512(blocks: &[BlockBf16], out: &mut [f32]) {
-    // SAFETY: as `dequantize_f16_avx512`.
-    unsafe { dequantize_bf16_avx512_impl(blocks, out) }
+    /// BF16 dequantize, AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn dequantize_bf16_avx512(_t: Avx512Vnni, blocks: &[BlockBf16], out: &mut [f32]) {
+        dequantize_avx512(blocks, out)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,26 +266,18 @@ fn quantize_avx2<B: Plain>(
     }
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn quantize_f16_avx2_impl(values: &[f32], blocks: &mut [BlockF16]) {
-    quantize_avx2(values, blocks, |x| f16x8_from(x), quantize_f16)
-}
+kernel! {
+    /// F16 quantize, AVX2 + F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn quantize_f16_avx2(_t: Avx2, values: &[f32], blocks: &mut [BlockF16]) {
+        quantize_avx2(values, blocks, |x| f16x8_from(x), quantize_f16)
+    }
 
-/// F16 quantize, AVX2 + F16C.
-pub(super) fn quantize_f16_avx2(values: &[f32], blocks: &mut [BlockF16]) {
-    // SAFETY: as `dequantize_f16_avx2`.
-    unsafe { quantize_f16_avx2_impl(values, blocks) }
-}
-
-#[target_feature(enable = "avx2,f16c")]
-fn quantize_bf16_avx2_impl(values: &[f32], blocks: &mut [BlockBf16]) {
-    quantize_avx2(values, blocks, |x| bf16x8_from(x), quantize_bf16)
-}
-
-/// BF16 quantize, AVX2.
-pub(super) fn quantize_bf16_avx2(values: &[f32], blocks: &mut [BlockBf16]) {
-    // SAFETY: as `dequantize_f16_avx2`.
-    unsafe { quantize_bf16_avx2_impl(values, blocks) }
+    /// BF16 quantize, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn quantize_bf16_avx2(_t: Avx2, values: &[f32], blocks: &mut [BlockBf16]) {
+        quantize_avx2(values, blocks, |x| bf16x8_from(x), quantize_bf16)
+    }
 }
 
 /// Sixteen f32 to `GGML_FP32_TO_FP16` halves (AVX-512).
@@ -359,36 +331,28 @@ fn quantize_avx512<B: Plain>(
     rest(src.remainder(), dst.into_remainder());
 }
 
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn quantize_f16_avx512_impl(values: &[f32], blocks: &mut [BlockF16]) {
-    quantize_avx512(
-        values,
-        blocks,
-        |x| f16x16_from(x),
-        |v, b| quantize_avx2(v, b, |x| f16x8_from(x), quantize_f16),
-    )
-}
+kernel! {
+    /// F16 quantize, AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn quantize_f16_avx512(_t: Avx512Vnni, values: &[f32], blocks: &mut [BlockF16]) {
+        quantize_avx512(
+            values,
+            blocks,
+            |x| f16x16_from(x),
+            |v, b| quantize_avx2(v, b, |x| f16x8_from(x), quantize_f16),
+        )
+    }
 
-/// F16 quantize, AVX-512.
-pub(super) fn quantize_f16_avx512(values: &[f32], blocks: &mut [BlockF16]) {
-    // SAFETY: as `dequantize_f16_avx512`.
-    unsafe { quantize_f16_avx512_impl(values, blocks) }
-}
-
-#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn quantize_bf16_avx512_impl(values: &[f32], blocks: &mut [BlockBf16]) {
-    quantize_avx512(
-        values,
-        blocks,
-        |x| bf16x16_from(x),
-        |v, b| quantize_avx2(v, b, |x| bf16x8_from(x), quantize_bf16),
-    )
-}
-
-/// BF16 quantize, AVX-512.
-pub(super) fn quantize_bf16_avx512(values: &[f32], blocks: &mut [BlockBf16]) {
-    // SAFETY: as `dequantize_f16_avx512`.
-    unsafe { quantize_bf16_avx512_impl(values, blocks) }
+    /// BF16 quantize, AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn quantize_bf16_avx512(_t: Avx512Vnni, values: &[f32], blocks: &mut [BlockBf16]) {
+        quantize_avx512(
+            values,
+            blocks,
+            |x| bf16x16_from(x),
+            |v, b| quantize_avx2(v, b, |x| bf16x8_from(x), quantize_bf16),
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -612,36 +576,42 @@ fn vec_dot_avx2<B: Plain>(w: &[B], x: &[B]) -> f32 {
     vec_dot_avx2_sum(sum, wg.remainder(), xg.remainder()) as f32
 }
 
-macro_rules! vec_dot_entries {
-    ($($B:ty: $avx2:ident, $avx2_impl:ident, $avx512:ident, $avx512_impl:ident;)*) => {$(
-        #[target_feature(enable = "avx2,f16c")]
-        fn $avx2_impl(w: &[$B], x: &[$B]) -> f32 {
-            vec_dot_avx2(w, x)
-        }
+kernel! {
+    /// `ggml_vec_dot_f32` (scalar order) at AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn vec_dot_f32_avx2(_t: Avx2, w: &[BlockF32], x: &[BlockF32]) -> f32 {
+        vec_dot_avx2(w, x)
+    }
 
-        /// `ggml_vec_dot_*` (scalar order) at AVX2.
-        pub(super) fn $avx2(w: &[$B], x: &[$B]) -> f32 {
-            // SAFETY: as `dequantize_f16_avx2`.
-            unsafe { $avx2_impl(w, x) }
-        }
+    /// `ggml_vec_dot_f32` (scalar order) at AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn vec_dot_f32_avx512(_t: Avx512Vnni, w: &[BlockF32], x: &[BlockF32]) -> f32 {
+        vec_dot_avx512(w, x)
+    }
 
-        #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-        fn $avx512_impl(w: &[$B], x: &[$B]) -> f32 {
-            vec_dot_avx512(w, x)
-        }
+    /// `ggml_vec_dot_f16` (scalar order) at AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn vec_dot_f16_avx2(_t: Avx2, w: &[BlockF16], x: &[BlockF16]) -> f32 {
+        vec_dot_avx2(w, x)
+    }
 
-        /// `ggml_vec_dot_*` (scalar order) at AVX-512.
-        pub(super) fn $avx512(w: &[$B], x: &[$B]) -> f32 {
-            // SAFETY: as `dequantize_f16_avx512`.
-            unsafe { $avx512_impl(w, x) }
-        }
-    )*};
-}
+    /// `ggml_vec_dot_f16` (scalar order) at AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn vec_dot_f16_avx512(_t: Avx512Vnni, w: &[BlockF16], x: &[BlockF16]) -> f32 {
+        vec_dot_avx512(w, x)
+    }
 
-vec_dot_entries! {
-    BlockF32: vec_dot_f32_avx2, vec_dot_f32_avx2_impl, vec_dot_f32_avx512, vec_dot_f32_avx512_impl;
-    BlockF16: vec_dot_f16_avx2, vec_dot_f16_avx2_impl, vec_dot_f16_avx512, vec_dot_f16_avx512_impl;
-    BlockBf16: vec_dot_bf16_avx2, vec_dot_bf16_avx2_impl, vec_dot_bf16_avx512, vec_dot_bf16_avx512_impl;
+    /// `ggml_vec_dot_bf16` (scalar order) at AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn vec_dot_bf16_avx2(_t: Avx2, w: &[BlockBf16], x: &[BlockBf16]) -> f32 {
+        vec_dot_avx2(w, x)
+    }
+
+    /// `ggml_vec_dot_bf16` (scalar order) at AVX-512.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn vec_dot_bf16_avx512(_t: Avx512Vnni, w: &[BlockBf16], x: &[BlockBf16]) -> f32 {
+        vec_dot_avx512(w, x)
+    }
 }
 
 #[cfg(test)]

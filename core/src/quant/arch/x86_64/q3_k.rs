@@ -1,19 +1,26 @@
-//! Q3_K's vec_dot at AVX2 (`ggml_vec_dot_q3_K_q8_K_generic`), over activation groups computed
-//! per call or prepared once for many rows (`rows`); its dequantizer is in `dequantize_k`.
+//! Q3_K: vec_dot (`ggml_vec_dot_q3_K_q8_K_generic`), multi-row and dequantize.
 //!
 //! A quant is `u - 4` with `u = low2 | hbit << 2` in `0..8`. As in the Q6_K kernel, quants and
 //! activation are read in `lane_groups` order, so `maddubs` gives `Σ u·x − Σ 4·x` of each 32-value
 //! group as the two sub-block sums of lane `m` in 32-bit lane `m` (pairs below 2·7·128 and
-//! 2·4·128: exact in i16), and one `madd` (`vpdpwssd` at `VNNI`) with the group's scale pair adds
+//! 2·4·128: exact in i16), and one `madd` (`vpdpwssd` at VNNI) with the group's scale pair adds
 //! them to lane `m` (the scalar `aux32`). The float steps are the scalar twin's: `sums[l] +=
 //! (d·dx)·lane[l]` per block, the lanes added in order at the end.
+//!
+//! The dequantizer: a sub-block has eight values `dl·q`, `q = −4..4`, so its outputs are an
+//! eight-entry table formed with the twin's float steps, and each eight outputs one `vpermps`
+//! lookup of it by the quants: bits equal to the twin's by construction.
 
 use core::arch::x86_64::*;
 
-use super::avx2::{accumulate, add_lanes, ScalePairs};
-use super::primitives::{add_scaled_pair, grouped};
-use super::vector::{f16_le, load32, part, prefetch_block_ahead};
-use crate::quant::activation::BlockQ8K;
+use super::drivers::prepared_rows;
+use super::primitives::Primitives;
+use super::tokens::{every_level, kernel, Avx2};
+use super::vector::{
+    accumulate, add_lanes, f16_le, load32, part, prefetch_block_ahead, scale_of, scaled8, store_at,
+    ScalePairs,
+};
+use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;
 
@@ -21,8 +28,8 @@ use crate::quant::k_quants::BlockQ3K;
 /// part of every row's `Σ (u - 4)·x` that depends on the activation alone.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn activation_group<const VBMI: bool>(qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
-    let x = grouped::<VBMI>(load32(part(qs, 32 * g)));
+fn activation_group<P: Primitives>(p: P, qs: &[i8; 256], g: usize) -> (__m256i, __m256i) {
+    let x = p.grouped(load32(part(qs, 32 * g)));
     (x, _mm256_maddubs_epi16(_mm256_set1_epi8(4), x))
 }
 
@@ -82,7 +89,8 @@ fn half_quants(qs: __m256i, hmask: __m256i, half: usize) -> [__m256i; 4] {
 /// `g` of `x[k]` as [`activation_group`] does (computed here, or prepared once for many rows).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn dot<const VNNI: bool, const VBMI: bool, A>(
+fn dot<P: Primitives, A>(
+    p: P,
     w: &[BlockQ3K],
     x: &[BlockQ8K],
     paired: &[A],
@@ -96,16 +104,16 @@ pub(super) fn dot<const VNNI: bool, const VBMI: bool, A>(
     for ((wb, xb), xp) in w.iter().zip(x).zip(paired) {
         prefetch_block_ahead(wb);
         scale_pairs.store(signed_scales(wb));
-        let hmask = grouped::<VBMI>(load32(&wb.hmask));
+        let hmask = p.grouped(load32(&wb.hmask));
         let mut acc = _mm256_setzero_si256();
         for half in 0..2 {
-            let qs = grouped::<VBMI>(load32(part(&wb.qs, 32 * half)));
+            let qs = p.grouped(load32(part(&wb.qs, 32 * half)));
             for (quants, c) in half_quants(qs, hmask, half).into_iter().zip(0..) {
                 // Group 4·half + c: sub-blocks 8·half + 2c and 8·half + 2c + 1.
                 let k = 4 * half + c;
                 let (x, bias_x) = group(xp, k);
                 let pair_sums = _mm256_sub_epi16(_mm256_maddubs_epi16(quants, x), bias_x);
-                acc = add_scaled_pair::<VNNI>(acc, pair_sums, scale_pairs.get(k));
+                acc = p.add_scaled_pair(acc, pair_sums, scale_pairs.get(k));
             }
         }
         let d = f16_le(wb.d) * xb.scale();
@@ -117,14 +125,112 @@ pub(super) fn dot<const VNNI: bool, const VBMI: bool, A>(
     add_lanes(0.0, accumulate(sums, d, lanes))
 }
 
-#[target_feature(enable = "avx2,f16c")]
-fn vec_dot_impl(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    dot::<false, false, _>(w, x, x, |xb, g| activation_group::<false>(&xb.qs, g))
+every_level! {
+    /// `ggml_vec_dot_q3_K_q8_K_generic`.
+    fn vec_dot, vec_dot_vnni_only, vec_dot_vbmi => vec_dot_vnni(
+        t,
+        w: &[BlockQ3K],
+        x: &[BlockQ8K],
+    ) -> f32 {
+        dot(t, w, x, x, |xb, g| activation_group(t, &xb.qs, g))
+    }
 }
 
-/// `ggml_vec_dot_q3_K_q8_K_generic` at AVX2.
-pub(super) fn vec_dot(w: &[BlockQ3K], x: &[BlockQ8K]) -> f32 {
-    // SAFETY: the table only hands this kernel out for an available AVX2 level (`pick!` checks
-    // `Level::is_available`, which requires avx2 and f16c).
-    unsafe { vec_dot_impl(w, x) }
+/// Q3_K rows: the activation's lane shuffles and its `maddubs(4, x)` prepared once, as for Q6_K
+/// (scale products by `vpdpwssd` at VNNI).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn q3_k_rows<P: Primitives>(
+    p: P,
+    w: &[BlockQ3K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: impl Fn(&[BlockQ3K], &[BlockQ8K]) -> f32,
+) {
+    prepared_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        |xb| -> [(__m256i, __m256i); 8] {
+            core::array::from_fn(|g| activation_group(p, &xb.qs, g))
+        },
+        |row, paired| {
+            dot(p, row, x, paired, |groups, g| {
+                groups.get(g).copied().unwrap_or(groups[0])
+            })
+        },
+        single,
+    )
+}
+
+every_level! {
+    /// Q3_K rows.
+    fn rows, rows_vnni_only, rows_vbmi => rows_vnni(
+        t,
+        w: &[BlockQ3K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ); single = vec_dot, vec_dot_vnni_only, vec_dot_vbmi {
+        q3_k_rows(t, w, row_blocks, x, out, single)
+    }
+}
+
+/// Q3_K's sixteen `dl = d·(sc − 32)`, the scalar twin's products.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn q3_k_scales(block: &BlockQ3K) -> [f32; 16] {
+    let d = _mm256_set1_ps(f16_le(block.d));
+    let signed = unpack_q3_scales(&block.scales).map(|s| (s - 32) as u8);
+    let mut dl = [0.0f32; 16];
+    store_at(&mut dl, 0, scaled8(part(&signed, 0), true, d));
+    store_at(&mut dl, 8, scaled8(part(&signed, 8), true, d));
+    dl
+}
+
+/// `dequantize_row_q3_K` for one block. Sub-block `k` (16 values) is the table `dl·q`,
+/// `q = −4..4`, indexed by `u = q + 4 = low2 | hbit << 2`: half `h`'s 32-value chunk `c` takes
+/// `low2` from bits `2c..2c+2` of the half's 32 `qs` bytes and `hbit` from bit `4h + c` of the 32
+/// `hmask` bytes.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn dequantize_q3_k_block(block: &BlockQ3K, out: &mut [f32; QK_K]) {
+    let levels = _mm256_setr_ps(-4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0);
+    let three = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    let dl = q3_k_scales(block);
+    let table = |k: usize| _mm256_mul_ps(_mm256_set1_ps(scale_of(&dl, k)), levels);
+    // Bit 4h + c of every byte, moved to bit 0 by the (4h + c)-th shift (as Q5_K's `qh`).
+    let mut hmask = load32(&block.hmask);
+    for half in 0..2 {
+        let mut qs = load32(part(&block.qs, 32 * half));
+        for chunk in 0..4 {
+            let high = _mm256_and_si256(_mm256_slli_epi16::<2>(hmask), four);
+            let u = _mm256_or_si256(_mm256_and_si256(qs, three), high);
+            qs = _mm256_srli_epi16::<2>(qs);
+            hmask = _mm256_srli_epi16::<1>(hmask);
+            let (first, second) = (table(8 * half + 2 * chunk), table(8 * half + 2 * chunk + 1));
+            let (low, high) = (_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u));
+            let at = 128 * half + 32 * chunk;
+            let lookup = |t: __m256, bytes: __m128i| {
+                _mm256_permutevar8x32_ps(t, _mm256_cvtepu8_epi32(bytes))
+            };
+            store_at(out, at, lookup(first, low));
+            store_at(out, at + 8, lookup(first, _mm_srli_si128::<8>(low)));
+            store_at(out, at + 16, lookup(second, high));
+            store_at(out, at + 24, lookup(second, _mm_srli_si128::<8>(high)));
+        }
+    }
+}
+
+kernel! {
+    /// `dequantize_row_q3_K` at AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn dequantize(_t: Avx2, blocks: &[BlockQ3K], out: &mut [f32]) {
+        for (block, values) in blocks.iter().zip(out.as_chunks_mut::<QK_K>().0) {
+            dequantize_q3_k_block(block, values);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The lane-parallel `make_qkx2_quants` search of the Q4_K, Q5_K and Q2_K quantizers, written once
-//! over a lane vector and expanded by [`qkx2_lane_search`] in `quantize_k.rs` (AVX2, 8 lanes,
-//! sub-blocks of 32) and `quantize_q2_k.rs` (sub-blocks of 16). The AVX-512 level uses this AVX2
+//! over a lane vector and expanded by [`qkx2_lane_search`] in `q4_k::quantize` (AVX2, 8 lanes,
+//! sub-blocks of 32) and `q2_k` (sub-blocks of 16), with the lane operations it calls (also
+//! the Q6_K quantizer's). The AVX-512 level uses this AVX2
 //! expansion (an untested 16-lane one was dropped: docs/kernel-experiments.md).
 //!
 //! Each lane runs one sub-block's scalar search (the twin is `k_quants::q4_k::fit_sub_blocks`):
@@ -21,12 +22,204 @@
 //! - The best levels are not kept per trial: a lane keeps the winning trial's `iscale` and
 //!   minimum, and the levels are computed again from them (in the integer form) at the end.
 //!
-//! The expanding module provides the lane type `F`, mask type `Mask`, integer lane type `I` and
+//! The expanding module imports the lane type `F`, mask type `Mask`, integer lane type `I` and
 //! the primitives the body calls (`splat`, `add`, `sub`, `mul`, `div`, `sqrt`, `min`, `max` with
 //! x86's `minps`/`maxps` NaN rules, `abs`, `neg`, `round`, `lt`, `gt`, `ge`, `eq`, `unordered`,
 //! `and`, `or`, `any`, `all`, `select`, `level_int`, `to_float`, `zero_where`, `load_lanes`,
-//! `lane_ints`) and the lane count `LANES`, each compiled for
+//! `lane_ints`, all defined here) and provides the lane count `LANES`; the search is compiled for
 //! `$features`.
+
+use core::arch::x86_64::*;
+
+/// The lane vector of the Q4_K search, its compare masks and its integer lanes.
+pub(super) type F = __m256;
+
+pub(super) type Mask = __m256;
+
+pub(super) type I = __m256i;
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn splat(v: f32) -> F {
+    _mm256_set1_ps(v)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn add(a: F, b: F) -> F {
+    _mm256_add_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn sub(a: F, b: F) -> F {
+    _mm256_sub_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn mul(a: F, b: F) -> F {
+    _mm256_mul_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn div(a: F, b: F) -> F {
+    _mm256_div_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn sqrt(a: F) -> F {
+    _mm256_sqrt_ps(a)
+}
+
+/// `a < b ? a : b` (`b` when either is NaN).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn min(a: F, b: F) -> F {
+    _mm256_min_ps(a, b)
+}
+
+/// `a > b ? a : b` (`b` when either is NaN).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn max(a: F, b: F) -> F {
+    _mm256_max_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn abs(a: F) -> F {
+    _mm256_andnot_ps(_mm256_set1_ps(-0.0), a)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn neg(a: F) -> F {
+    _mm256_xor_ps(a, _mm256_set1_ps(-0.0))
+}
+
+/// To the nearest integer, ties to even.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn round(a: F) -> F {
+    _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn lt(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_LT_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn gt(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_GT_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn ge(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_GE_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn eq(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn unordered(a: F, b: F) -> Mask {
+    _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn and(a: Mask, b: Mask) -> Mask {
+    _mm256_and_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn or(a: Mask, b: Mask) -> Mask {
+    _mm256_or_ps(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn any(m: Mask) -> bool {
+    _mm256_movemask_ps(m) != 0
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn all(m: Mask) -> bool {
+    _mm256_movemask_ps(m) == 0xff
+}
+
+/// `m ? if_true : if_false` in each lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn select(m: Mask, if_true: F, if_false: F) -> F {
+    _mm256_blendv_ps(if_false, if_true, m)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn to_float(l: I) -> F {
+    _mm256_cvtepi32_ps(l)
+}
+
+/// Eight f32 as a lane vector.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn load_lanes(v: &[f32; 8]) -> F {
+    // SAFETY: `v` holds eight f32; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_ps(v.as_ptr()) }
+}
+
+/// The eight integer lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn lane_ints(l: I) -> [i32; 8] {
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds eight i32; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), l) };
+    lanes
+}
+
+/// `l`, with 0 in the lanes of `m`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn zero_where(m: Mask, l: I) -> I {
+    _mm256_andnot_si256(_mm256_castps_si256(m), l)
+}
+
+/// ggml's `nearest_int` in each lane: `bits(v + 1.5·2²³) & 0x7fffff - 0x400000`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn nearest_int(v: __m256) -> __m256i {
+    let shifted = _mm256_add_ps(v, _mm256_set1_ps(12_582_912.0));
+    _mm256_sub_epi32(
+        _mm256_and_si256(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x007f_ffff)),
+        _mm256_set1_epi32(0x0040_0000),
+    )
+}
+
+/// `max(0, min(nmax, nearest_int(iscale · (x − min))))`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn level_int(iscale: F, x: F, min: F, nmax: i32) -> I {
+    let l = nearest_int(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
+    _mm256_max_epi32(
+        _mm256_min_epi32(l, _mm256_set1_epi32(nmax)),
+        _mm256_setzero_si256(),
+    )
+}
 
 /// Expands the search (`Lanes`, `start`, `trial`, `finish`) in the calling module, compiled for
 /// the target features `$features`, over sub-blocks of `$sub` values weighted by `$weights`

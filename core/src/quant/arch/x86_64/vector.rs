@@ -1,6 +1,7 @@
-//! Level-independent x86_64 vector helpers every kernel uses: loads and stores of block fields,
-//! horizontal sums and the eight-row transpose, prefetching, and the F16C scale decoder. Each
-//! function enables only the features its own instructions need (AVX2, or F16C).
+//! Level-independent x86_64 vector helpers the type modules share: loads and stores of block
+//! fields, nibble and level unpacking, horizontal sums and the eight-row transpose, the K-quants'
+//! lane accumulators and scale pairs, prefetching, and the F16C scale decoder. Each function
+//! enables only the features its own instructions need (AVX2, or F16C).
 
 use core::arch::asm;
 use core::arch::x86_64::*;
@@ -166,4 +167,148 @@ pub(super) fn store8(out: &mut [f32], v: __m256) {
         // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
     }
+}
+
+/// The 32 Q4_0 quants of a block as bytes `0..16`: element `j` low nibble, `j + 16` high nibble.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q4_0_nibbles(qs: &[u8; 16]) -> __m256i {
+    let bytes = load16(qs);
+    let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
+    _mm256_set_m128i(high, low)
+}
+
+/// Σ level·y over 32 signed levels (|level| ≤ 127) and 32 Q8_0 quants, widened to i16 first
+/// (exact for every byte value), as eight i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn dot_levels(levels: __m256i, y: &[i8; 32]) -> __m256i {
+    let y = load32(y);
+    let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(levels));
+    let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(levels));
+    let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
+    let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
+    _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
+}
+
+/// Sixteen signed bytes times `d` into `out[..16]`: `q as f32 * d`, one rounding each.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn scale_i8x16(out: &mut [f32], q: __m128i, d: __m256) {
+    let (first, second) = out.split_at_mut(8.min(out.len()));
+    let low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    let high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(q)));
+    store8(first, _mm256_mul_ps(low, d));
+    store8(second, _mm256_mul_ps(high, d));
+}
+
+/// Thirty-two signed quants in element order times `d` (`q * d`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn scale_block(values: &mut [f32], q: __m256i, d: f32) {
+    let d = _mm256_set1_ps(d);
+    let (first, second) = values.split_at_mut(16.min(values.len()));
+    scale_i8x16(first, _mm256_castsi256_si128(q), d);
+    scale_i8x16(second, _mm256_extracti128_si256::<1>(q), d);
+}
+
+/// `sums[l] += d * lanes[l]` (multiply, then add: the scalar `accumulate_lanes`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn accumulate(sums: __m256, d: f32, lanes: __m256i) -> __m256 {
+    _mm256_add_ps(
+        sums,
+        _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)),
+    )
+}
+
+/// The scalar `add_lanes`: the eight totals added to `sumf` in lane order.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn add_lanes(mut sumf: f32, sums: __m256) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
+    for s in lanes {
+        sumf += s;
+    }
+    sumf
+}
+
+/// The sixteen scales of a super-block with 16-value sub-blocks (Q3_K, Q6_K) as eight i16 pairs,
+/// pair `k` = `(s[2k], s[2k + 1])`: the two scales of 32-value group `k` (element index `32k..`),
+/// as [`add_scaled_pair`] takes them. Kept in memory, and each pair broadcast from there when
+/// used: a load, where taking it from the register that held all sixteen is a shuffle, on pipes
+/// these kernels already crowd.
+pub(super) struct ScalePairs([i32; 8]);
+
+impl ScalePairs {
+    #[inline(always)]
+    pub(super) fn new() -> ScalePairs {
+        ScalePairs([0; 8])
+    }
+
+    /// Stores the sixteen scales, sign-extended to i16 in order (`_mm256_cvtepi8_epi16`).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn store(&mut self, scales: __m256i) {
+        // SAFETY: the array is 32 bytes; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_si256(self.0.as_mut_ptr().cast(), scales) };
+        // SAFETY: the template is empty and only receives the address; LLVM must then assume
+        // the memory behind it read and written (no `nomem`, no `readonly`), so it loads each
+        // pair back rather than extracting it from the register stored.
+        unsafe { asm!("/* {0} */", in(reg) self.0.as_ptr(), options(nostack, preserves_flags)) };
+    }
+
+    /// Pair `k` in every 32-bit element.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn get(&self, k: usize) -> __m256i {
+        _mm256_set1_epi32(self.0.get(k).copied().unwrap_or(0))
+    }
+}
+
+/// Eight bytes, each zero-extended to a 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn widen8(bytes: &[u8; 8]) -> __m256i {
+    // SAFETY: the array holds eight bytes, exactly what `loadl_epi64` reads; it has no alignment
+    // requirement.
+    _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(bytes.as_ptr().cast()) })
+}
+
+/// Eight bytes (`u8` or `i8` as `signed`) to f32 times `d`: `d * x`, one rounding each.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn scaled8(bytes: &[u8; 8], signed: bool, d: __m256) -> __m256 {
+    // SAFETY: as `widen8`.
+    let raw = unsafe { _mm_loadl_epi64(bytes.as_ptr().cast()) };
+    let lanes = if signed {
+        _mm256_cvtepi8_epi32(raw)
+    } else {
+        _mm256_cvtepu8_epi32(raw)
+    };
+    _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes))
+}
+
+/// Stores eight f32 at `out[at..at + 8]` (the callers' offsets are constants inside the array,
+/// so the range check folds away; a range outside would store nothing).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn store_at<const N: usize>(out: &mut [f32; N], at: usize, v: __m256) {
+    if let Some(eight) = out
+        .get_mut(at..)
+        .and_then(|rest| rest.first_chunk_mut::<8>())
+    {
+        // SAFETY: `eight` holds eight f32; `storeu` has no alignment requirement.
+        unsafe { _mm256_storeu_ps(eight.as_mut_ptr(), v) };
+    }
+}
+
+/// `scales[k]` (every caller's `k` is inside the array; the zero fallback keeps the kernels free
+/// of panics).
+#[inline(always)]
+pub(super) fn scale_of<const N: usize>(scales: &[f32; N], k: usize) -> f32 {
+    scales.get(k).copied().unwrap_or(0.0)
 }

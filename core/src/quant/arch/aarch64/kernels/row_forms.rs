@@ -1,5 +1,6 @@
-//! Row forms of the per-block kernels, with the table's signatures (`fn(&[B], &mut [f32])`,
-//! `fn(&[f32], &mut [B])`): each applies its block kernel to every block, as the scalar twins do.
+//! Row forms of the per-block dequantize and quantize kernels, with the table's signatures
+//! (`fn(&[B], &mut [f32])`, `fn(&[f32], &mut [B])`): each applies its block kernel to every block,
+//! as the scalar twins do. (Not the table's `rows`, the multi-row matvec kernels.)
 
 use super::{dequantize, iq4_xs, q2_k, q3_k, q5_k, q8_0, q8_k};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1, QK8_0, QK_K};
