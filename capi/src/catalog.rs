@@ -156,8 +156,8 @@ pub unsafe extern "C" fn mq_catalog(
             &[ffi::span(tensors_out.cast_const(), n_tensors)?],
         )?;
         // `names` kept both lists within the capacities; the catalog refuses a longer one anyway.
-        // Used where `new` returned it: moving it out of the `Result` would copy its 1.1 KB into
-        // a second stack slot.
+        // Used where `new` returned it: moving it out of the `Result` would copy the whole
+        // catalog into a second stack slot (firmware-example/README.md, the C image's stack).
         let mut made =
             Catalog::<MQ_CATALOG_MAX_KEYS, MQ_CATALOG_MAX_TENSORS>::new(&key_names, &tensor_names);
         let catalog = made.as_mut().map_err(|e| Failure::TooManyNames {
