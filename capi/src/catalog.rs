@@ -156,12 +156,14 @@ pub unsafe extern "C" fn mq_catalog(
             &[ffi::span(tensors_out.cast_const(), n_tensors)?],
         )?;
         // `names` kept both lists within the capacities; the catalog refuses a longer one anyway.
-        let mut catalog =
-            Catalog::<MQ_CATALOG_MAX_KEYS, MQ_CATALOG_MAX_TENSORS>::new(&key_names, &tensor_names)
-                .map_err(|e| Failure::TooManyNames {
-                    found: e.wanted,
-                    capacity: e.capacity,
-                })?;
+        // Used where `new` returned it: moving it out of the `Result` would copy the whole
+        // catalog into a second stack slot (firmware-example/README.md, the C image's stack).
+        let mut made =
+            Catalog::<MQ_CATALOG_MAX_KEYS, MQ_CATALOG_MAX_TENSORS>::new(&key_names, &tensor_names);
+        let catalog = made.as_mut().map_err(|e| Failure::TooManyNames {
+            found: e.wanted,
+            capacity: e.capacity,
+        })?;
         // SAFETY: the caller's contract on `p`.
         unsafe { crate::parser::drive(p, |event, offset| catalog.observe(event, offset)) }?;
         // SAFETY: the caller's contract on `keys_out`, with the overlap checked above.

@@ -13,7 +13,10 @@
 //!    `firmware-example/qemu-run.sh` (defmt-print decodes the log), and fails on a non-zero exit.
 //! 4. Prints the budgets: flash (text + rodata + data, without the embedded inputs) and static RAM
 //!    per image from `llvm-size`, the stack figures the firmware measured by painting, and whether
-//!    the parser-only image links with a panic handler that may not be referenced.
+//!    the minimal images and the C image link with a panic handler that may not be referenced.
+//! 5. Fails when a budget is exceeded: on the Cortex-M4F and RISC-V images, parser + `Catalog`
+//!    flash under [`FLASH_BUDGET`] and each parse's stack under [`PARSE_STACK_BUDGET`], and no panic
+//!    path linked in any minimal image or the C image.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -35,10 +38,17 @@ const TENSORS: [&str; 4] = [
 /// Metadata arrays (the tokenizer's) are cut to this many entries.
 const MAX_ARRAY: &str = "32";
 
+/// Flash of the minimal parser + `Catalog` images (the budget for microcontrollers).
+pub(crate) const FLASH_BUDGET: u64 = 16 * 1024;
+/// Stack of a whole header parse, either driver (the `Read` one's includes its 256 B buffer).
+pub(crate) const PARSE_STACK_BUDGET: u64 = 1024;
+
 struct Image {
     package: &'static str,
     bin: &'static str,
     target: &'static str,
+    /// Held to [`PARSE_STACK_BUDGET`] (the microcontroller images).
+    microcontroller: bool,
 }
 
 const IMAGES: [Image; 3] = [
@@ -46,16 +56,19 @@ const IMAGES: [Image; 3] = [
         package: "cortex-m4f",
         bin: "cortex-m4f",
         target: "thumbv7em-none-eabihf",
+        microcontroller: true,
     },
     Image {
         package: "cortex-a",
         bin: "cortex-a",
         target: "aarch64-unknown-none",
+        microcontroller: false,
     },
     Image {
         package: "riscv32",
         bin: "riscv32",
         target: "riscv32imac-unknown-none-elf",
+        microcontroller: true,
     },
 ];
 
@@ -81,13 +94,19 @@ pub fn firmware() -> Result<(), String> {
     }
     let minimal = minimal_images(&inputs)?;
     let c_image = crate::capi::c_firmware(&inputs.dir)?;
-    print_budgets(&reports, &inputs, &minimal)?;
-    crate::capi::print_c_budget(&c_image)?;
+    let mut exceeded = print_budgets(&reports, &inputs, &minimal)?;
+    exceeded.extend(crate::capi::print_c_budget(&c_image)?);
     // The nightly cross-check rebuilds the image (about 2.5 minutes here): on request only.
     if std::env::args().any(|a| a == "--frames") {
         compiler_stack_frames();
     } else {
         eprintln!("compiler frame sizes: skipped (`cargo xtask firmware --frames` adds them)");
+    }
+    if !exceeded.is_empty() {
+        return Err(format!(
+            "firmware budgets exceeded:\n  {}",
+            exceeded.join("\n  ")
+        ));
     }
     eprintln!(
         "xtask firmware: all images passed ({:.1} s)",
@@ -403,11 +422,13 @@ const MINIMAL_M4F: Image = Image {
     package: "cortex-m4f",
     bin: "minimal",
     target: "thumbv7em-none-eabihf",
+    microcontroller: true,
 };
 const MINIMAL_RISCV: Image = Image {
     package: "riscv32",
     bin: "riscv32-minimal",
     target: "riscv32imac-unknown-none-elf",
+    microcontroller: true,
 };
 
 /// The minimal M4F and RISC-V images (no logging): what each costs in flash, and whether it links with a
@@ -415,21 +436,26 @@ const MINIMAL_RISCV: Image = Image {
 struct Minimal {
     what: &'static str,
     flash: u64,
+    /// The flash budget the image is held to (the parser + `Catalog` ones).
+    budget: Option<u64>,
     no_panic_link: Result<(), String>,
 }
+
+const PARSER_M4F: &str = "M4F: parser + Catalog";
+const PARSER_RISCV: &str = "RISC-V: parser + Catalog";
 
 /// Builds `minimal` without and with the kernels, runs each in QEMU (exit 0: the parse succeeded and,
 /// with kernels, every output matched the host's bits), then tries each with `no-panic-link`.
 fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
     let mut out = Vec::new();
     for (image, what, features) in [
-        (MINIMAL_M4F, "M4F: parser + Catalog", ""),
+        (MINIMAL_M4F, PARSER_M4F, ""),
         (
             MINIMAL_M4F,
             "M4F: parser + Catalog + Q8_0/Q4_K matvec",
             "kernels",
         ),
-        (MINIMAL_RISCV, "RISC-V: parser + Catalog", ""),
+        (MINIMAL_RISCV, PARSER_RISCV, ""),
         (
             MINIMAL_RISCV,
             "RISC-V: parser + Catalog + Q8_0/Q4_K matvec",
@@ -470,6 +496,7 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
         out.push(Minimal {
             what,
             flash,
+            budget: features.is_empty().then_some(FLASH_BUDGET),
             no_panic_link,
         });
     }
@@ -712,7 +739,8 @@ fn print_budgets(
     reports: &[(&Image, PathBuf, String)],
     inputs: &Inputs,
     minimal: &[Minimal],
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
+    let mut exceeded = Vec::new();
     eprintln!();
     eprintln!(
         "budgets (flash = code + read-only data + .data image, without the embedded inputs of {}):",
@@ -729,8 +757,20 @@ fn print_budgets(
             log.lines()
                 .find(|l| l.contains(prefix))
                 .and_then(|l| figure(l, "stack "))
-                .map_or("?".to_owned(), |v| format!("{v} B"))
         };
+        if image.microcontroller {
+            for parse in ["parse &[u8]", "parse Read"] {
+                match stack_of(parse) {
+                    Some(b) if b < PARSE_STACK_BUDGET => {}
+                    Some(b) => exceeded.push(format!(
+                        "{}: {parse} stack {b} B, budget < {PARSE_STACK_BUDGET} B",
+                        image.bin
+                    )),
+                    None => exceeded.push(format!("{}: no `{parse}` stack figure", image.bin)),
+                }
+            }
+        }
+        let stack_of = |prefix: &str| stack_of(prefix).map_or("?".to_owned(), |v| format!("{v} B"));
         let ticks_of = |prefix: &str| {
             log.lines()
                 .find(|l| l.contains(prefix))
@@ -765,15 +805,35 @@ fn print_budgets(
         );
     }
     eprintln!("(stack columns: high-water marks measured by painting in the firmware; static RAM excludes the stack)");
+    eprintln!(
+        "(held to: parse stacks of the M4F and RISC-V images < {PARSE_STACK_BUDGET} B; parser + Catalog flash < {FLASH_BUDGET} B; no panic path)"
+    );
     for m in minimal {
         let link = match &m.no_panic_link {
             Ok(()) => "links with an undefined panic handler: no panic path".to_owned(),
-            Err(why) => format!(
-                "a panic path is reachable (target not met):\n    {}",
-                why.replace('\n', "\n    ")
-            ),
+            Err(why) => {
+                exceeded.push(format!("minimal image, {}: a panic path is linked", m.what));
+                format!(
+                    "a panic path is reachable (target not met):\n    {}",
+                    why.replace('\n', "\n    ")
+                )
+            }
         };
-        eprintln!("minimal image, {}: flash {} B; {link}", m.what, m.flash);
+        let budget = match m.budget {
+            Some(budget) if m.flash >= budget => {
+                exceeded.push(format!(
+                    "minimal image, {}: flash {} B, budget < {budget} B",
+                    m.what, m.flash
+                ));
+                format!(" (budget < {budget} B: EXCEEDED)")
+            }
+            Some(budget) => format!(" (budget < {budget} B)"),
+            None => String::new(),
+        };
+        eprintln!(
+            "minimal image, {}: flash {} B{budget}; {link}",
+            m.what, m.flash
+        );
     }
-    Ok(())
+    Ok(exceeded)
 }

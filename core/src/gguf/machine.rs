@@ -252,7 +252,12 @@ fn bytes_at<const N: usize>(input: &[u8], at: usize) -> [u8; N] {
 }
 
 /// The `u32` at `at` in `input` (0 if `input` is too short), in byte order `order`.
-#[inline(always)]
+///
+/// Out of line on riscv32, where loads must be aligned and each read is a byte load and shift per
+/// byte, for either order: inlined at every call site, the readers alone put the parser over its
+/// 16 KiB flash budget there (BENCHMARKS.md). Elsewhere a read is one or two loads.
+#[cfg_attr(target_arch = "riscv32", inline(never))]
+#[cfg_attr(not(target_arch = "riscv32"), inline(always))]
 fn u32_at(input: &[u8], at: usize, order: ByteOrder) -> u32 {
     let bytes = bytes_at(input, at);
     match order {
@@ -261,8 +266,10 @@ fn u32_at(input: &[u8], at: usize, order: ByteOrder) -> u32 {
     }
 }
 
-/// The `u64` at `at` in `input` (0 if `input` is too short), in byte order `order`.
-#[inline(always)]
+/// The `u64` at `at` in `input` (0 if `input` is too short), in byte order `order`; out of line
+/// on riscv32 as [`u32_at`].
+#[cfg_attr(target_arch = "riscv32", inline(never))]
+#[cfg_attr(not(target_arch = "riscv32"), inline(always))]
 fn u64_at(input: &[u8], at: usize, order: ByteOrder) -> u64 {
     let bytes = bytes_at(input, at);
     match order {

@@ -66,10 +66,13 @@ impl<'b> Window<'b> {
             // call (a push driver fed 1-byte chunks through a large buffer would be quadratic).
             return;
         }
-        // `start <= end <= buf.len()` always holds; `min` keeps `copy_within` from panicking
-        // even if it did not.
-        let start = self.start.min(self.end);
-        self.buf.copy_within(start..self.end, 0);
+        // `start <= end <= buf.len()` always holds; `get_mut` and `min` keep `copy_within`
+        // from panicking (and from linking a panic path) even if it did not.
+        let Some(live) = self.buf.get_mut(..self.end) else {
+            return;
+        };
+        let start = self.start.min(live.len());
+        live.copy_within(start.., 0);
         self.end = self.end.saturating_sub(start);
         self.start = 0;
     }

@@ -26,16 +26,19 @@ pub(crate) struct Qkx2Search {
     pub use_mad: bool,
 }
 
-/// The sub-blocks of `N` values of a super-block.
+/// The consecutive groups of `N` values of `x` (a super-block's sub-blocks, halves, ...) as arrays;
+/// a remainder is dropped. Unlike `chunks_exact`, whose zips divide by the run-time chunk size
+/// where LLVM does not inline them, this leaves no panic path, and indexing into an item needs no
+/// bounds check.
 #[inline(always)]
 pub(crate) fn sub_blocks<const N: usize, T>(x: &[T]) -> impl Iterator<Item = &[T; N]> {
-    x.chunks_exact(N).filter_map(|c| c.try_into().ok())
+    x.as_chunks::<N>().0.iter()
 }
 
-/// The sub-blocks of `N` values of a super-block, mutably.
+/// [`sub_blocks`], mutably.
 #[inline(always)]
 pub(crate) fn sub_blocks_mut<const N: usize, T>(x: &mut [T]) -> impl Iterator<Item = &mut [T; N]> {
-    x.chunks_exact_mut(N).filter_map(|c| c.try_into().ok())
+    x.as_chunks_mut::<N>().0.iter_mut()
 }
 
 /// `make_qkx2_quants`: levels `0..=nmax` for `x` with a scale and a minimum, chosen by a weighted
@@ -460,7 +463,7 @@ pub(crate) fn unpack_q3_scales(q: &[u8; 12]) -> [i8; 16] {
         join(low_b >> 4, 6),
     ];
     let mut scales = [0i8; 16];
-    for (four, w) in scales.chunks_exact_mut(4).zip(words) {
+    for (four, w) in sub_blocks_mut::<4, _>(&mut scales).zip(words) {
         for (s, b) in four.iter_mut().zip(w.to_le_bytes()) {
             *s = b as i8;
         }
@@ -472,9 +475,12 @@ pub(crate) fn unpack_q3_scales(q: &[u8; 12]) -> [i8; 16] {
 /// byte `l` holds values `l`, `l + 32`, `l + 64` and `l + 96` at bit offsets 0, 2, 4 and 6.
 pub(crate) fn pack_2bit(levels: &[u8; 256]) -> [u8; 64] {
     let mut qs = [0u8; 64];
-    for (out, half) in qs.chunks_exact_mut(32).zip(levels.chunks_exact(128)) {
-        for (l, q) in out.iter_mut().enumerate() {
-            *q = half[l] | (half[l + 32] << 2) | (half[l + 64] << 4) | (half[l + 96] << 6);
+    for (out, half) in sub_blocks_mut::<32, _>(&mut qs).zip(sub_blocks::<128, _>(levels)) {
+        let (v0, rest) = half.split_at(32);
+        let (v1, rest) = rest.split_at(32);
+        let (v2, v3) = rest.split_at(32);
+        for ((((q, &a), &b), &c), &d) in out.iter_mut().zip(v0).zip(v1).zip(v2).zip(v3) {
+            *q = a | (b << 2) | (c << 4) | (d << 6);
         }
     }
     qs

@@ -7,6 +7,7 @@
 //! loops run over fixed chunks of 16 so that LLVM keeps the lanes in vector registers (SSE2 / NEON)
 //! instead of adding into memory one element at a time.
 
+use super::common::sub_blocks;
 use crate::quant::activation::QK_K;
 
 /// Eight lanes of products, one super-block.
@@ -29,7 +30,10 @@ pub(crate) fn scaled_lane_sums<const SUBS: usize>(
     // Sixteen lanes (element index mod 16) while summing, folded to eight at the end: a chunk of
     // 16 quants fills a whole SSE2 / NEON register.
     let mut wide = [0i32; 16];
-    for (c, (wc, xc)) in w.chunks_exact(16).zip(x.chunks_exact(16)).enumerate() {
+    for (c, (wc, xc)) in sub_blocks::<16, _>(w)
+        .zip(sub_blocks::<16, _>(x))
+        .enumerate()
+    {
         // `c / chunks_per_sub < SUBS` always; the fallback only keeps the code free of panics.
         let scale = scales.get(c / chunks_per_sub).copied().unwrap_or(0);
         let mut product = [0i16; 16];

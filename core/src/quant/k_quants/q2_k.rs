@@ -43,8 +43,9 @@ fn quant_bytes(qs: &[u8; QK_K / 4], k: usize) -> (&[u8], u32) {
 #[inline(always)]
 fn quants(block: &BlockQ2K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (values, bytes) in quants.chunks_exact_mut(128).zip(block.qs.chunks_exact(32)) {
-        for (chunk, out) in values.chunks_exact_mut(32).enumerate() {
+    for (values, bytes) in sub_blocks_mut::<128, _>(&mut quants).zip(sub_blocks::<32, _>(&block.qs))
+    {
+        for (chunk, out) in sub_blocks_mut::<32, _>(values).enumerate() {
             let shift = 2 * chunk as u32;
             for (y, &q) in out.iter_mut().zip(bytes) {
                 *y = ((q >> shift) & 3) as i8;
@@ -58,7 +59,7 @@ fn quants(block: &BlockQ2K) -> [i8; QK_K] {
 pub fn dequantize_block(block: &BlockQ2K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let min = f16_le(block.dmin);
-    for (k, (values, &sc)) in out.chunks_exact_mut(16).zip(&block.scales).enumerate() {
+    for (k, (values, &sc)) in sub_blocks_mut::<16, _>(out).zip(&block.scales).enumerate() {
         let dl = d * (sc & 0x0f) as f32;
         let ml = min * (sc >> 4) as f32;
         let (bytes, shift) = quant_bytes(&block.qs, k);
@@ -129,9 +130,8 @@ pub(crate) fn block_from_fits(
     // from the search, as ggml does.
     let d_all = f16_le(block.d);
     let dmin_all = f16_le(block.dmin);
-    for ((xs, ls), &sc) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), &sc) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&block.scales)
     {
         let d = d_all * (sc & 0x0f) as f32;
@@ -161,9 +161,8 @@ pub fn vec_dot(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
 
         // One integer total, no lanes: the sum of each sub-block is a plain reduction.
         let mut isum = 0i32;
-        for ((ws, xs), &sc) in quants(wb)
-            .chunks_exact(16)
-            .zip(xb.qs.chunks_exact(16))
+        for ((ws, xs), &sc) in sub_blocks::<16, _>(&quants(wb))
+            .zip(sub_blocks::<16, _>(&xb.qs))
             .zip(&wb.scales)
         {
             let mut isuml = 0i32;

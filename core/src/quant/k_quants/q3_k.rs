@@ -35,12 +35,11 @@ impl Block for BlockQ3K {
 #[inline(always)]
 fn signed_quants(block: &BlockQ3K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (half, (values, bytes)) in quants
-        .chunks_exact_mut(128)
-        .zip(block.qs.chunks_exact(32))
+    for (half, (values, bytes)) in sub_blocks_mut::<128, _>(&mut quants)
+        .zip(sub_blocks::<32, _>(&block.qs))
         .enumerate()
     {
-        for (chunk, out) in values.chunks_exact_mut(32).enumerate() {
+        for (chunk, out) in sub_blocks_mut::<32, _>(values).enumerate() {
             let shift = 2 * chunk as u32;
             let bit = (4 * half + chunk) as u32;
             for ((y, &q), &h) in out.iter_mut().zip(bytes).zip(&block.hmask) {
@@ -57,9 +56,8 @@ pub fn dequantize_block(block: &BlockQ3K, out: &mut [f32; QK_K]) {
     let d_all = f16_le(block.d);
     let scales = unpack_q3_scales(&block.scales);
     let quants = signed_quants(block);
-    for ((values, qs), &sc) in out
-        .chunks_exact_mut(16)
-        .zip(quants.chunks_exact(16))
+    for ((values, qs), &sc) in sub_blocks_mut::<16, _>(out)
+        .zip(sub_blocks::<16, _>(&quants))
         .zip(&scales)
     {
         let dl = d_all * (sc as i32 - 32) as f32;
@@ -90,15 +88,21 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
     let mut block = BlockQ3K::zeroed();
     if max_scale != 0.0 {
         let iscale = -32.0 / max_scale;
-        for (j, &scale) in scales.iter().enumerate() {
-            // C stores nearest_int in an int8_t before clamping.
-            let l = (nearest_int(iscale * scale) as i8 as i32).clamp(-32, 31) + 32;
-            if j < 8 {
-                block.scales[j] = (l & 0x0f) as u8;
-            } else {
-                block.scales[j - 8] |= ((l & 0x0f) << 4) as u8;
+        // C stores nearest_int in an int8_t before clamping.
+        let levels6 = map(&scales, |s| {
+            ((nearest_int(iscale * s) as i8 as i32).clamp(-32, 31) + 32) as u8
+        });
+        // Scale `j`'s low 4 bits go to byte `j % 8` (the high nibble for `j >= 8`), its top 2 bits
+        // to byte `8 + j % 4` at bit offset `2 * (j / 4)`.
+        let (first, second) = levels6.split_at(8);
+        let (low, high) = block.scales.split_at_mut(8);
+        for ((packed, &a), &b) in low.iter_mut().zip(first).zip(second) {
+            *packed = (a & 0x0f) | ((b & 0x0f) << 4);
+        }
+        for (quarter, four) in sub_blocks::<4, _>(&levels6).enumerate() {
+            for (packed, &l) in high.iter_mut().zip(four) {
+                *packed |= (l >> 4) << (2 * quarter);
             }
-            block.scales[8 + j % 4] |= ((l >> 4) << (2 * (j / 4))) as u8;
         }
         block.d = f16_to_le(1.0 / iscale);
     } else {
@@ -108,9 +112,8 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ3K {
     // Re-quantize against the rounded scales; sub-blocks whose scale is 0 keep the search's levels.
     let d_all = f16_le(block.d);
     let packed_scales = unpack_q3_scales(&block.scales);
-    for ((xs, ls), &sc) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), &sc) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&packed_scales)
     {
         let d = d_all * (sc as i32 - 32) as f32;

@@ -36,9 +36,8 @@ impl Block for BlockQ4K {
 pub fn dequantize_block(block: &BlockQ4K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let min = f16_le(block.dmin);
-    for (pair, (values, bytes)) in out
-        .chunks_exact_mut(64)
-        .zip(block.qs.chunks_exact(32))
+    for (pair, (values, bytes)) in sub_blocks_mut::<64, _>(out)
+        .zip(sub_blocks::<32, _>(&block.qs))
         .enumerate()
     {
         let (sc1, m1) = scale_min_k4(2 * pair, &block.scales);
@@ -146,9 +145,8 @@ pub(crate) fn requantize(
 ) {
     let d_all = f16_le(d);
     let dmin_all = f16_le(dmin);
-    for (j, (xs, ls)) in x
-        .chunks_exact(32)
-        .zip(levels.chunks_exact_mut(32))
+    for (j, (xs, ls)) in sub_blocks::<32, _>(x)
+        .zip(sub_blocks_mut::<32, _>(levels))
         .enumerate()
     {
         let (sc, m) = scale_min_k4(j, scales);
@@ -180,7 +178,7 @@ pub(crate) fn block_from_fits(x: &[f32; QK_K], fits: SubBlockFits) -> BlockQ4K {
         scales,
         qs: [0; QK_K / 2],
     };
-    for (bytes, ls) in block.qs.chunks_exact_mut(32).zip(levels.chunks_exact(64)) {
+    for (bytes, ls) in sub_blocks_mut::<32, _>(&mut block.qs).zip(sub_blocks::<64, _>(&levels)) {
         let (low, high) = ls.split_at(32);
         for ((q, &lo), &hi) in bytes.iter_mut().zip(low).zip(high) {
             *q = lo | (hi << 4);
@@ -236,7 +234,7 @@ pub(crate) fn vec_dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -
         } = parts(wb);
         let (scales, mins) = scales_and_mins(&scales);
         let mut sumi = 0i32;
-        for (pair, &m) in xb.bsums.chunks_exact(2).zip(&mins) {
+        for (pair, &m) in sub_blocks::<2, _>(&xb.bsums).zip(&mins) {
             for bsum in pair {
                 sumi += i32::from(i16::from_le_bytes(*bsum)) * i32::from(m);
             }
@@ -254,7 +252,8 @@ pub(crate) fn vec_dot_with_mins<W>(w: &[W], x: &[BlockQ8K], parts: impl Fn(&W) -
 #[inline(always)]
 fn quants(block: &BlockQ4K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (values, bytes) in quants.chunks_exact_mut(64).zip(block.qs.chunks_exact(32)) {
+    for (values, bytes) in sub_blocks_mut::<64, _>(&mut quants).zip(sub_blocks::<32, _>(&block.qs))
+    {
         let (low, high) = values.split_at_mut(32);
         for ((lo, hi), &q) in low.iter_mut().zip(high).zip(bytes) {
             *lo = (q & 0x0f) as i8;

@@ -1,6 +1,6 @@
 //! Q5_K: Q4_K with a fifth bit per quant in `qh`: value = `d*sc * q - dmin*m` with `q` in `0..32`.
 
-use super::common::{scale_min_k4, Qkx2Search};
+use super::common::{scale_min_k4, sub_blocks, sub_blocks_mut, Qkx2Search};
 use super::q4_k::{requantize, search_sub_blocks, vec_dot_with_mins, DotParts};
 use crate::ggml_type::GgmlType;
 use crate::quant::activation::{BlockQ8K, QK_K};
@@ -34,9 +34,8 @@ impl Block for BlockQ5K {
 #[inline(always)]
 fn quants(block: &BlockQ5K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for (pair, (values, bytes)) in quants
-        .chunks_exact_mut(64)
-        .zip(block.qs.chunks_exact(32))
+    for (pair, (values, bytes)) in sub_blocks_mut::<64, _>(&mut quants)
+        .zip(sub_blocks::<32, _>(&block.qs))
         .enumerate()
     {
         let shift = 2 * pair as u32;
@@ -54,9 +53,8 @@ pub fn dequantize_block(block: &BlockQ5K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let min = f16_le(block.dmin);
     let quants = quants(block);
-    for (j, (values, qs)) in out
-        .chunks_exact_mut(32)
-        .zip(quants.chunks_exact(32))
+    for (j, (values, qs)) in sub_blocks_mut::<32, _>(out)
+        .zip(sub_blocks::<32, _>(&quants))
         .enumerate()
     {
         let (sc, m) = scale_min_k4(j, &block.scales);

@@ -38,10 +38,9 @@ impl Block for BlockQ6K {
 #[inline(always)]
 fn signed_quants(block: &BlockQ6K) -> [i8; QK_K] {
     let mut quants = [0i8; QK_K];
-    for ((values, ql), qh) in quants
-        .chunks_exact_mut(128)
-        .zip(block.ql.chunks_exact(64))
-        .zip(block.qh.chunks_exact(32))
+    for ((values, ql), qh) in sub_blocks_mut::<128, _>(&mut quants)
+        .zip(sub_blocks::<64, _>(&block.ql))
+        .zip(sub_blocks::<32, _>(&block.qh))
     {
         let (first, second) = ql.split_at(32);
         let (v0, rest) = values.split_at_mut(32);
@@ -63,9 +62,8 @@ fn signed_quants(block: &BlockQ6K) -> [i8; QK_K] {
 pub fn dequantize_block(block: &BlockQ6K, out: &mut [f32; QK_K]) {
     let d = f16_le(block.d);
     let quants = signed_quants(block);
-    for ((values, qs), &sc) in out
-        .chunks_exact_mut(16)
-        .zip(quants.chunks_exact(16))
+    for ((values, qs), &sc) in sub_blocks_mut::<16, _>(out)
+        .zip(sub_blocks::<16, _>(&quants))
         .zip(&block.scales)
     {
         for (y, &q) in values.iter_mut().zip(qs) {
@@ -120,9 +118,8 @@ pub(crate) fn block_from_fits(
 
     // Re-quantize against the rounded scales; sub-blocks whose scale is 0 keep the search's levels.
     let d_all = f16_le(block.d);
-    for ((xs, ls), &sc) in x
-        .chunks_exact(16)
-        .zip(levels.chunks_exact_mut(16))
+    for ((xs, ls), &sc) in sub_blocks::<16, _>(x)
+        .zip(sub_blocks_mut::<16, _>(&mut levels))
         .zip(&block.scales)
     {
         let d = d_all * sc as f32;

@@ -2,6 +2,7 @@
 //! [`activation`](crate::quant::activation)): an f32 scale, 256 signed 8-bit quants and the sums of
 //! each 16 quants. ggml has no vec_dot with Q8_K weights.
 
+use super::common::sub_blocks;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::float::{first_largest_magnitude, nearest_int};
 
@@ -33,7 +34,7 @@ pub fn quantize_block(x: &[f32; QK_K]) -> BlockQ8K {
     for (q, &v) in block.qs.iter_mut().zip(x) {
         *q = nearest_int(iscale * v).min(127) as i8;
     }
-    for (sum, qs) in block.bsums.iter_mut().zip(block.qs.chunks_exact(16)) {
+    for (sum, qs) in block.bsums.iter_mut().zip(sub_blocks::<16, _>(&block.qs)) {
         let mut total = 0i32;
         for &q in qs {
             total += q as i32;
