@@ -3,12 +3,13 @@
 // part of CI, its outputs are committed as test expectations).
 //
 //   llama-logits MODEL -ids "1 2 3" [-n N] [-t THREADS] [-kv f32|f16] [-fa on|off]
-//                [-one] [-o LOGITS.f32]
+//                [-one] [-margins] [-o LOGITS.f32]
 //
 // Evaluates the prompt ids (one batch, or one token at a time with -one), then generates N tokens
 // greedily (argmax, lowest id on ties). Prints the generated ids on one line of stdout. With -o,
 // writes the logits after the prompt and after each generated token: (N + 1) x n_vocab
-// little-endian f32, in that order.
+// little-endian f32, in that order. With -margins, prints on stderr, for each of those N + 1
+// positions, the gap between the largest and the second largest logit.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,14 @@ static int argmax(const float *v, int n) {
     return best;
 }
 
+static float margin(const float *v, int n, int best) {
+    float second = -1e30f;
+    for (int i = 0; i < n; i++) {
+        if (i != best && v[i] > second) second = v[i];
+    }
+    return v[best] - second;
+}
+
 static void quiet(enum ggml_log_level level, const char *text, void *data) {
     (void)data;
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
@@ -30,7 +39,7 @@ static void quiet(enum ggml_log_level level, const char *text, void *data) {
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *ids_text = NULL, *out_path = NULL;
-    int n_gen = 0, threads = 1, one = 0, flash = 0;
+    int n_gen = 0, threads = 1, one = 0, flash = 0, margins = 0;
     enum ggml_type kv = GGML_TYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -42,11 +51,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-kv") && next) { kv = strcmp(next, "f16") ? GGML_TYPE_F32 : GGML_TYPE_F16; i++; }
         else if (!strcmp(a, "-fa") && next) { flash = !strcmp(next, "on"); i++; }
         else if (!strcmp(a, "-one")) { one = 1; }
+        else if (!strcmp(a, "-margins")) { margins = 1; }
         else if (!model_path && a[0] != '-') { model_path = a; }
         else { fprintf(stderr, "unknown argument %s\n", a); return 2; }
     }
     if (!model_path || !ids_text) {
-        fprintf(stderr, "usage: llama-logits MODEL -ids \"1 2 3\" [-n N] [-t T] [-kv f32|f16] [-fa on|off] [-one] [-o FILE]\n");
+        fprintf(stderr, "usage: llama-logits MODEL -ids \"1 2 3\" [-n N] [-t T] [-kv f32|f16] [-fa on|off] [-one] [-margins] [-o FILE]\n");
         return 2;
     }
     llama_token ids[4096];
@@ -89,12 +99,14 @@ int main(int argc, char **argv) {
     for (int step = 0;; step++) {
         const float *logits = llama_get_logits_ith(ctx, -1);
         if (out && fwrite(logits, sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) { perror(out_path); return 1; }
-        if (step == n_gen) break;
         llama_token next = argmax(logits, n_vocab);
+        if (margins) fprintf(stderr, step ? " %.3f" : "%.3f", margin(logits, n_vocab, next));
+        if (step == n_gen) break;
         printf(step ? " %d" : "%d", next);
         if (llama_decode(ctx, llama_batch_get_one(&next, 1))) { fprintf(stderr, "decode failed\n"); return 1; }
     }
     printf("\n");
+    if (margins) fprintf(stderr, "\n");
     if (out && fclose(out)) { perror(out_path); return 1; }
     llama_free(ctx);
     llama_model_free(model);

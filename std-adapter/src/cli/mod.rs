@@ -19,6 +19,7 @@ mod patterns;
 mod progress;
 mod quantize_raw;
 mod requantize;
+mod run;
 mod threads_arg;
 mod type_arg;
 mod validate;
@@ -149,6 +150,11 @@ pub enum Command {
         #[arg(long)]
         allow_non_finite: bool,
     },
+    /// Generate tokens greedily from a prompt with the model's forward pass (architecture llama).
+    ///
+    /// Prints the generated token ids on one line as they come. Every thread count, kernel level
+    /// and batch size gives the same tokens.
+    Run(run::Args),
     /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
@@ -220,6 +226,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             err,
         ),
         Command::ConvertEndian(args) => convert_endian::run(args, out, err),
+        Command::Run(args) => run::run(args, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
         Command::Completions { shell } => docs::completions(*shell, out),
         Command::Man => docs::man(out),

@@ -1,0 +1,135 @@
+//! `miniquant run FILE --prompt-ids "1 2 3" [-n N]`: greedy generation with the core's forward
+//! pass (`miniquant::model`), the rows of every product split over threads.
+
+use std::io::Write;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use clap::Args as ClapArgs;
+use miniquant::model::{Layout, Model, Session};
+use miniquant::quant::{level, Level};
+
+use super::output::{FileOutput, Output};
+use super::{open_gguf, threads_arg, CliError};
+use crate::model::Threaded;
+use crate::npy;
+
+/// `run`'s arguments.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// The GGUF model (architecture llama).
+    pub file: PathBuf,
+    /// The prompt as token ids, separated by spaces or commas.
+    #[arg(long, value_name = "IDS", required = true)]
+    pub prompt_ids: String,
+    /// Tokens to generate (greedy: the most likely one each time).
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 32)]
+    pub n_predict: usize,
+    /// Threads to split each product's rows over [default: all cores]. Any count gives the same
+    /// tokens and logits.
+    #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
+    pub threads: Option<NonZeroUsize>,
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni. Every level gives the
+    /// same tokens and logits. [default: MINIQUANT_LEVEL, else auto]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub level: Option<Level>,
+    /// Prompt tokens per batch (one matmul per weight per batch). Any size gives the same logits.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub batch: usize,
+    /// Also print the prompt's ids on a line before the generated ones.
+    #[arg(long)]
+    pub tokens: bool,
+    /// Write the logits of the last position computed (after the prompt with `-n 0`; else those
+    /// the last generated token was chosen from): `.npy` for a name ending so, else raw
+    /// little-endian f32. Written only once complete.
+    #[arg(long, value_name = "FILE")]
+    pub logits: Option<PathBuf>,
+}
+
+fn parse_level(name: &str) -> Result<Level, String> {
+    level::resolve(name).map_err(|e| e.to_string())
+}
+
+/// Parses `"1 2, 3"` into ids.
+fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
+    text.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .map_err(|_| CliError::Usage(format!("--prompt-ids: {s:?} is not a token id")))
+        })
+        .collect()
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+pub(super) fn run<O: Write, E: Write>(
+    args: &Args,
+    out: &mut O,
+    err: &mut E,
+) -> Result<(), CliError> {
+    let _ = err;
+    let prompt = parse_ids(&args.prompt_ids)?;
+    if prompt.is_empty() {
+        return Err(CliError::Usage("--prompt-ids: no token ids".into()));
+    }
+    let file = open_gguf(&args.file)?;
+    let model_error = |e: miniquant::model::ModelError| CliError::Message(e.to_string());
+    let model: Model<'_> = Model::from_gguf(file.bytes()).map_err(model_error)?;
+    let context = prompt.len().saturating_add(args.n_predict);
+    let layout = Layout::new(&model, context, args.batch.max(1)).map_err(model_error)?;
+    let mut floats = vec![0f32; layout.floats];
+    let mut scratch = vec![0u8; layout.scratch_bytes];
+    let mut session =
+        Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
+    let mm = Threaded {
+        level: args.level.unwrap_or_else(level::current),
+        threads: args
+            .threads
+            .map_or_else(crate::parallel::default_threads, NonZeroUsize::get),
+    };
+    let io = |e| CliError::io("cannot write the output", e);
+    if args.tokens {
+        let line: Vec<String> = prompt.iter().map(u32::to_string).collect();
+        writeln!(out, "{}", line.join(" ")).map_err(io)?;
+    }
+    let mut logits = vec![0f32; model.config().vocab];
+    session
+        .forward(&mm, &prompt, &mut logits)
+        .map_err(model_error)?;
+    for i in 0..args.n_predict {
+        let next = argmax(&logits);
+        write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?;
+        out.flush().map_err(io)?;
+        if i + 1 < args.n_predict {
+            session
+                .forward(&mm, &[next], &mut logits)
+                .map_err(model_error)?;
+        }
+    }
+    writeln!(out).map_err(io)?;
+    if let Some(path) = &args.logits {
+        let mut file = Output::file(path)?;
+        let written = write_logits(&mut file, path, &logits);
+        file.finish(written)?;
+    }
+    Ok(())
+}
+
+fn write_logits(file: &mut FileOutput, path: &Path, logits: &[f32]) -> Result<(), CliError> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+    {
+        file.write_all(&npy::f32_header(&[logits.len() as u64]))?;
+    }
+    file.write_f32(logits, &mut Vec::new())
+}
