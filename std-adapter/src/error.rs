@@ -59,6 +59,8 @@ pub enum ErrorKind {
     },
     /// The tensor's data is not inside the file, or cannot be converted or computed.
     Gguf(miniquant::Error),
+    /// The file's tokenizer metadata cannot be used ([`crate::tokenizer`]).
+    Tokenizer(crate::tokenizer::TokenizerError),
 }
 
 impl Error {
@@ -109,6 +111,7 @@ impl fmt::Display for ErrorKind {
                  partial download?); the tensors wholly present can still be read"
             ),
             Self::Gguf(e) => write!(f, "{e}"),
+            Self::Tokenizer(e) => write!(f, "{e}"),
         }
     }
 }
@@ -136,6 +139,7 @@ impl std::error::Error for Error {
         match self.kind() {
             ErrorKind::Io(e) => Some(e),
             ErrorKind::Gguf(e) => Some(e),
+            ErrorKind::Tokenizer(e) => Some(e),
             // The error `Display` shows first (a truncated file's is the truncation summary).
             ErrorKind::Invalid(report) => report
                 .errors

@@ -21,6 +21,7 @@ mod quantize_raw;
 mod requantize;
 mod run;
 mod threads_arg;
+mod tokenize;
 mod type_arg;
 mod validate;
 
@@ -157,6 +158,12 @@ pub enum Command {
     Run(run::Args),
     /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),
+    /// Print the token ids of TEXT under FILE's tokenizer, as llama.cpp's llama-tokenize --ids.
+    ///
+    /// One line of ids separated by spaces. The BOS token is added if the file asks for it, and
+    /// special tokens written in the text (`<|im_start|>`, `<start_of_turn>`) are recognised,
+    /// as llama.cpp does by default.
+    Tokenize(tokenize::Args),
     /// Write the small example GGUF file (the repository ships it as examples/tiny.gguf).
     MakeExample {
         /// Where to write it.
@@ -228,6 +235,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         Command::ConvertEndian(args) => convert_endian::run(args, out, err),
         Command::Run(args) => run::run(args, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
+        Command::Tokenize(args) => tokenize::run(args, out),
         Command::Completions { shell } => docs::completions(*shell, out),
         Command::Man => docs::man(out),
         Command::Requantize {

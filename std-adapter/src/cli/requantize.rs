@@ -69,13 +69,14 @@ pub(super) fn run<E: Write>(
         converted.push_str(&format!(", {} to {} (fallback)", f.tensors, f.ggml_type));
     }
     let mut text = format!(
-        "{} -> {}: {converted}, {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} threads\n",
+        "{} -> {}: {converted}, {} copied; {:.1} MB -> {:.1} MB in {:.2} s on {threads} thread{}\n",
         quoted(input),
         quoted(output),
         summary.copied,
         summary.bytes_in as f64 / 1e6,
         summary.bytes_out as f64 / 1e6,
-        start.elapsed().as_secs_f64()
+        start.elapsed().as_secs_f64(),
+        if threads.get() == 1 { "" } else { "s" }
     );
     for f in &summary.fallbacks {
         text.push_str(&format!(
