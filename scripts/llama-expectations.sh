@@ -8,8 +8,10 @@
 # $checked steps, llama.cpp's two best logits are within $min_margin of each other: reordering a
 # single sum of our attention moved the top-2 gap by 0.16 on a test prompt, so a closer tie is a
 # coin flip for any implementation that rounds differently.
-# Kept prompts go to prompts.txt (name, ids, continuation) with the f32-KV batch run's logits
-# after the prompt in NAME.f32 (little-endian f32, n_vocab values). Not part of CI.
+# Every prompt goes to prompts.txt (name, kept or why dropped, ids, the f32-KV batch run's
+# continuation); the logits after the prompt (little-endian f32, n_vocab values) go to NAME.f32
+# for the kept prompts and those listed in $with_logits (the logit bound holds near ties too).
+# Not part of CI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}"
@@ -18,15 +20,16 @@ out="$here/../std-adapter/tests/data/llama-cpp"
 gen=40
 checked=32
 min_margin=0.25
+with_logits=" capital fibonacci prime chat recipe "
 driver="$("$here/llama-logits.sh")"
 bin="$(dirname "$driver")"
 mkdir -p "$out"
 list="$out/prompts.txt"
 {
   echo "# llama.cpp (llama-cpp-python 0.3.36 sdist) on $(basename "$model"), written by"
-  echo "# scripts/llama-expectations.sh: name | prompt ids | greedy continuation ($gen tokens),"
-  echo "# kept only where four llama.cpp settings agree on the whole continuation and the top-2"
-  echo "# margin of the first $checked steps is at least $min_margin logits."
+  echo "# scripts/llama-expectations.sh: name | status | prompt ids | greedy continuation ($gen"
+  echo "# tokens). Kept only where four llama.cpp settings agree on the whole continuation and the"
+  echo "# top-2 margin of the first $checked steps is at least $min_margin logits."
 } >"$list"
 kept=0
 while IFS='|' read -r name text; do
@@ -36,6 +39,8 @@ while IFS='|' read -r name text; do
   a="$("$driver" "$model" -ids "$ids" -n $gen -o "$out/$name.f32" -margins 2>"$out/margins.tmp")"
   low="$(tr ' ' '\n' <"$out/margins.tmp" | head -n $checked | awk -v m=$min_margin '$1 < m' | wc -l)"
   rm -f "$out/margins.tmp"
+  # The driver wrote every step's logits: keep the first (after the prompt).
+  truncate -s $(($(stat -c %s "$out/$name.f32") / (gen + 1))) "$out/$name.f32"
   b="" c="" d=""
   if [ "$low" = 0 ]; then
     b="$("$driver" "$model" -ids "$ids" -n $gen -one)"
@@ -43,13 +48,13 @@ while IFS='|' read -r name text; do
     d="$("$driver" "$model" -ids "$ids" -n $gen -fa on)"
   fi
   if [ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$a" = "$d" ] && [ "$low" = 0 ]; then
-    echo "$name | $ids | $a" >>"$list"
+    echo "$name | kept | $ids | $a" >>"$list"
     kept=$((kept + 1))
     echo "kept     $name" >&2
   else
-    rm -f "$out/$name.f32"
+    case "$with_logits" in *" $name "*) ;; *) rm -f "$out/$name.f32" ;; esac
     if [ "$low" = 0 ]; then why="settings disagree"; else why="$low near-ties"; fi
-    echo "# dropped $name ($why)" >>"$list"
+    echo "$name | dropped: $why | $ids | $a" >>"$list"
     echo "dropped  $name ($why)" >&2
   fi
 done <<'PROMPTS'

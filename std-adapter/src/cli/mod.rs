@@ -153,8 +153,9 @@ pub enum Command {
     },
     /// Generate tokens greedily from a prompt with the model's forward pass (architecture llama).
     ///
-    /// Prints the generated token ids on one line as they come. Every thread count, kernel level
-    /// and batch size gives the same tokens.
+    /// Streams the generated text (the ids, for a file without a tokenizer); stops early at an
+    /// end-of-generation token. Every thread count, kernel level and batch size gives the same
+    /// tokens.
     Run(run::Args),
     /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),

@@ -1,5 +1,6 @@
-//! `miniquant run FILE --prompt-ids "1 2 3" [-n N]`: greedy generation with the core's forward
-//! pass (`miniquant::model`), the rows of every product split over threads.
+//! `miniquant run FILE -p PROMPT [-n N]`: greedy generation with the core's forward pass
+//! (`miniquant::model`), the rows of every product split over threads, the text streamed as it
+//! is generated. `--prompt-ids` takes the prompt as token ids instead.
 
 use std::io::Write;
 use std::num::NonZeroUsize;
@@ -13,15 +14,21 @@ use super::output::{FileOutput, Output};
 use super::{open_gguf, threads_arg, CliError};
 use crate::model::Threaded;
 use crate::npy;
+use crate::tokenizer::Tokenizer;
 
 /// `run`'s arguments.
 #[derive(Debug, Clone, ClapArgs)]
 pub struct Args {
     /// The GGUF model (architecture llama).
     pub file: PathBuf,
+    /// The prompt, tokenized with the file's tokenizer (BOS as the file says, special tokens such
+    /// as `<|im_start|>` parsed).
+    #[arg(short = 'p', long, value_name = "TEXT", allow_hyphen_values = true)]
+    #[arg(required_unless_present = "prompt_ids", conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
     /// The prompt as token ids, separated by spaces or commas.
-    #[arg(long, value_name = "IDS", required = true)]
-    pub prompt_ids: String,
+    #[arg(long, value_name = "IDS")]
+    pub prompt_ids: Option<String>,
     /// Tokens to generate (greedy: the most likely one each time).
     #[arg(short = 'n', long, value_name = "N", default_value_t = 32)]
     pub n_predict: usize,
@@ -36,7 +43,7 @@ pub struct Args {
     /// Prompt tokens per batch (one matmul per weight per batch). Any size gives the same logits.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub batch: usize,
-    /// Also print the prompt's ids on a line before the generated ones.
+    /// After the text, print the prompt's token ids on one line and the generated ones on another.
     #[arg(long)]
     pub tokens: bool,
     /// Write the logits of the last position computed (after the prompt with `-n 0`; else those
@@ -77,11 +84,21 @@ pub(super) fn run<O: Write, E: Write>(
     err: &mut E,
 ) -> Result<(), CliError> {
     let _ = err;
-    let prompt = parse_ids(&args.prompt_ids)?;
-    if prompt.is_empty() {
-        return Err(CliError::Usage("--prompt-ids: no token ids".into()));
-    }
+    let given_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
     let file = open_gguf(&args.file)?;
+    let tokenizer = Tokenizer::from_gguf(&file);
+    let prompt = match (given_ids, &args.prompt) {
+        (Some(ids), _) => ids,
+        (None, text) => {
+            let tokenizer = tokenizer
+                .as_ref()
+                .map_err(|e| CliError::Message(format!("{}: use --prompt-ids", e.kind())))?;
+            tokenizer.encode(text.as_deref().unwrap_or_default(), true, true)
+        }
+    };
+    if prompt.is_empty() {
+        return Err(CliError::Usage("the prompt has no tokens".into()));
+    }
     let model_error = |e: miniquant::model::ModelError| CliError::Message(e.to_string());
     let model: Model<'_> = Model::from_gguf(file.bytes()).map_err(model_error)?;
     let context = prompt.len().saturating_add(args.n_predict);
@@ -97,17 +114,33 @@ pub(super) fn run<O: Write, E: Write>(
             .map_or_else(crate::parallel::default_threads, NonZeroUsize::get),
     };
     let io = |e| CliError::io("cannot write the output", e);
-    if args.tokens {
-        let line: Vec<String> = prompt.iter().map(u32::to_string).collect();
-        writeln!(out, "{}", line.join(" ")).map_err(io)?;
-    }
     let mut logits = vec![0f32; model.config().vocab];
     session
         .forward(&mm, &prompt, &mut logits)
         .map_err(model_error)?;
+    let mut generated = Vec::new();
+    let mut shown = Vec::new();
     for i in 0..args.n_predict {
         let next = argmax(&logits);
-        write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?;
+        let tokenizer = tokenizer.as_ref().ok();
+        if tokenizer.is_some_and(|t| t.is_end_of_generation(next)) {
+            break;
+        }
+        generated.push(next);
+        match tokenizer {
+            // The text of all generated ids, printed from where the last print stopped: pieces
+            // that join (a character cut in two, spaces cleaned before punctuation) come out
+            // as the whole text has them.
+            Some(t) => {
+                let text = t.decode(&generated);
+                let new = text.strip_prefix(shown.as_slice()).unwrap_or(&text[..0]);
+                out.write_all(new).map_err(io)?;
+                if text.starts_with(&shown) {
+                    shown = text;
+                }
+            }
+            None => write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?,
+        }
         out.flush().map_err(io)?;
         if i + 1 < args.n_predict {
             session
@@ -116,6 +149,12 @@ pub(super) fn run<O: Write, E: Write>(
         }
     }
     writeln!(out).map_err(io)?;
+    if args.tokens {
+        for ids in [&prompt, &generated] {
+            let line: Vec<String> = ids.iter().map(u32::to_string).collect();
+            writeln!(out, "{}", line.join(" ")).map_err(io)?;
+        }
+    }
     if let Some(path) = &args.logits {
         let mut file = Output::file(path)?;
         let written = write_logits(&mut file, path, &logits);
