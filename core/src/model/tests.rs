@@ -364,3 +364,38 @@ fn every_truncation_and_corruption_is_an_error_not_a_panic() {
         };
     }
 }
+
+/// FNV-1a over the logits' bits.
+fn digest(logits: &[f32]) -> u64 {
+    logits
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// The digest of the tiny model's logits as this test computed it on x86_64 (every level there
+/// gives it). Not an oracle: a cross-check that another architecture (`cargo xtask aarch64` runs
+/// this test under qemu on three CPU models) and its kernel levels compute the same bits as
+/// x86_64 — libm's transcendentals, the serial sums and the kernels' bit-exactness together.
+const TINY_LOGITS_DIGEST_X86_64: u64 = 0x9ba0_76db_a871_1a5d;
+
+#[test]
+fn logits_have_the_bits_recorded_on_x86_64() {
+    let file = tiny(&Tweak {
+        untie: true,
+        ..Tweak::default()
+    });
+    let model = load(&file).unwrap();
+    let tokens = [2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0];
+    for level in level::available() {
+        for batch in [1, 5] {
+            let got = digest(&logits(&model, &tokens, batch, level));
+            assert_eq!(
+                got, TINY_LOGITS_DIGEST_X86_64,
+                "{level:?} batch {batch}: {got:#x}"
+            );
+        }
+    }
+}
