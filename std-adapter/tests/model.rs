@@ -65,6 +65,43 @@ fn same_bits(a: &[Vec<f32>], b: &[Vec<f32>]) -> bool {
             .all(|(x, y)| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()))
 }
 
+#[test]
+fn working_memory_of_smollm2() {
+    let Some(file) = smollm2() else { return };
+    let model: Model<'_> = Model::from_gguf(file.bytes()).unwrap();
+    let c = *model.config();
+    assert_eq!(
+        (
+            c.n_layers,
+            c.d_model,
+            c.d_ff,
+            c.n_heads,
+            c.n_kv_heads,
+            c.head_dim
+        ),
+        (30, 576, 1536, 9, 3, 64)
+    );
+    assert_eq!((c.rope_dims, c.vocab, c.context_length), (64, 49152, 8192));
+    assert_eq!((c.rope_freq_base, c.rms_eps), (100000.0, 1e-5));
+    let layout = Layout::new(&model, 2048, 64).unwrap();
+    // K and V of 30 layers x 2048 positions x 3 heads x 64; per batch slot the residual, its
+    // norm, the queries, the attention output and the two FFN halves; one head's scores; one
+    // position's rope table.
+    let kv = 2 * 30 * 2048 * 192;
+    assert_eq!(layout.kv_cache_floats, kv);
+    assert_eq!(
+        layout.floats,
+        kv + 64 * (2 * 576 + 2 * 576 + 2 * 1536) + 2048 + 64
+    );
+    // The widest product input (ffn_down, 1536 columns) as Q8_1 blocks for 64 columns.
+    assert_eq!(layout.scratch_bytes, 64 * (1536 / 32) * 36);
+    eprintln!(
+        "SmolLM2-135M, context 2048, batch 64: {} bytes of working memory ({} of KV cache)",
+        layout.bytes(),
+        kv * 4
+    );
+}
+
 /// Token ids of a short English prompt in SmolLM2's vocabulary (any valid ids would do: the
 /// property holds for every input).
 const PROMPT: [u32; 11] = [504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 2892];
