@@ -3,24 +3,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{miniquant, scratch_dir};
 
 fn smollm2() -> Option<String> {
-    let cache = std::env::var_os("MINIQUANT_CACHE").map_or_else(
-        || Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/miniquant"),
-        PathBuf::from,
-    );
-    let path = cache.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        eprintln!(
-            "skipped: {} is not there (cargo xtask fetch)",
-            path.display()
-        );
-        return None;
-    }
-    Some(path.to_str().unwrap().to_owned())
+    common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf").map(|p| p.to_str().unwrap().to_owned())
 }
 
 /// The `counting` prompt of tests/data/llama-cpp/prompts.txt: its ids and llama.cpp's greedy

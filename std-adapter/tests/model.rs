@@ -1,7 +1,9 @@
 //! The forward pass on a real model (SmolLM2-135M Q4_1, when `cargo xtask fetch` has put it in the
 //! cache): the same logit bits at every kernel level, thread count and batch size.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use miniquant::model::{Layout, MatMul, Model, Session, SingleThread};
 use miniquant::quant::level::{self, Level};
@@ -9,18 +11,7 @@ use miniquant_std::model::Threaded;
 use miniquant_std::GgufFile;
 
 fn smollm2() -> Option<GgufFile> {
-    let cache = std::env::var_os("MINIQUANT_CACHE").map_or_else(
-        || Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/miniquant"),
-        PathBuf::from,
-    );
-    let path = cache.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        eprintln!(
-            "skipped: {} is not there (cargo xtask fetch)",
-            path.display()
-        );
-        return None;
-    }
+    let path = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf")?;
     Some(GgufFile::open(&path).expect("the cached model opens"))
 }
 
