@@ -31,7 +31,8 @@ use crate::GgmlType;
 
 /// Matrix products for the forward pass: `y = W x` for `n` activation columns (`x` is `n × cols`,
 /// `y` is `n × rows`, columns one after another), `w` row-major `rows × cols` of type `t`, with
-/// `scratch` of at least [`matmul_scratch_bytes`]`(t, cols, n)` bytes.
+/// `scratch` of at least
+/// [`matmul_scratch_bytes`](crate::quant::matvec::matmul_scratch_bytes)`(t, cols, n)` bytes.
 ///
 /// Every output must be the single `vec_dot` of its row and its column's quantized activations,
 /// as [`matmul`] and [`crate::quant::matvec::matvec`] compute it, so an implementation may split
