@@ -194,3 +194,62 @@ fn greedy_continuations_and_logits_agree_with_llama_cpp() {
         "{kept} kept, {with_logits} with logits"
     );
 }
+
+/// `llama-perplexity -m SmolLM2-135M-Instruct.Q4_1.gguf -f LICENSE-APACHE -c 128 -b 128 -ctk f32
+/// -ctv f32 -fa off` (llama-cpp-python 0.3.36 sdist, `scripts/build-llama.sh`) printed `Final
+/// estimate: PPL = 16.5680 +/- 1.44667` over 17 chunks (with its default f16 KV cache: 16.6009).
+const LLAMA_CPP_PERPLEXITY: f64 = 16.5680;
+
+/// Perplexity as llama-perplexity computes it: the text tokenized without BOS (SmolLM2 adds
+/// none), cut into chunks of 128 tokens, each run from an empty cache, and the negative
+/// log-likelihood of the tokens after the first half of each chunk averaged (softmax in f64).
+#[test]
+fn perplexity_is_within_half_a_percent_of_llama_cpp() {
+    let Some(file) = smollm2() else { return };
+    let model: Model<'_> = Model::from_gguf(file.bytes()).unwrap();
+    let tokenizer = miniquant_std::tokenizer::Tokenizer::from_gguf(&file).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../LICENSE-APACHE"))
+            .unwrap();
+    let tokens = tokenizer.encode(&text, true, false);
+    let n_ctx = 128;
+    let chunks = tokens.len() / n_ctx;
+    assert_eq!(chunks, 17, "llama.cpp's chunk count");
+    let mm = SingleThread {
+        level: level::current(),
+    };
+    let first = n_ctx / 2;
+    let layout = Layout::new(&model, n_ctx, first + 1).unwrap();
+    let mut floats = vec![0f32; layout.floats];
+    let mut scratch = vec![0u8; layout.scratch_bytes];
+    let mut session = Session::new(&model, layout, &mut floats, &mut scratch).unwrap();
+    let mut logits = vec![0f32; model.config().vocab];
+    let (mut nll, mut count) = (0f64, 0usize);
+    for chunk in tokens.chunks_exact(n_ctx) {
+        // Up to the first scored position in one batch (only its logits are needed), then one
+        // token at a time: the same bits as any other split.
+        session.reset();
+        session.forward(&mm, &chunk[..=first], &mut logits).unwrap();
+        for j in first..n_ctx - 1 {
+            if j > first {
+                session.forward(&mm, &chunk[j..=j], &mut logits).unwrap();
+            }
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum: f64 = logits.iter().map(|&v| f64::from(v - max).exp()).sum();
+            let next = logits[chunk[j + 1] as usize];
+            nll -= f64::from(next - max) - sum.ln();
+            count += 1;
+        }
+    }
+    let ppl = (nll / count as f64).exp();
+    let off = (ppl / LLAMA_CPP_PERPLEXITY - 1.0).abs();
+    eprintln!(
+        "perplexity {ppl:.4} (llama.cpp {LLAMA_CPP_PERPLEXITY}), off by {:.3}%",
+        off * 100.0
+    );
+    assert_eq!(count, chunks * (n_ctx - 1 - first));
+    assert!(
+        off < 0.005,
+        "perplexity {ppl} vs llama.cpp {LLAMA_CPP_PERPLEXITY}"
+    );
+}
