@@ -61,6 +61,8 @@ fn ids_threads_levels_and_batches_give_the_same_output() {
     for extra in [
         &["--threads", "1", "--level", "scalar", "--batch", "1"][..],
         &["--threads", "3", "--batch", "5"],
+        // A batch beyond the prompt is the prompt: no buffer sized by the flag alone.
+        &["--batch", "1000000000000"],
     ] {
         assert_eq!(run(extra), want, "{extra:?}");
     }

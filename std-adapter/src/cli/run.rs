@@ -29,7 +29,8 @@ pub struct Args {
     /// The prompt as token ids, separated by spaces or commas.
     #[arg(long, value_name = "IDS")]
     pub prompt_ids: Option<String>,
-    /// Tokens to generate (greedy: the most likely one each time).
+    /// Tokens to generate (greedy: the most likely one each time); generation also stops when the
+    /// model's context (`context_length`) is full.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 32)]
     pub n_predict: usize,
     /// Threads to split each product's rows over [default: all cores]. Any count gives the same
@@ -101,8 +102,19 @@ pub(super) fn run<O: Write, E: Write>(
     }
     let model_error = |e: miniquant::model::ModelError| CliError::Message(e.to_string());
     let model: Model<'_> = Model::from_gguf(file.bytes()).map_err(model_error)?;
-    let context = prompt.len().saturating_add(args.n_predict);
-    let layout = Layout::new(&model, context, args.batch.max(1)).map_err(model_error)?;
+    // The KV cache is sized for the whole run, but never beyond the context the model was trained
+    // for: a huge -n must not ask for gigabytes it would never use well.
+    let trained = model.config().context_length;
+    if prompt.len() > trained {
+        return Err(CliError::Message(format!(
+            "the prompt has {} tokens; the model's context is {trained}",
+            prompt.len()
+        )));
+    }
+    let n_predict = args.n_predict.min(trained - prompt.len() + 1);
+    let context = (prompt.len() + n_predict).min(trained);
+    let batch = args.batch.clamp(1, prompt.len());
+    let layout = Layout::new(&model, context, batch).map_err(model_error)?;
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];
     let mut session =
@@ -120,7 +132,7 @@ pub(super) fn run<O: Write, E: Write>(
         .map_err(model_error)?;
     let mut generated = Vec::new();
     let mut shown = Vec::new();
-    for i in 0..args.n_predict {
+    for i in 0..n_predict {
         let next = argmax(&logits);
         let tokenizer = tokenizer.as_ref().ok();
         if tokenizer.is_some_and(|t| t.is_end_of_generation(next)) {
@@ -142,7 +154,7 @@ pub(super) fn run<O: Write, E: Write>(
             None => write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?,
         }
         out.flush().map_err(io)?;
-        if i + 1 < args.n_predict {
+        if i + 1 < n_predict {
             session
                 .forward(&mm, &[next], &mut logits)
                 .map_err(model_error)?;
