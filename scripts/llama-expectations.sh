@@ -34,6 +34,8 @@ list="$out/prompts.txt"
 kept=0
 while IFS='|' read -r name text; do
   [ -z "$name" ] && continue
+  # (The command substitution drops trailing newlines: the chat prompt ends without its last
+  # "\n", which tests/cli_run.rs takes into account.)
   text="$(printf '%b' "$text")"
   ids="$("$bin/llama-tokenize" -m "$model" -p "$text" --ids --log-disable 2>/dev/null | tail -1 | tr -d '[],')"
   a="$("$driver" "$model" -ids "$ids" -n $gen -o "$out/$name.f32" -margins 2>"$out/margins.tmp")"

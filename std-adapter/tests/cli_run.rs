@@ -69,6 +69,40 @@ fn ids_threads_levels_and_batches_give_the_same_output() {
 }
 
 #[test]
+fn chat_wraps_the_prompt_in_chatml() {
+    let Some(model) = smollm2() else { return };
+    let chat = miniquant(&[
+        "run",
+        &model,
+        "--chat",
+        "-p",
+        "What is the capital of France?",
+        "-n",
+        "40",
+        "--tokens",
+    ]);
+    assert_eq!(chat.code, 0, "{}", chat.stderr);
+    // The `chat` prompt of tests/data/llama-cpp/prompts.txt lacks the template's last newline
+    // (the script's shell dropped it), which llama.cpp then generates first: our ids are its
+    // ids and 198 ("\n"), and our continuation is its continuation after that 198, up to its
+    // end-of-turn token 2 (where run stops).
+    let list = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp/prompts.txt"),
+    )
+    .unwrap();
+    let line = list.lines().find(|l| l.starts_with("chat ")).unwrap();
+    let fields: Vec<&str> = line.split('|').map(str::trim).collect();
+    let text = chat.stdout_text();
+    let lines: Vec<&str> = text.lines().collect();
+    let prompt = format!("{} 198", fields[2]);
+    assert_eq!(lines[..2], ["The capital of France is Paris.", &prompt]);
+    assert!(
+        fields[3].starts_with(&format!("198 {} 2 ", lines[2])),
+        "{text}"
+    );
+}
+
+#[test]
 fn logits_file_is_written_as_npy_or_raw() {
     let Some(model) = smollm2() else { return };
     let dir = scratch_dir();

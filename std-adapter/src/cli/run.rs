@@ -26,6 +26,11 @@ pub struct Args {
     #[arg(short = 'p', long, value_name = "TEXT", allow_hyphen_values = true)]
     #[arg(required_unless_present = "prompt_ids", conflicts_with = "prompt_ids")]
     pub prompt: Option<String>,
+    /// Wrap the prompt in the file's chat template as one user turn followed by the assistant's
+    /// (the two simple templates: ChatML `<|im_start|>` as SmolLM2's, and Gemma's
+    /// `<start_of_turn>`).
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub chat: bool,
     /// The prompt as token ids, separated by spaces or commas.
     #[arg(long, value_name = "IDS")]
     pub prompt_ids: Option<String>,
@@ -69,6 +74,29 @@ fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
         .collect()
 }
 
+/// `text` as one user turn and the start of the assistant's, in the template
+/// `tokenizer.chat_template` is.
+fn chat_turn(file: &crate::GgufFile, text: &str) -> Result<String, CliError> {
+    let template = file
+        .index()
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    if template.contains("<|im_start|>") {
+        Ok(format!(
+            "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+        ))
+    } else if template.contains("<start_of_turn>") {
+        Ok(format!(
+            "<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n"
+        ))
+    } else {
+        Err(CliError::Message(
+            "--chat: the file's tokenizer.chat_template is neither ChatML nor Gemma's".into(),
+        ))
+    }
+}
+
 fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0usize;
     for (i, &v) in logits.iter().enumerate() {
@@ -94,7 +122,13 @@ pub(super) fn run<O: Write, E: Write>(
             let tokenizer = tokenizer
                 .as_ref()
                 .map_err(|e| CliError::Message(format!("{}: use --prompt-ids", e.kind())))?;
-            tokenizer.encode(text.as_deref().unwrap_or_default(), true, true)
+            let text = text.as_deref().unwrap_or_default();
+            let text = if args.chat {
+                chat_turn(&file, text)?
+            } else {
+                text.to_owned()
+            };
+            tokenizer.encode(&text, true, true)
         }
     };
     if prompt.is_empty() {
