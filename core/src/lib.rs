@@ -97,6 +97,8 @@ extern crate std;
 pub mod error;
 pub mod ggml_type;
 pub mod gguf;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod quant;
 
 pub use error::{Error, Result};

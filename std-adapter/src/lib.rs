@@ -49,6 +49,7 @@ pub mod format;
 pub mod gguf_dump;
 pub mod index;
 pub mod json;
+pub mod model;
 mod names;
 pub mod npy;
 pub mod output_file;

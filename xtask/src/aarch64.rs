@@ -29,8 +29,9 @@ const CPUS: [(&str, &str); 3] = [
     ("cortex-a72", "NEON only"),
 ];
 
-/// Installs, then runs `cargo test -p miniquant --release --target aarch64-unknown-linux-gnu` for
-/// each CPU model.
+/// Installs, then runs `cargo test -p miniquant --release --features model --target
+/// aarch64-unknown-linux-gnu` for each CPU model (`model`: the forward pass's logits are checked
+/// against the bits recorded on x86_64).
 pub fn cross_tests() -> Result<(), String> {
     if std::env::args().nth(2).as_deref() == Some("count") {
         let types: Vec<String> = std::env::args().skip(3).collect();
@@ -40,11 +41,20 @@ pub fn cross_tests() -> Result<(), String> {
     install()?;
     for (cpu, levels) in CPUS {
         eprintln!(
-            "+ QEMU_CPU={cpu} cargo test -p miniquant --release --target {TARGET}  ({levels})"
+            "+ QEMU_CPU={cpu} cargo test -p miniquant --release --features model --target {TARGET}  ({levels})"
         );
         let step = Instant::now();
         let status = Command::new("cargo")
-            .args(["test", "-p", "miniquant", "--release", "--target", TARGET])
+            .args([
+                "test",
+                "-p",
+                "miniquant",
+                "--release",
+                "--features",
+                "model",
+                "--target",
+                TARGET,
+            ])
             .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
             .env(
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",

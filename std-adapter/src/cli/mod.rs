@@ -19,6 +19,7 @@ mod patterns;
 mod progress;
 mod quantize_raw;
 mod requantize;
+mod run;
 mod threads_arg;
 mod tokenize;
 mod type_arg;
@@ -150,6 +151,12 @@ pub enum Command {
         #[arg(long)]
         allow_non_finite: bool,
     },
+    /// Generate tokens greedily from a prompt with the model's forward pass (architecture llama).
+    ///
+    /// Streams the generated text (the ids, for a file without a tokenizer); stops early at an
+    /// end-of-generation token. Every thread count, kernel level and batch size gives the same
+    /// tokens.
+    Run(run::Args),
     /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),
     /// Print the token ids of TEXT under FILE's tokenizer, as llama.cpp's llama-tokenize --ids.
@@ -227,6 +234,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             err,
         ),
         Command::ConvertEndian(args) => convert_endian::run(args, out, err),
+        Command::Run(args) => run::run(args, out, err),
         Command::MakeExample { output } => make_example::run(output, err),
         Command::Tokenize(args) => tokenize::run(args, out),
         Command::Completions { shell } => docs::completions(*shell, out),

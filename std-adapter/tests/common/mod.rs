@@ -111,3 +111,24 @@ pub fn miniquant_with_stdin(args: &[&str], stdin: &[u8]) -> Run {
         stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
     }
 }
+
+/// A real model from the cache (`MINIQUANT_CACHE`, else `~/.cache/miniquant`; `cargo xtask fetch`
+/// puts them there), or `None` after printing why the test is skipped.
+pub fn cached_model(name: &str) -> Option<PathBuf> {
+    let cache = std::env::var_os("MINIQUANT_CACHE").map_or_else(
+        || {
+            std::path::Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/miniquant")
+        },
+        PathBuf::from,
+    );
+    let path = cache.join(name);
+    if !path.exists() {
+        eprintln!(
+            "skipped: {} is not there (cargo xtask fetch)",
+            path.display()
+        );
+        return None;
+    }
+    Some(path)
+}

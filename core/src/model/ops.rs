@@ -1,0 +1,151 @@
+//! The float operations between the matmuls, each in one fixed order so their bits depend on
+//! nothing but their inputs: serial sums, no fused multiply-add (Rust never contracts `a * b + c`),
+//! and `exp`, `sin`, `cos`, `pow` and `sqrt` from the portable `libm` crate rather than the
+//! platform's. The steps follow ggml's CPU operators (named in each function), so the results stay
+//! close to llama.cpp's.
+
+/// `out = x / sqrt(mean(x²) + eps) * weight`, as ggml's `rms_norm` then `mul`: the squares are
+/// f32 products summed in f64, the mean rounded to f32.
+/// `weight` is little-endian f32 bytes, as in the file.
+pub(super) fn rms_norm(x: &[f32], weight: &[u8], eps: f32, out: &mut [f32]) {
+    let mut sum = 0.0f64;
+    for &v in x {
+        sum += f64::from(v * v);
+    }
+    let mean = (sum / x.len().max(1) as f64) as f32;
+    let scale = 1.0f32 / libm::sqrtf(mean + eps);
+    for ((o, &v), w) in out.iter_mut().zip(x).zip(weight.chunks_exact(4)) {
+        if let [a, b, c, d] = *w {
+            *o = v * scale * f32::from_le_bytes([a, b, c, d]);
+        }
+    }
+}
+
+/// The cos/sin table of one position for ggml's `rope` (`ggml_rope_cache_init` without YaRN or
+/// frequency scaling): `theta` starts at the position and is multiplied by
+/// `theta_scale = freq_base^(-2/rope_dims)` once per pair, each pair's angle divided by its
+/// frequency factor if the model has them. `cache` holds `rope_dims` values: cos, sin per pair.
+pub(super) fn rope_cache(
+    position: usize,
+    theta_scale: f32,
+    freq_factors: Option<&[u8]>,
+    cache: &mut [f32],
+) {
+    let mut theta = position as f32;
+    for (i, pair) in cache.chunks_exact_mut(2).enumerate() {
+        let factor = freq_factors.map_or(1.0, |f| f32_at(f, i).unwrap_or(1.0));
+        let angle = theta / factor;
+        if let [c, s] = pair {
+            *c = libm::cosf(angle);
+            *s = libm::sinf(angle);
+        }
+        theta *= theta_scale;
+    }
+}
+
+/// `freq_base^(-2/rope_dims)`, as ggml computes it once per rope call.
+pub(super) fn rope_theta_scale(freq_base: f32, rope_dims: usize) -> f32 {
+    libm::powf(freq_base, -2.0f32 / rope_dims as f32)
+}
+
+/// Rotates the adjacent pairs `(x[2i], x[2i+1])` of one head by the cached angles: ggml's
+/// `GGML_ROPE_TYPE_NORMAL`, the mode llama.cpp uses for `LLM_ARCH_LLAMA`. Values past the cache
+/// (beyond `rope_dims`) are left as they are.
+pub(super) fn rope_normal(head: &mut [f32], cache: &[f32]) {
+    for (pair, angle) in head.chunks_exact_mut(2).zip(cache.chunks_exact(2)) {
+        if let ([x0, x1], [c, s]) = (pair, angle) {
+            let (a, b) = (*x0, *x1);
+            *x0 = a * *c - b * *s;
+            *x1 = a * *s + b * *c;
+        }
+    }
+}
+
+/// Serial f32 dot product.
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut sum = 0.0f32;
+    for (&x, &y) in a.iter().zip(b) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// In-place softmax, as ggml's `soft_max`: subtract the maximum, `exp`, sum in f64, multiply by
+/// the f32 rounding of `1/sum`.
+pub(super) fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = libm::expf(*v - max);
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// `gate = silu(gate) * up` (SwiGLU), with ggml's `silu(x) = x / (1 + exp(-x))`.
+pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        *g = x / (1.0f32 + libm::expf(-x)) * u;
+    }
+}
+
+/// `x += y`.
+pub(super) fn add(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// The little-endian f32 at element `i` of `bytes`.
+pub(super) fn f32_at(bytes: &[u8], i: usize) -> Option<f32> {
+    let start = i.checked_mul(4)?;
+    let b = bytes.get(start..start.checked_add(4)?)?;
+    Some(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = [1.0f32, 2.0, 3.0, f32::NEG_INFINITY];
+        softmax(&mut x);
+        assert_eq!(x[3], 0.0);
+        assert!(x[0] < x[1] && x[1] < x[2]);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rope_at_position_zero_is_identity_and_rotates_pairs() {
+        let scale = rope_theta_scale(10000.0, 4);
+        let mut cache = [0.0f32; 4];
+        rope_cache(0, scale, None, &mut cache);
+        let mut head = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        rope_normal(&mut head, &cache);
+        assert_eq!(head, [1.0, 2.0, 3.0, 4.0, 5.0]);
+        rope_cache(1, scale, None, &mut cache);
+        rope_normal(&mut head, &cache);
+        // Pair 0 turns by 1 radian: its length is kept; value 4 (past rope_dims) is untouched.
+        let (c, s) = (libm::cosf(1.0), libm::sinf(1.0));
+        assert_eq!(head[0], 1.0 * c - 2.0 * s);
+        assert_eq!(head[1], 1.0 * s + 2.0 * c);
+        assert_eq!(head[4], 5.0);
+        assert!(((head[2] * head[2] + head[3] * head[3]) - 25.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn rms_norm_of_a_constant_is_the_weight() {
+        let mut out = [0.0f32; 4];
+        let mut weight = [0u8; 16];
+        for (b, w) in weight.chunks_exact_mut(4).zip([1.0f32, 2.0, 3.0, 4.0]) {
+            b.copy_from_slice(&w.to_le_bytes());
+        }
+        rms_norm(&[3.0; 4], &weight, 0.0, &mut out);
+        assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
+    }
+}

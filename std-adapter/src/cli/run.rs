@@ -1,0 +1,220 @@
+//! `miniquant run FILE -p PROMPT [-n N]`: greedy generation with the core's forward pass
+//! (`miniquant::model`), the rows of every product split over threads, the text streamed as it
+//! is generated. `--prompt-ids` takes the prompt as token ids instead.
+
+use std::io::Write;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use clap::Args as ClapArgs;
+use miniquant::model::{Layout, Model, Session};
+use miniquant::quant::{level, Level};
+
+use super::output::{FileOutput, Output};
+use super::{open_gguf, threads_arg, CliError};
+use crate::model::Threaded;
+use crate::npy;
+use crate::tokenizer::Tokenizer;
+
+/// `run`'s arguments.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// The GGUF model (architecture llama).
+    pub file: PathBuf,
+    /// The prompt, tokenized with the file's tokenizer (BOS as the file says, special tokens such
+    /// as `<|im_start|>` parsed).
+    #[arg(short = 'p', long, value_name = "TEXT", allow_hyphen_values = true)]
+    #[arg(required_unless_present = "prompt_ids", conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// Wrap the prompt in the file's chat template as one user turn followed by the assistant's
+    /// (the two simple templates: ChatML `<|im_start|>` as SmolLM2's, and Gemma's
+    /// `<start_of_turn>`).
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub chat: bool,
+    /// The prompt as token ids, separated by spaces or commas.
+    #[arg(long, value_name = "IDS")]
+    pub prompt_ids: Option<String>,
+    /// Tokens to generate (greedy: the most likely one each time); generation also stops when the
+    /// model's context (`context_length`) is full.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 32)]
+    pub n_predict: usize,
+    /// Threads to split each product's rows over [default: all cores]. Any count gives the same
+    /// tokens and logits.
+    #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
+    pub threads: Option<NonZeroUsize>,
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni. Every level gives the
+    /// same tokens and logits. [default: MINIQUANT_LEVEL, else auto]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub level: Option<Level>,
+    /// Prompt tokens per batch (one matmul per weight per batch). Any size gives the same logits.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub batch: usize,
+    /// After the text, print the prompt's token ids on one line and the generated ones on another.
+    #[arg(long)]
+    pub tokens: bool,
+    /// Write the logits of the last position computed (after the prompt with `-n 0`; else those
+    /// the last generated token was chosen from): `.npy` for a name ending so, else raw
+    /// little-endian f32. Written only once complete.
+    #[arg(long, value_name = "FILE")]
+    pub logits: Option<PathBuf>,
+}
+
+fn parse_level(name: &str) -> Result<Level, String> {
+    level::resolve(name).map_err(|e| e.to_string())
+}
+
+/// Parses `"1 2, 3"` into ids.
+fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
+    text.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .map_err(|_| CliError::Usage(format!("--prompt-ids: {s:?} is not a token id")))
+        })
+        .collect()
+}
+
+/// `text` as one user turn and the start of the assistant's, in the template
+/// `tokenizer.chat_template` is.
+fn chat_turn(file: &crate::GgufFile, text: &str) -> Result<String, CliError> {
+    let template = file
+        .index()
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    if template.contains("<|im_start|>") {
+        Ok(format!(
+            "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+        ))
+    } else if template.contains("<start_of_turn>") {
+        Ok(format!(
+            "<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n"
+        ))
+    } else {
+        Err(CliError::Message(
+            "--chat: the file's tokenizer.chat_template is neither ChatML nor Gemma's".into(),
+        ))
+    }
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+pub(super) fn run<O: Write, E: Write>(
+    args: &Args,
+    out: &mut O,
+    err: &mut E,
+) -> Result<(), CliError> {
+    let _ = err;
+    let given_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
+    let file = open_gguf(&args.file)?;
+    let tokenizer = Tokenizer::from_gguf(&file);
+    let prompt = match (given_ids, &args.prompt) {
+        (Some(ids), _) => ids,
+        (None, text) => {
+            let tokenizer = tokenizer
+                .as_ref()
+                .map_err(|e| CliError::Message(format!("{}: use --prompt-ids", e.kind())))?;
+            let text = text.as_deref().unwrap_or_default();
+            let text = if args.chat {
+                chat_turn(&file, text)?
+            } else {
+                text.to_owned()
+            };
+            tokenizer.encode(&text, true, true)
+        }
+    };
+    if prompt.is_empty() {
+        return Err(CliError::Usage("the prompt has no tokens".into()));
+    }
+    let model_error = |e: miniquant::model::ModelError| CliError::Message(e.to_string());
+    let model: Model<'_> = Model::from_gguf(file.bytes()).map_err(model_error)?;
+    // The KV cache is sized for the whole run, but never beyond the context the model was trained
+    // for: a huge -n must not ask for gigabytes it would never use well.
+    let trained = model.config().context_length;
+    if prompt.len() > trained {
+        return Err(CliError::Message(format!(
+            "the prompt has {} tokens; the model's context is {trained}",
+            prompt.len()
+        )));
+    }
+    let n_predict = args.n_predict.min(trained - prompt.len() + 1);
+    let context = (prompt.len() + n_predict).min(trained);
+    let batch = args.batch.clamp(1, prompt.len());
+    let layout = Layout::new(&model, context, batch).map_err(model_error)?;
+    let mut floats = vec![0f32; layout.floats];
+    let mut scratch = vec![0u8; layout.scratch_bytes];
+    let mut session =
+        Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
+    let mm = Threaded {
+        level: args.level.unwrap_or_else(level::current),
+        threads: args
+            .threads
+            .map_or_else(crate::parallel::default_threads, NonZeroUsize::get),
+    };
+    let io = |e| CliError::io("cannot write the output", e);
+    let mut logits = vec![0f32; model.config().vocab];
+    session
+        .forward(&mm, &prompt, &mut logits)
+        .map_err(model_error)?;
+    let mut generated = Vec::new();
+    let mut shown = Vec::new();
+    for i in 0..n_predict {
+        let next = argmax(&logits);
+        let tokenizer = tokenizer.as_ref().ok();
+        if tokenizer.is_some_and(|t| t.is_end_of_generation(next)) {
+            break;
+        }
+        generated.push(next);
+        match tokenizer {
+            // The text of all generated ids, printed from where the last print stopped: pieces
+            // that join (a character cut in two, spaces cleaned before punctuation) come out
+            // as the whole text has them.
+            Some(t) => {
+                let text = t.decode(&generated);
+                let new = text.strip_prefix(shown.as_slice()).unwrap_or(&text[..0]);
+                out.write_all(new).map_err(io)?;
+                if text.starts_with(&shown) {
+                    shown = text;
+                }
+            }
+            None => write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?,
+        }
+        out.flush().map_err(io)?;
+        if i + 1 < n_predict {
+            session
+                .forward(&mm, &[next], &mut logits)
+                .map_err(model_error)?;
+        }
+    }
+    writeln!(out).map_err(io)?;
+    if args.tokens {
+        for ids in [&prompt, &generated] {
+            let line: Vec<String> = ids.iter().map(u32::to_string).collect();
+            writeln!(out, "{}", line.join(" ")).map_err(io)?;
+        }
+    }
+    if let Some(path) = &args.logits {
+        let mut file = Output::file(path)?;
+        let written = write_logits(&mut file, path, &logits);
+        file.finish(written)?;
+    }
+    Ok(())
+}
+
+fn write_logits(file: &mut FileOutput, path: &Path, logits: &[f32]) -> Result<(), CliError> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+    {
+        file.write_all(&npy::f32_header(&[logits.len() as u64]))?;
+    }
+    file.write_f32(logits, &mut Vec::new())
+}
