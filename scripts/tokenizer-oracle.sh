@@ -8,6 +8,10 @@
 #   scripts/tokenizer-oracle.sh --check  compare llama-tokenize's live output with the committed
 #                                        files; exits 1 and shows the difference if they disagree
 #
+# Besides the two files as they are, SmolLM2's vocabulary is also run under the other
+# pre-tokenizers miniquant implements (tokenizer.ggml.pre set to llama-bpe, gpt-2 and default by
+# gguf-py's gguf-new-metadata): models smollm2-135m-<pre>.
+#
 # Each line of a .tsv file: case name, mode, the ids separated by spaces. Modes:
 #   default  BOS as the file says, special tokens in the text parsed (llama-tokenize's defaults)
 #   plain    --no-bos --no-parse-special
@@ -31,12 +35,18 @@ tokenize="$bin/llama-tokenize"
 [ -x "$tokenize" ] || { echo "no llama-tokenize in $bin" >&2; exit 1; }
 texts="$root/tests/data/tokenizer/texts"
 expected="$root/tests/data/tokenizer/expected"
+smollm="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+# name:file:pre (pre empty: the file as it is)
 models=(
-  "smollm2-135m:$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-  "gemma3-270m:$cache/gemma-3-270m-q4_k_m.gguf"
+  "smollm2-135m:$smollm:"
+  "gemma3-270m:$cache/gemma-3-270m-q4_k_m.gguf:"
+  "smollm2-135m-llama-bpe:$smollm:llama-bpe"
+  "smollm2-135m-gpt-2:$smollm:gpt-2"
+  "smollm2-135m-default:$smollm:default"
 )
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+new_metadata="$(dirname "$(python3 "$root/scripts/gguf_py_dequant.py" --setup)")/gguf-new-metadata"
 
 # llama-tokenize --ids prints `[1, 2, 3]`; an error or anything else fails the run.
 ids_of() { # model text-file flags... -> ids separated by spaces
@@ -58,8 +68,17 @@ ids_of() { # model text-file flags... -> ids separated by spaces
 status=0
 for entry in "${models[@]}"; do
   name="${entry%%:*}"
-  model="${entry#*:}"
+  rest="${entry#*:}"
+  model="${rest%:*}"
+  pre="${rest##*:}"
   [ -f "$model" ] || { echo "missing $model (run scripts/fetch-models.sh)" >&2; exit 1; }
+  if [ -n "$pre" ]; then
+    "$new_metadata" --pre-tokenizer "$pre" --force "$model" "$work/$name.gguf" >/dev/null 2>&1 || {
+      echo "gguf-new-metadata failed for $name" >&2
+      exit 1
+    }
+    model="$work/$name.gguf"
+  fi
   table="$work/$name.tsv"
   : >"$table"
   for text in "$texts"/*.txt; do
@@ -80,5 +99,6 @@ for entry in "${models[@]}"; do
     mv "$expected/$name.tsv.new" "$expected/$name.tsv"
     echo "wrote $expected/$name.tsv ($(wc -l <"$expected/$name.tsv") lines)"
   fi
+  rm -f "$work/$name.gguf"
 done
 exit "$status"

@@ -146,6 +146,54 @@ fn gemma3_ids_equal_llama_cpp() {
     assert!(agrees_with_llama_cpp("gemma3-270m", &tokenizer) > 0);
 }
 
+/// SmolLM2's vocabulary under another `tokenizer.ggml.pre`: its metadata copied with that one
+/// key changed, as the oracle script makes the file llama-tokenize reads (gguf-new-metadata).
+fn smollm2_with_pre(pre: &str) -> Option<Tokenizer> {
+    let path = cache().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !path.exists() {
+        eprintln!(
+            "skipped: {} is not there (cargo xtask fetch)",
+            path.display()
+        );
+        return None;
+    }
+    let file = GgufFile::open(&path).expect("the model opens");
+    let mut w = miniquant_std::writer::GgufWriter::new();
+    for e in file.index().metadata() {
+        if e.key == "tokenizer.ggml.pre" {
+            w.kv(&e.key, pre);
+        } else {
+            w.kv(&e.key, e.value.clone());
+        }
+    }
+    let index = miniquant_std::Index::from_bytes(&w.to_bytes()).expect("a valid header");
+    Some(Tokenizer::from_index(&index).expect("its tokenizer loads"))
+}
+
+#[test]
+fn llama3_pre_tokenizer_equals_llama_cpp() {
+    let Some(tokenizer) = smollm2_with_pre("llama-bpe") else {
+        return;
+    };
+    assert!(agrees_with_llama_cpp("smollm2-135m-llama-bpe", &tokenizer) > 0);
+}
+
+#[test]
+fn gpt2_pre_tokenizer_equals_llama_cpp() {
+    let Some(tokenizer) = smollm2_with_pre("gpt-2") else {
+        return;
+    };
+    assert!(agrees_with_llama_cpp("smollm2-135m-gpt-2", &tokenizer) > 0);
+}
+
+#[test]
+fn default_pre_tokenizer_equals_llama_cpp() {
+    let Some(tokenizer) = smollm2_with_pre("default") else {
+        return;
+    };
+    assert!(agrees_with_llama_cpp("smollm2-135m-default", &tokenizer) > 0);
+}
+
 #[test]
 fn smollm2_decodes_every_text_back() {
     let Some(tokenizer) = open("SmolLM2-135M-Instruct.Q4_1.gguf") else {
