@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use super::symbols::{chars_of, merge, text_of, Symbol};
 use super::vocab::Vocab;
 
 /// The character GPT-2's byte-level BPE writes for each byte: printable Latin-1 bytes stand for
@@ -33,15 +34,6 @@ pub(super) struct Merges {
     pub ranks: HashMap<(u32, u32), u32>,
 }
 
-/// A symbol of a word being merged: a byte range of the word, linked to its neighbours.
-#[derive(Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
-
 /// Appends the ids of one pre-tokenized, byte-encoded `word`.
 pub(super) fn encode_word(
     vocab: &Vocab,
@@ -56,24 +48,13 @@ pub(super) fn encode_word(
             return;
         }
     }
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(word.len());
-    for (i, (start, c)) in word.char_indices().enumerate() {
-        symbols.push(Symbol {
-            start,
-            len: c.len_utf8(),
-            prev: i.checked_sub(1),
-            next: None,
-        });
-        if let Some(prev) = i.checked_sub(1).and_then(|p| symbols.get_mut(p)) {
-            prev.next = Some(i);
-        }
-    }
+    let mut symbols = chars_of(word);
     // (rank, left, right, right's length when queued): lowest rank, then leftmost, first.
     let mut queue: BinaryHeap<Reverse<(u32, usize, usize, usize)>> = BinaryHeap::new();
     let rank_of = |symbols: &[Symbol], left: usize, right: usize| -> Option<u32> {
         let (l, r) = (symbols.get(left)?, symbols.get(right)?);
-        let left_id = vocab.symbol_id(word.get(l.start..l.start + l.len)?)?;
-        let right_id = vocab.symbol_id(word.get(r.start..r.start + r.len)?)?;
+        let left_id = vocab.symbol_id(text_of(word, l))?;
+        let right_id = vocab.symbol_id(text_of(word, r))?;
         merges.ranks.get(&(left_id, right_id)).copied()
     };
     let push = |queue: &mut BinaryHeap<_>,
@@ -97,17 +78,12 @@ pub(super) fn encode_word(
         if l.len == 0 || r.len == 0 || r.len != right_len || l.next != Some(right) {
             continue;
         }
-        symbols[left].len += r.len;
-        symbols[left].next = r.next;
-        symbols[right].len = 0;
-        if let Some(n) = r.next {
-            symbols[n].prev = Some(left);
-        }
+        merge(&mut symbols, left, right);
         push(&mut queue, &symbols, l.prev, Some(left));
         push(&mut queue, &symbols, Some(left), r.next);
     }
     for s in symbols.iter().filter(|s| s.len > 0) {
-        let text = word.get(s.start..s.start + s.len).unwrap_or_default();
+        let text = text_of(word, s);
         match vocab.token_id(text) {
             Some(id) => out.push(id),
             // A symbol that is no token: its bytes one by one, as single-byte tokens where the

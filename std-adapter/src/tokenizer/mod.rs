@@ -25,6 +25,7 @@ mod error;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbols;
 mod unicode;
 mod vocab;
 

@@ -7,15 +7,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use super::symbols::{chars_of, merge, text_of, Symbol};
 use super::vocab::Vocab;
-
-#[derive(Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
 
 /// A candidate merge. Ordered so that the heap's top is the highest score, then the leftmost.
 struct Bigram {
@@ -47,18 +40,7 @@ impl Eq for Bigram {}
 
 /// Appends the ids of `text` (already space-escaped).
 pub(super) fn encode(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    for (i, (start, c)) in text.char_indices().enumerate() {
-        symbols.push(Symbol {
-            start,
-            len: c.len_utf8(),
-            prev: i.checked_sub(1),
-            next: None,
-        });
-        if let Some(prev) = i.checked_sub(1).and_then(|p| symbols.get_mut(p)) {
-            prev.next = Some(i);
-        }
-    }
+    let mut symbols = chars_of(text);
     let mut queue = BinaryHeap::new();
     let push = |queue: &mut BinaryHeap<Bigram>,
                 symbols: &[Symbol],
@@ -90,19 +72,14 @@ pub(super) fn encode(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
         if l.len == 0 || r.len == 0 || l.len + r.len != b.len {
             continue;
         }
-        symbols[b.left].len += r.len;
-        symbols[b.left].next = r.next;
-        symbols[b.right].len = 0;
-        if let Some(n) = r.next {
-            symbols[n].prev = Some(b.left);
-        }
+        merge(&mut symbols, b.left, b.right);
         push(&mut queue, &symbols, l.prev, Some(b.left));
         push(&mut queue, &symbols, Some(b.left), r.next);
     }
     let mut at = if symbols.is_empty() { None } else { Some(0) };
     while let Some(i) = at {
         let s = symbols[i];
-        let piece = text.get(s.start..s.start + s.len).unwrap_or_default();
+        let piece = text_of(text, &s);
         match vocab.token_id(piece) {
             Some(id) => out.push(id),
             None => out.extend(piece.bytes().filter_map(|b| vocab.byte_token(b))),
