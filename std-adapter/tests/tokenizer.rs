@@ -434,3 +434,190 @@ fn a_small_sentencepiece_vocabulary() {
     );
     assert!(t.is_end_of_generation(2));
 }
+
+/// Texts made of random pieces (words, white space runs, digits, scripts, emoji, marks,
+/// punctuation, special tokens, control characters) from a fixed seed.
+fn random_texts(count: usize) -> Vec<String> {
+    const PIECES: &[&str] = &[
+        "the",
+        "The",
+        "WORLD",
+        "naïve",
+        "don't",
+        "I'M",
+        "we'll",
+        " ",
+        "  ",
+        "   ",
+        "\n",
+        "\r\n",
+        "\t",
+        "\n\n",
+        " \n",
+        "\u{a0}",
+        "\u{3000}",
+        "0",
+        "12",
+        "345",
+        "6789",
+        "中文",
+        "日本語",
+        "한국어",
+        "Привет",
+        "مرحبا",
+        "नमस्ते",
+        "🦀",
+        "👍🏽",
+        "👨\u{200d}👩\u{200d}👧",
+        "🇫🇷",
+        "e\u{301}",
+        "\u{200b}",
+        "ﬁ",
+        "½",
+        "٣",
+        "\u{1}",
+        "\u{7f}",
+        ".",
+        ",",
+        "'",
+        "\"",
+        "(",
+        ")",
+        "<",
+        ">",
+        "+",
+        "-",
+        "$",
+        "|",
+        "~",
+        "`",
+        "_",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<bos>",
+        "<eos>",
+        "<|endoftext|>",
+        "<pad>",
+        "<unk>",
+        "<",
+        "|",
+        "im_",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    (0..count)
+        .map(|_| {
+            let len = 1 + next(30);
+            (0..len).map(|_| PIECES[next(PIECES.len())]).collect()
+        })
+        .collect()
+}
+
+/// Random texts decode back to themselves, and adding specials only adds BOS/EOS around the
+/// same ids.
+#[test]
+fn random_texts_round_trip() {
+    for file in [
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+    ] {
+        let Some(t) = open(file) else {
+            continue;
+        };
+        for text in random_texts(500) {
+            for parse_special in [false, true] {
+                let ids = t.encode(&text, false, parse_special);
+                assert_eq!(
+                    String::from_utf8_lossy(&t.decode(&ids)),
+                    text,
+                    "{file}, parse_special {parse_special}"
+                );
+                let with = t.encode(&text, true, parse_special);
+                let bos = usize::from(t.adds_bos());
+                assert_eq!(&with[bos..], &ids[..], "{file}: {text:?}");
+                assert_eq!(
+                    with.first().copied().filter(|_| t.adds_bos()),
+                    t.bos().filter(|_| t.adds_bos())
+                );
+            }
+        }
+    }
+}
+
+/// Vocabularies no converter would write still encode without a panic: NaN scores, merges
+/// without a separator or of strings that are no tokens, no byte tokens for a text's bytes.
+#[test]
+fn odd_vocabularies_encode_without_panicking() {
+    use miniquant::gguf::Scalar;
+    use miniquant_std::{Array, Value};
+    let spm = index_with(&[
+        ("tokenizer.ggml.model", Value::from("llama")),
+        (
+            "tokenizer.ggml.tokens",
+            Value::from(
+                ["<unk>", "<s>", "</s>", "a", "b", "ab", "▁a"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.scores",
+            Value::from(Array::F32(vec![
+                f32::NAN,
+                0.0,
+                0.0,
+                f32::NAN,
+                -1.0,
+                f32::INFINITY,
+                f32::NAN,
+            ])),
+        ),
+    ]);
+    let t = Tokenizer::from_index(&spm).unwrap();
+    for text in ["", "ab", "abab a b", "é中😀", "<s></s>"] {
+        let ids = t.encode(text, true, true);
+        assert!(
+            ids.iter().all(|&id| (id as usize) < t.vocab_size()),
+            "{text:?}: {ids:?}"
+        );
+    }
+    let bpe = index_with(&[
+        ("tokenizer.ggml.model", Value::from("gpt2")),
+        ("tokenizer.ggml.pre", Value::from("llama-bpe")),
+        (
+            "tokenizer.ggml.tokens",
+            Value::from(
+                ["a", "b", "ab", "Ġ", "<|x|>"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::from(Array::I32(vec![1, 1, 1, 1, 3])),
+        ),
+        (
+            "tokenizer.ggml.merges",
+            Value::from(
+                ["a b", "nospace", "", " ", "q r", "ab Ġ"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.add_bos_token",
+            Value::from(Scalar::Bool(false)),
+        ),
+    ]);
+    let t = Tokenizer::from_index(&bpe).unwrap();
+    assert_eq!(t.encode("ab", false, false), [2]);
+    // Bytes with no token are dropped, as llama.cpp drops them; the special token is parsed.
+    assert_eq!(t.encode("ab é<|x|>b", false, true), [2, 3, 4, 1]);
+}
