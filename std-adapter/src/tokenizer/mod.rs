@@ -45,7 +45,6 @@ pub const MAX_ARRAY_LEN: usize = 1 << 24;
 
 /// A GGUF file's tokenizer. Built once ([`from_gguf`](Self::from_gguf)); encoding and decoding
 /// take `&self` and can run from several threads.
-#[derive(Debug)]
 pub struct Tokenizer {
     vocab: Vocab,
     model: Model,
@@ -65,6 +64,25 @@ pub struct Tokenizer {
     piece_ends: Vec<usize>,
     /// GPT-2's byte-to-character table (byte-level BPE only).
     byte_chars: [char; 256],
+}
+
+/// Short: the kind and the special tokens, not the vocabulary (it would print for pages).
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.model {
+            Model::Bpe { pre, .. } => format!("byte-level BPE, {pre:?} pre-tokenizer"),
+            Model::Spm => "SentencePiece".to_owned(),
+        };
+        f.debug_struct("Tokenizer")
+            .field("kind", &kind)
+            .field("vocab_size", &self.vocab.len())
+            .field("bos", &self.ids.bos)
+            .field("eos", &self.ids.eos)
+            .field("add_bos", &self.add_bos)
+            .field("add_eos", &self.add_eos)
+            .field("end_of_generation", &self.end_of_generation)
+            .finish()
+    }
 }
 
 /// The byte each character of GPT-2's table stands for (the table's characters are all below
