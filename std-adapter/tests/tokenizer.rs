@@ -1,6 +1,8 @@
 //! The tokenizer against llama.cpp: the ids of every text of `tests/data/tokenizer/texts` under
 //! both real model files (SmolLM2: byte-level BPE, pre-tokenizer `smollm`; Gemma 3:
-//! SentencePiece-style with byte fallback) must equal what llama.cpp's `llama-tokenize` gave, as
+//! SentencePiece-style with byte fallback), and under variants of them that reach the other
+//! paths (SmolLM2's vocabulary with the `llama-bpe`, `gpt-2` and `default` pre-tokenizers and with
+//! BOS; Gemma 3's with the space prefix), must equal what llama.cpp's `llama-tokenize` gave, as
 //! committed in `tests/data/tokenizer/expected/*.tsv` by `scripts/tokenizer-oracle.sh`. Decoding
 //! must give every text back.
 //!
@@ -147,20 +149,55 @@ fn gemma3_ids_equal_llama_cpp() {
     agrees_with_llama_cpp("gemma3-270m", open("gemma-3-270m-q4_k_m.gguf"));
 }
 
-/// SmolLM2's vocabulary under another `tokenizer.ggml.pre`: its metadata copied with that one
-/// key changed, as the oracle script makes the file llama-tokenize reads (gguf-new-metadata).
-fn smollm2_with_pre(pre: &str) -> Option<Tokenizer> {
-    let file = open_file("SmolLM2-135M-Instruct.Q4_1.gguf")?;
+/// A model's tokenizer with one metadata key changed, as the oracle script makes the file
+/// llama-tokenize reads (with gguf-py's gguf-new-metadata or gguf-set-metadata).
+fn with_key(file_name: &str, key: &str, value: miniquant_std::Value) -> Option<Tokenizer> {
+    let file = open_file(file_name)?;
     let mut w = miniquant_std::writer::GgufWriter::new();
     for e in file.index().metadata() {
-        if e.key == "tokenizer.ggml.pre" {
-            w.kv(&e.key, pre);
+        if e.key == key {
+            w.kv(&e.key, value.clone());
         } else {
             w.kv(&e.key, e.value.clone());
         }
     }
     let index = miniquant_std::Index::from_bytes(&w.to_bytes()).expect("a valid header");
     Some(Tokenizer::from_index(&index).expect("its tokenizer loads"))
+}
+
+/// SmolLM2's vocabulary under another `tokenizer.ggml.pre`.
+fn smollm2_with_pre(pre: &str) -> Option<Tokenizer> {
+    with_key(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "tokenizer.ggml.pre",
+        miniquant_std::Value::from(pre),
+    )
+}
+
+fn set_true(file_name: &str, key: &str) -> Option<Tokenizer> {
+    let t = miniquant::gguf::Scalar::Bool(true);
+    with_key(file_name, key, miniquant_std::Value::from(t))
+}
+
+#[test]
+fn bpe_with_bos_equals_llama_cpp() {
+    agrees_with_llama_cpp(
+        "smollm2-135m-add-bos",
+        set_true(
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "tokenizer.ggml.add_bos_token",
+        ),
+    );
+}
+
+/// Llama 2-style SentencePiece: a space before the text and after every special token.
+#[test]
+fn sentencepiece_with_space_prefix_equals_llama_cpp() {
+    let t = set_true(
+        "gemma-3-270m-q4_k_m.gguf",
+        "tokenizer.ggml.add_space_prefix",
+    );
+    agrees_with_llama_cpp("gemma3-270m-space-prefix", t);
 }
 
 #[test]
@@ -201,6 +238,9 @@ fn special_tokens_and_end_of_generation() {
         assert_eq!((t.bos(), t.eos(), t.adds_bos()), (Some(1), Some(2), false));
         assert!(t.is_end_of_generation(im_end));
         assert!(t.is_end_of_generation(0), "<|endoftext|>");
+        // llama.cpp's load log ("printing all EOG tokens"): 0, 2 and 4 (<reponame>, a
+        // fill-in-the-middle repository token).
+        assert_eq!(t.end_of_generation(), [0, 2, 4]);
         assert!(!t.is_end_of_generation(t.token_id("<|im_start|>").unwrap()));
         assert_eq!(t.token_to_piece(im_end), b"<|im_end|>");
         assert_eq!(t.piece(im_end, false), b"");
@@ -213,6 +253,8 @@ fn special_tokens_and_end_of_generation() {
         assert_eq!(t.eot(), Some(end_of_turn));
         assert!(t.is_end_of_generation(end_of_turn));
         assert!(t.is_end_of_generation(1), "<eos>");
+        // llama.cpp's load log: <eos>, <end_of_turn> and </s>.
+        assert_eq!(t.end_of_generation(), [1, 106, 212]);
         assert_eq!(t.token_to_piece(t.token_id("<0x0A>").unwrap()), b"\n");
         assert_eq!(t.token_to_piece(t.token_id("▁world").unwrap()), b" world");
         assert_eq!(t.token_to_piece(u32::MAX), b"");
