@@ -4,9 +4,9 @@
 //! llama.cpp's `llm_tokenizer_bpe_session` does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
-use super::symbols::{chars_of, merge, text_of, Symbol};
+use super::symbols::{merge_all, text_of};
 use super::vocab::Vocab;
 
 /// The character GPT-2's byte-level BPE writes for each byte: printable Latin-1 bytes stand for
@@ -48,42 +48,13 @@ pub(super) fn encode_word(
             return;
         }
     }
-    let mut symbols = chars_of(word);
-    // (rank, left, right, right's length when queued): lowest rank, then leftmost, first.
-    let mut queue: BinaryHeap<Reverse<(u32, usize, usize, usize)>> = BinaryHeap::new();
-    let rank_of = |symbols: &[Symbol], left: usize, right: usize| -> Option<u32> {
-        let (l, r) = (symbols.get(left)?, symbols.get(right)?);
-        let left_id = vocab.symbol_id(text_of(word, l))?;
-        let right_id = vocab.symbol_id(text_of(word, r))?;
-        merges.ranks.get(&(left_id, right_id)).copied()
+    // Lowest rank first.
+    let rank = |left: &str, right: &str, _: &str| {
+        let pair = (vocab.symbol_id(left)?, vocab.symbol_id(right)?);
+        merges.ranks.get(&pair).map(|&r| Reverse(r))
     };
-    let push = |queue: &mut BinaryHeap<_>,
-                symbols: &[Symbol],
-                left: Option<usize>,
-                right: Option<usize>| {
-        if let (Some(left), Some(right)) = (left, right) {
-            if let Some(rank) = rank_of(symbols, left, right) {
-                queue.push(Reverse((rank, left, right, symbols[right].len)));
-            }
-        }
-    };
-    for i in 1..symbols.len() {
-        push(&mut queue, &symbols, Some(i - 1), Some(i));
-    }
-    while let Some(Reverse((_, left, right, right_len))) = queue.pop() {
-        let (l, r) = (symbols[left], symbols[right]);
-        // Stale: one side was merged since (a symbol only grows by absorbing its right
-        // neighbour, so the pair is intact exactly when both are alive and the right one has
-        // the length it was queued with).
-        if l.len == 0 || r.len == 0 || r.len != right_len || l.next != Some(right) {
-            continue;
-        }
-        merge(&mut symbols, left, right);
-        push(&mut queue, &symbols, l.prev, Some(left));
-        push(&mut queue, &symbols, Some(left), r.next);
-    }
-    for s in symbols.iter().filter(|s| s.len > 0) {
-        let text = text_of(word, s);
+    for s in merge_all(word, rank) {
+        let text = text_of(word, &s);
         match vocab.token_id(text) {
             Some(id) => out.push(id),
             // A symbol that is no token: its bytes one by one, as single-byte tokens where the
