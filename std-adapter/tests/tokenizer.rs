@@ -1,6 +1,8 @@
 //! The tokenizer against llama.cpp: the ids of every text of `tests/data/tokenizer/texts` under
 //! both real model files (SmolLM2: byte-level BPE, pre-tokenizer `smollm`; Gemma 3:
-//! SentencePiece-style with byte fallback) must equal what llama.cpp's `llama-tokenize` gave, as
+//! SentencePiece-style with byte fallback), and under variants of them that reach the other
+//! paths (SmolLM2's vocabulary with the `llama-bpe`, `gpt-2` and `default` pre-tokenizers and with
+//! BOS; Gemma 3's with the space prefix), must equal what llama.cpp's `llama-tokenize` gave, as
 //! committed in `tests/data/tokenizer/expected/*.tsv` by `scripts/tokenizer-oracle.sh`. Decoding
 //! must give every text back.
 //!
@@ -62,7 +64,8 @@ fn text(case: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn open(file_name: &str) -> Option<Tokenizer> {
+/// The model file, or `None` after saying why the test skips.
+fn open_file(file_name: &str) -> Option<GgufFile> {
     let path = cache().join(file_name);
     if !path.exists() {
         eprintln!(
@@ -71,13 +74,20 @@ fn open(file_name: &str) -> Option<Tokenizer> {
         );
         return None;
     }
-    let file = GgufFile::open(&path).expect("the model opens");
+    Some(GgufFile::open(&path).expect("the model opens"))
+}
+
+fn open(file_name: &str) -> Option<Tokenizer> {
+    let file = open_file(file_name)?;
     Some(Tokenizer::from_gguf(&file).expect("its tokenizer loads"))
 }
 
-/// Encodes every text in both modes and compares with llama.cpp's ids; returns the number of
-/// (text, mode) pairs that agree, after checking that all did.
-fn agrees_with_llama_cpp(model: &str, tokenizer: &Tokenizer) -> usize {
+/// Encodes every text in both modes and compares with llama.cpp's ids (nothing to do when the
+/// model file is missing: `tokenizer` is `None`).
+fn agrees_with_llama_cpp(model: &str, tokenizer: Option<Tokenizer>) {
+    let Some(tokenizer) = tokenizer else {
+        return;
+    };
     let table = expected(model);
     let texts = std::fs::read_dir(data().join("texts")).unwrap().count();
     assert_eq!(table.len(), 2 * texts, "{model}: two lines per text");
@@ -103,7 +113,6 @@ fn agrees_with_llama_cpp(model: &str, tokenizer: &Tokenizer) -> usize {
         table.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    table.len()
 }
 
 /// Every text decodes back to itself, with special tokens parsed or not, BOS added or not.
@@ -132,18 +141,78 @@ fn round_trips(tokenizer: &Tokenizer) {
 
 #[test]
 fn smollm2_ids_equal_llama_cpp() {
-    let Some(tokenizer) = open("SmolLM2-135M-Instruct.Q4_1.gguf") else {
-        return;
-    };
-    assert!(agrees_with_llama_cpp("smollm2-135m", &tokenizer) > 0);
+    agrees_with_llama_cpp("smollm2-135m", open("SmolLM2-135M-Instruct.Q4_1.gguf"));
 }
 
 #[test]
 fn gemma3_ids_equal_llama_cpp() {
-    let Some(tokenizer) = open("gemma-3-270m-q4_k_m.gguf") else {
-        return;
-    };
-    assert!(agrees_with_llama_cpp("gemma3-270m", &tokenizer) > 0);
+    agrees_with_llama_cpp("gemma3-270m", open("gemma-3-270m-q4_k_m.gguf"));
+}
+
+/// A model's tokenizer with one metadata key changed, as the oracle script makes the file
+/// llama-tokenize reads (with gguf-py's gguf-new-metadata or gguf-set-metadata).
+fn with_key(file_name: &str, key: &str, value: miniquant_std::Value) -> Option<Tokenizer> {
+    let file = open_file(file_name)?;
+    let mut w = miniquant_std::writer::GgufWriter::new();
+    for e in file.index().metadata() {
+        if e.key == key {
+            w.kv(&e.key, value.clone());
+        } else {
+            w.kv(&e.key, e.value.clone());
+        }
+    }
+    let index = miniquant_std::Index::from_bytes(&w.to_bytes()).expect("a valid header");
+    Some(Tokenizer::from_index(&index).expect("its tokenizer loads"))
+}
+
+/// SmolLM2's vocabulary under another `tokenizer.ggml.pre`.
+fn smollm2_with_pre(pre: &str) -> Option<Tokenizer> {
+    with_key(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "tokenizer.ggml.pre",
+        miniquant_std::Value::from(pre),
+    )
+}
+
+fn set_true(file_name: &str, key: &str) -> Option<Tokenizer> {
+    let t = miniquant::gguf::Scalar::Bool(true);
+    with_key(file_name, key, miniquant_std::Value::from(t))
+}
+
+#[test]
+fn bpe_with_bos_equals_llama_cpp() {
+    agrees_with_llama_cpp(
+        "smollm2-135m-add-bos",
+        set_true(
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "tokenizer.ggml.add_bos_token",
+        ),
+    );
+}
+
+/// Llama 2-style SentencePiece: a space before the text and after every special token.
+#[test]
+fn sentencepiece_with_space_prefix_equals_llama_cpp() {
+    let t = set_true(
+        "gemma-3-270m-q4_k_m.gguf",
+        "tokenizer.ggml.add_space_prefix",
+    );
+    agrees_with_llama_cpp("gemma3-270m-space-prefix", t);
+}
+
+#[test]
+fn llama3_pre_tokenizer_equals_llama_cpp() {
+    agrees_with_llama_cpp("smollm2-135m-llama-bpe", smollm2_with_pre("llama-bpe"));
+}
+
+#[test]
+fn gpt2_pre_tokenizer_equals_llama_cpp() {
+    agrees_with_llama_cpp("smollm2-135m-gpt-2", smollm2_with_pre("gpt-2"));
+}
+
+#[test]
+fn default_pre_tokenizer_equals_llama_cpp() {
+    agrees_with_llama_cpp("smollm2-135m-default", smollm2_with_pre("default"));
 }
 
 #[test]
@@ -169,6 +238,9 @@ fn special_tokens_and_end_of_generation() {
         assert_eq!((t.bos(), t.eos(), t.adds_bos()), (Some(1), Some(2), false));
         assert!(t.is_end_of_generation(im_end));
         assert!(t.is_end_of_generation(0), "<|endoftext|>");
+        // llama.cpp's load log ("printing all EOG tokens"): 0, 2 and 4 (<reponame>, a
+        // fill-in-the-middle repository token).
+        assert_eq!(t.end_of_generation(), [0, 2, 4]);
         assert!(!t.is_end_of_generation(t.token_id("<|im_start|>").unwrap()));
         assert_eq!(t.token_to_piece(im_end), b"<|im_end|>");
         assert_eq!(t.piece(im_end, false), b"");
@@ -181,6 +253,8 @@ fn special_tokens_and_end_of_generation() {
         assert_eq!(t.eot(), Some(end_of_turn));
         assert!(t.is_end_of_generation(end_of_turn));
         assert!(t.is_end_of_generation(1), "<eos>");
+        // llama.cpp's load log: <eos>, <end_of_turn> and </s>.
+        assert_eq!(t.end_of_generation(), [1, 106, 212]);
         assert_eq!(t.token_to_piece(t.token_id("<0x0A>").unwrap()), b"\n");
         assert_eq!(t.token_to_piece(t.token_id("▁world").unwrap()), b" world");
         assert_eq!(t.token_to_piece(u32::MAX), b"");
@@ -401,4 +475,191 @@ fn a_small_sentencepiece_vocabulary() {
         "the prefix space goes"
     );
     assert!(t.is_end_of_generation(2));
+}
+
+/// Texts made of random pieces (words, white space runs, digits, scripts, emoji, marks,
+/// punctuation, special tokens, control characters) from a fixed seed.
+fn random_texts(count: usize) -> Vec<String> {
+    const PIECES: &[&str] = &[
+        "the",
+        "The",
+        "WORLD",
+        "naïve",
+        "don't",
+        "I'M",
+        "we'll",
+        " ",
+        "  ",
+        "   ",
+        "\n",
+        "\r\n",
+        "\t",
+        "\n\n",
+        " \n",
+        "\u{a0}",
+        "\u{3000}",
+        "0",
+        "12",
+        "345",
+        "6789",
+        "中文",
+        "日本語",
+        "한국어",
+        "Привет",
+        "مرحبا",
+        "नमस्ते",
+        "🦀",
+        "👍🏽",
+        "👨\u{200d}👩\u{200d}👧",
+        "🇫🇷",
+        "e\u{301}",
+        "\u{200b}",
+        "ﬁ",
+        "½",
+        "٣",
+        "\u{1}",
+        "\u{7f}",
+        ".",
+        ",",
+        "'",
+        "\"",
+        "(",
+        ")",
+        "<",
+        ">",
+        "+",
+        "-",
+        "$",
+        "|",
+        "~",
+        "`",
+        "_",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<bos>",
+        "<eos>",
+        "<|endoftext|>",
+        "<pad>",
+        "<unk>",
+        "<",
+        "|",
+        "im_",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    (0..count)
+        .map(|_| {
+            let len = 1 + next(30);
+            (0..len).map(|_| PIECES[next(PIECES.len())]).collect()
+        })
+        .collect()
+}
+
+/// Random texts decode back to themselves, and adding specials only adds BOS/EOS around the
+/// same ids.
+#[test]
+fn random_texts_round_trip() {
+    for file in [
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+    ] {
+        let Some(t) = open(file) else {
+            continue;
+        };
+        for text in random_texts(500) {
+            for parse_special in [false, true] {
+                let ids = t.encode(&text, false, parse_special);
+                assert_eq!(
+                    String::from_utf8_lossy(&t.decode(&ids)),
+                    text,
+                    "{file}, parse_special {parse_special}"
+                );
+                let with = t.encode(&text, true, parse_special);
+                let bos = usize::from(t.adds_bos());
+                assert_eq!(&with[bos..], &ids[..], "{file}: {text:?}");
+                assert_eq!(
+                    with.first().copied().filter(|_| t.adds_bos()),
+                    t.bos().filter(|_| t.adds_bos())
+                );
+            }
+        }
+    }
+}
+
+/// Vocabularies no converter would write still encode without a panic: NaN scores, merges
+/// without a separator or of strings that are no tokens, no byte tokens for a text's bytes.
+#[test]
+fn odd_vocabularies_encode_without_panicking() {
+    use miniquant::gguf::Scalar;
+    use miniquant_std::{Array, Value};
+    let spm = index_with(&[
+        ("tokenizer.ggml.model", Value::from("llama")),
+        (
+            "tokenizer.ggml.tokens",
+            Value::from(
+                ["<unk>", "<s>", "</s>", "a", "b", "ab", "▁a"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.scores",
+            Value::from(Array::F32(vec![
+                f32::NAN,
+                0.0,
+                0.0,
+                f32::NAN,
+                -1.0,
+                f32::INFINITY,
+                f32::NAN,
+            ])),
+        ),
+    ]);
+    let t = Tokenizer::from_index(&spm).unwrap();
+    for text in ["", "ab", "abab a b", "é中😀", "<s></s>"] {
+        let ids = t.encode(text, true, true);
+        assert!(
+            ids.iter().all(|&id| (id as usize) < t.vocab_size()),
+            "{text:?}: {ids:?}"
+        );
+    }
+    let bpe = index_with(&[
+        ("tokenizer.ggml.model", Value::from("gpt2")),
+        ("tokenizer.ggml.pre", Value::from("llama-bpe")),
+        (
+            "tokenizer.ggml.tokens",
+            Value::from(
+                ["a", "b", "ab", "Ġ", "<|x|>"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::from(Array::I32(vec![1, 1, 1, 1, 3])),
+        ),
+        (
+            "tokenizer.ggml.merges",
+            Value::from(
+                ["a b", "nospace", "", " ", "q r", "ab Ġ"]
+                    .into_iter()
+                    .collect::<Array>(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.add_bos_token",
+            Value::from(Scalar::Bool(false)),
+        ),
+    ]);
+    let t = Tokenizer::from_index(&bpe).unwrap();
+    assert_eq!(t.encode("ab", false, false), [2]);
+    // Bytes with no token are dropped, as llama.cpp drops them; the special token is parsed.
+    assert_eq!(t.encode("ab é<|x|>b", false, true), [2, 3, 4, 1]);
 }

@@ -4,8 +4,9 @@
 //! llama.cpp's `llm_tokenizer_bpe_session` does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
+use super::symbols::{merge_all, text_of};
 use super::vocab::Vocab;
 
 /// The character GPT-2's byte-level BPE writes for each byte: printable Latin-1 bytes stand for
@@ -33,15 +34,6 @@ pub(super) struct Merges {
     pub ranks: HashMap<(u32, u32), u32>,
 }
 
-/// A symbol of a word being merged: a byte range of the word, linked to its neighbours.
-#[derive(Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
-
 /// Appends the ids of one pre-tokenized, byte-encoded `word`.
 pub(super) fn encode_word(
     vocab: &Vocab,
@@ -56,58 +48,13 @@ pub(super) fn encode_word(
             return;
         }
     }
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(word.len());
-    for (i, (start, c)) in word.char_indices().enumerate() {
-        symbols.push(Symbol {
-            start,
-            len: c.len_utf8(),
-            prev: i.checked_sub(1),
-            next: None,
-        });
-        if let Some(prev) = i.checked_sub(1).and_then(|p| symbols.get_mut(p)) {
-            prev.next = Some(i);
-        }
-    }
-    // (rank, left, right, right's length when queued): lowest rank, then leftmost, first.
-    let mut queue: BinaryHeap<Reverse<(u32, usize, usize, usize)>> = BinaryHeap::new();
-    let rank_of = |symbols: &[Symbol], left: usize, right: usize| -> Option<u32> {
-        let (l, r) = (symbols.get(left)?, symbols.get(right)?);
-        let left_id = vocab.symbol_id(word.get(l.start..l.start + l.len)?)?;
-        let right_id = vocab.symbol_id(word.get(r.start..r.start + r.len)?)?;
-        merges.ranks.get(&(left_id, right_id)).copied()
+    // Lowest rank first.
+    let rank = |left: &str, right: &str, _: &str| {
+        let pair = (vocab.symbol_id(left)?, vocab.symbol_id(right)?);
+        merges.ranks.get(&pair).map(|&r| Reverse(r))
     };
-    let push = |queue: &mut BinaryHeap<_>,
-                symbols: &[Symbol],
-                left: Option<usize>,
-                right: Option<usize>| {
-        if let (Some(left), Some(right)) = (left, right) {
-            if let Some(rank) = rank_of(symbols, left, right) {
-                queue.push(Reverse((rank, left, right, symbols[right].len)));
-            }
-        }
-    };
-    for i in 1..symbols.len() {
-        push(&mut queue, &symbols, Some(i - 1), Some(i));
-    }
-    while let Some(Reverse((_, left, right, right_len))) = queue.pop() {
-        let (l, r) = (symbols[left], symbols[right]);
-        // Stale: one side was merged since (a symbol only grows by absorbing its right
-        // neighbour, so the pair is intact exactly when both are alive and the right one has
-        // the length it was queued with).
-        if l.len == 0 || r.len == 0 || r.len != right_len || l.next != Some(right) {
-            continue;
-        }
-        symbols[left].len += r.len;
-        symbols[left].next = r.next;
-        symbols[right].len = 0;
-        if let Some(n) = r.next {
-            symbols[n].prev = Some(left);
-        }
-        push(&mut queue, &symbols, l.prev, Some(left));
-        push(&mut queue, &symbols, Some(left), r.next);
-    }
-    for s in symbols.iter().filter(|s| s.len > 0) {
-        let text = word.get(s.start..s.start + s.len).unwrap_or_default();
+    for s in merge_all(word, rank) {
+        let text = text_of(word, &s);
         match vocab.token_id(text) {
             Some(id) => out.push(id),
             // A symbol that is no token: its bytes one by one, as single-byte tokens where the

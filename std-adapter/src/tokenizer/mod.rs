@@ -25,6 +25,7 @@ mod error;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbols;
 mod unicode;
 mod vocab;
 
@@ -44,7 +45,6 @@ pub const MAX_ARRAY_LEN: usize = 1 << 24;
 
 /// A GGUF file's tokenizer. Built once ([`from_gguf`](Self::from_gguf)); encoding and decoding
 /// take `&self` and can run from several threads.
-#[derive(Debug)]
 pub struct Tokenizer {
     vocab: Vocab,
     model: Model,
@@ -57,12 +57,32 @@ pub struct Tokenizer {
     end_of_generation: Vec<u32>,
     /// Special tokens in the order the text is searched for them.
     special_order: Vec<u32>,
+    special_finder: special::Finder,
     /// Each token's piece with special tokens rendered, back to back; `piece_ends[i]` is the end
     /// of token i's.
     pieces: Vec<u8>,
     piece_ends: Vec<usize>,
     /// GPT-2's byte-to-character table (byte-level BPE only).
     byte_chars: [char; 256],
+}
+
+/// Short: the kind and the special tokens, not the vocabulary (it would print for pages).
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.model {
+            Model::Bpe { pre, .. } => format!("byte-level BPE, {pre:?} pre-tokenizer"),
+            Model::Spm => "SentencePiece".to_owned(),
+        };
+        f.debug_struct("Tokenizer")
+            .field("kind", &kind)
+            .field("vocab_size", &self.vocab.len())
+            .field("bos", &self.ids.bos)
+            .field("eos", &self.ids.eos)
+            .field("add_bos", &self.add_bos)
+            .field("add_eos", &self.add_eos)
+            .field("end_of_generation", &self.end_of_generation)
+            .finish()
+    }
 }
 
 /// The byte each character of GPT-2's table stands for (the table's characters are all below
@@ -88,6 +108,7 @@ impl Tokenizer {
     pub fn from_index(index: &Index) -> Result<Self, TokenizerError> {
         let loaded = vocab::load(index)?;
         let special_order = special::search_order(&loaded.vocab);
+        let special_finder = special::Finder::new(&loaded.vocab, &special_order);
         let mut tokenizer = Self {
             vocab: loaded.vocab,
             model: loaded.model,
@@ -99,6 +120,7 @@ impl Tokenizer {
             clean_spaces: loaded.clean_spaces,
             end_of_generation: loaded.end_of_generation,
             special_order,
+            special_finder,
             pieces: Vec::new(),
             piece_ends: Vec::new(),
             byte_chars: bpe::byte_chars(),
@@ -246,7 +268,13 @@ impl Tokenizer {
     /// the file asks for them; with `parse_special`, control tokens written in the text
     /// (`<|im_start|>`) are recognised, otherwise they are tokenized as plain text.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
-        let fragments = special::partition(&self.vocab, &self.special_order, text, parse_special);
+        let fragments = special::partition(
+            &self.vocab,
+            &self.special_order,
+            &self.special_finder,
+            text,
+            parse_special,
+        );
         let mut out = Vec::new();
         let add_bos = add_special && self.add_bos;
         if let (true, Some(bos)) = (add_bos, self.ids.bos) {
@@ -409,4 +437,32 @@ fn clean_up_spaces(text: &mut Vec<u8>) {
         out.push(x);
     }
     *text = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_up_spaces;
+
+    fn cleaned(s: &str) -> String {
+        let mut bytes = s.as_bytes().to_vec();
+        clean_up_spaces(&mut bytes);
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn spaces_are_cleaned_as_llama_cpp_cleans_them() {
+        assert_eq!(
+            cleaned("Hello , world . Yes ! No ?"),
+            "Hello, world. Yes! No?"
+        );
+        assert_eq!(cleaned("a ' b"), "a'b");
+        assert_eq!(
+            cleaned("it 's I 'm we 're they 've"),
+            "it's I'm we're they've"
+        );
+        // Kept: 't, 'd, 'll, and anything at the very end.
+        assert_eq!(cleaned("don 't we 'd I 'll x '"), "don 't we 'd I 'll x '");
+        assert_eq!(cleaned(""), "");
+        assert_eq!(cleaned(" ."), ".");
+    }
 }

@@ -136,6 +136,17 @@ fn whitespace_run(s: &Scan<'_>, pos: usize) -> usize {
     (pos..).take_while(|&p| s.class_at(p).whitespace).count()
 }
 
+/// Where a word that starts at `pos` with `spaces` white space characters ends: `\s+(?!\S)`
+/// leaves the last one to the word after it, `\s+` takes them all; a character no alternative
+/// matched is a word alone.
+fn whitespace_end(s: &Scan<'_>, pos: usize, spaces: usize) -> usize {
+    if spaces > 1 && s.inside(pos + spaces) {
+        pos + spaces - 1
+    } else {
+        pos + spaces.max(1)
+    }
+}
+
 fn is_other(k: CharClass) -> bool {
     !(k.whitespace || k.letter || k.number)
 }
@@ -170,15 +181,7 @@ fn gpt2(chars: &[char], seg: Range<usize>, out: &mut Vec<Range<usize>>) {
             s.cut(pos, out);
             continue;
         }
-        let spaces = whitespace_run(&s, pos);
-        if spaces > 1 && s.inside(pos + spaces) {
-            // `\s+(?!\S)`: the last white space goes with the word after it.
-            pos += spaces - 1;
-        } else if spaces > 0 {
-            pos += spaces;
-        } else {
-            pos += 1;
-        }
+        pos = whitespace_end(&s, pos, whitespace_run(&s, pos));
         s.cut(pos, out);
     }
 }
@@ -235,17 +238,11 @@ fn llama3(chars: &[char], seg: Range<usize>, out: &mut Vec<Range<usize>>) {
         let last_line_break = (pos..pos + spaces)
             .rev()
             .find(|&p| matches!(s.char_at(p), Some('\r' | '\n')));
-        if let Some(p) = last_line_break {
+        pos = match last_line_break {
             // `\s*[\r\n]+`
-            pos = p + 1;
-        } else if spaces > 1 && s.inside(pos + spaces) {
-            // `\s+(?!\S)`
-            pos += spaces - 1;
-        } else if spaces > 0 {
-            pos += spaces;
-        } else {
-            pos += 1;
-        }
+            Some(p) => p + 1,
+            None => whitespace_end(&s, pos, spaces),
+        };
         s.cut(pos, out);
     }
 }

@@ -26,11 +26,66 @@ pub(super) fn search_order(vocab: &Vocab) -> Vec<u32> {
     ids
 }
 
+/// Where to look for special tokens quickly: the bytes they start with and their lengths.
+#[derive(Debug)]
+pub(super) struct Finder {
+    first_bytes: [bool; 256],
+    /// The distinct lengths of special token texts.
+    lengths: Vec<usize>,
+}
+
+impl Finder {
+    pub fn new(vocab: &Vocab, order: &[u32]) -> Self {
+        let mut first_bytes = [false; 256];
+        let mut lengths = Vec::new();
+        for &id in order {
+            if let Some(t) = vocab.text(id) {
+                if let Some(&b) = t.as_bytes().first() {
+                    first_bytes[usize::from(b)] = true;
+                }
+                lengths.push(t.len());
+            }
+        }
+        lengths.sort_unstable();
+        lengths.dedup();
+        Self {
+            first_bytes,
+            lengths,
+        }
+    }
+
+    /// The special tokens whose text occurs somewhere in `text`, sorted: one pass over the text
+    /// instead of one search per special token (a vocabulary may have thousands of them).
+    fn occurring(&self, vocab: &Vocab, text: &str) -> Vec<u32> {
+        let special = attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN;
+        let mut found = Vec::new();
+        for (i, &b) in text.as_bytes().iter().enumerate() {
+            if !self.first_bytes[usize::from(b)] {
+                continue;
+            }
+            for &len in &self.lengths {
+                let Some(candidate) = text.get(i..i + len) else {
+                    continue;
+                };
+                if let Some(id) = vocab.token_id(candidate) {
+                    if vocab.attr(id) & special != 0 {
+                        found.push(id);
+                    }
+                }
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+}
+
 /// Cuts `text` into fragments. With `parse_special` false, control and unknown tokens are text
 /// like any other (user-defined tokens are still found, as llama.cpp does).
 pub(super) fn partition(
     vocab: &Vocab,
     order: &[u32],
+    finder: &Finder,
     text: &str,
     parse_special: bool,
 ) -> Vec<Fragment> {
@@ -39,7 +94,12 @@ pub(super) fn partition(
         return fragments;
     }
     fragments.push(Fragment::Text(0..text.len()));
+    // Only special tokens that occur in the whole text can occur in a fragment of it.
+    let occurring = finder.occurring(vocab, text);
     for &id in order {
+        if occurring.binary_search(&id).is_err() {
+            continue;
+        }
         let a = vocab.attr(id);
         if !parse_special && a & (attr::CONTROL | attr::UNKNOWN) != 0 {
             continue;
@@ -47,10 +107,6 @@ pub(super) fn partition(
         let Some(needle) = vocab.text(id).filter(|t| !t.is_empty()) else {
             continue;
         };
-        // Most special tokens occur nowhere: check the whole text once before cutting.
-        if !text.contains(needle) {
-            continue;
-        }
         let mut next = Vec::with_capacity(fragments.len() + 2);
         for fragment in fragments {
             match fragment {

@@ -5,108 +5,40 @@
 //! `llm_tokenizer_spm_session` does.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
+use super::symbols::{merge_all, text_of};
 use super::vocab::Vocab;
 
-#[derive(Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
+/// A score ordered totally, even NaN (a hostile file's): `f32::total_cmp`.
+struct Score(f32);
 
-/// A candidate merge. Ordered so that the heap's top is the highest score, then the leftmost.
-struct Bigram {
-    score: f32,
-    left: usize,
-    right: usize,
-    len: usize,
-}
-
-impl Ord for Bigram {
+impl Ord for Score {
     fn cmp(&self, other: &Self) -> Ordering {
-        // A total order even for NaN scores (hostile files): `total_cmp`.
-        self.score
-            .total_cmp(&other.score)
-            .then_with(|| other.left.cmp(&self.left))
+        self.0.total_cmp(&other.0)
     }
 }
-impl PartialOrd for Bigram {
+impl PartialOrd for Score {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl PartialEq for Bigram {
+impl PartialEq for Score {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for Bigram {}
+impl Eq for Score {}
 
 /// Appends the ids of `text` (already space-escaped).
 pub(super) fn encode(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    for (i, (start, c)) in text.char_indices().enumerate() {
-        symbols.push(Symbol {
-            start,
-            len: c.len_utf8(),
-            prev: i.checked_sub(1),
-            next: None,
-        });
-        if let Some(prev) = i.checked_sub(1).and_then(|p| symbols.get_mut(p)) {
-            prev.next = Some(i);
-        }
-    }
-    let mut queue = BinaryHeap::new();
-    let push = |queue: &mut BinaryHeap<Bigram>,
-                symbols: &[Symbol],
-                left: Option<usize>,
-                right: Option<usize>| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
-        };
-        let (l, r) = (symbols[left], symbols[right]);
-        let len = l.len + r.len;
-        let Some(id) = text
-            .get(l.start..l.start + len)
-            .and_then(|t| vocab.token_id(t))
-        else {
-            return;
-        };
-        queue.push(Bigram {
-            score: vocab.score(id),
-            left,
-            right,
-            len,
-        });
-    };
-    for i in 1..symbols.len() {
-        push(&mut queue, &symbols, Some(i - 1), Some(i));
-    }
-    while let Some(b) = queue.pop() {
-        let (l, r) = (symbols[b.left], symbols[b.right]);
-        if l.len == 0 || r.len == 0 || l.len + r.len != b.len {
-            continue;
-        }
-        symbols[b.left].len += r.len;
-        symbols[b.left].next = r.next;
-        symbols[b.right].len = 0;
-        if let Some(n) = r.next {
-            symbols[n].prev = Some(b.left);
-        }
-        push(&mut queue, &symbols, l.prev, Some(b.left));
-        push(&mut queue, &symbols, Some(b.left), r.next);
-    }
-    let mut at = if symbols.is_empty() { None } else { Some(0) };
-    while let Some(i) = at {
-        let s = symbols[i];
-        let piece = text.get(s.start..s.start + s.len).unwrap_or_default();
+    // Highest score of the joined token first.
+    let score =
+        |_: &str, _: &str, joined: &str| vocab.token_id(joined).map(|id| Score(vocab.score(id)));
+    for s in merge_all(text, score) {
+        let piece = text_of(text, &s);
         match vocab.token_id(piece) {
             Some(id) => out.push(id),
             None => out.extend(piece.bytes().filter_map(|b| vocab.byte_token(b))),
         }
-        at = s.next;
     }
 }
