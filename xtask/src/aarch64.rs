@@ -14,6 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::CI_PROFILE;
+
 const TARGET: &str = "aarch64-unknown-linux-gnu";
 const LINKER: &str = "aarch64-linux-gnu-gcc";
 const SYSROOT: &str = "/usr/aarch64-linux-gnu";
@@ -29,8 +31,9 @@ const CPUS: [(&str, &str); 3] = [
     ("cortex-a72", "NEON only"),
 ];
 
-/// Installs, then runs `cargo test -p miniquant --release --target aarch64-unknown-linux-gnu` for
-/// each CPU model.
+/// Installs, then runs `cargo test -p miniquant --profile ci --target aarch64-unknown-linux-gnu` for
+/// each CPU model: the `ci` profile (release with overflow checks) of the host test build, whose
+/// build scripts and proc macros this build then shares.
 pub fn cross_tests() -> Result<(), String> {
     if std::env::args().nth(2).as_deref() == Some("count") {
         let types: Vec<String> = std::env::args().skip(3).collect();
@@ -40,11 +43,12 @@ pub fn cross_tests() -> Result<(), String> {
     install()?;
     for (cpu, levels) in CPUS {
         eprintln!(
-            "+ QEMU_CPU={cpu} cargo test -p miniquant --release --target {TARGET}  ({levels})"
+            "+ QEMU_CPU={cpu} cargo test -p miniquant --profile {CI_PROFILE} --target {TARGET}  ({levels})"
         );
         let step = Instant::now();
         let status = Command::new("cargo")
-            .args(["test", "-p", "miniquant", "--release", "--target", TARGET])
+            .args(["test", "-p", "miniquant", "--profile", CI_PROFILE])
+            .args(["--target", TARGET])
             .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
             .env(
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
