@@ -73,7 +73,7 @@ pub fn cross_tests() -> Result<(), String> {
 }
 
 /// apt packages (only when a tool is missing) and the rustup target.
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     let have_tools = on_path(LINKER)
         && on_path("qemu-aarch64")
         && Path::new(SYSROOT).join("lib/libc.so.6").exists();

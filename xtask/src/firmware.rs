@@ -130,7 +130,7 @@ fn found(program: &str, arg: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     let have_qemu =
         found("qemu-system-arm", "--version") && found("qemu-system-aarch64", "--version");
     let have_qemu = have_qemu && found("qemu-system-riscv32", "--version");

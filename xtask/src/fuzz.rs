@@ -28,7 +28,7 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 }
 
 /// Installs nightly (minimal profile) and cargo-fuzz if they are missing.
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     if !succeeds("rustc", &["+nightly", "--version"]) {
         crate::run(
             "rustup",

@@ -103,19 +103,22 @@ fn main() -> ExitCode {
 /// The steps of `ci`, in the order their logs are printed and, when two are ready at once, started
 /// (see `pipeline.rs`; the budget is 15 minutes on a fresh 2-core machine). Fuzzing comes early:
 /// its runs use one core, and the builds beside it the other.
-const CI_STEPS: [pipeline::Step; 11] = [
+const CI_STEPS: [pipeline::Step; 12] = [
     step("fetch", fetch, &[]),
-    step("checks", checks, &["fetch"]),
     step("build", build, &["fetch"]),
-    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS), &["fetch"]),
+    // Every step that installs with apt, rustup or cargo install waits for this one, so no two
+    // installs run at once (apt's lock; rustup has none); beside `build` it costs no time.
+    step("tools", tools, &["fetch"]),
+    step("checks", checks, &["tools"]),
+    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS), &["tools"]),
     step("tests", tests, &["build"]),
     step("new-user", new_user, &["build"]),
     // The same target directory as `build` (cargo would wait for its lock anyway).
     step("overflow", overflow::tests, &["build"]),
-    step("aarch64", aarch64::cross_tests, &["build"]),
-    step("capi", capi::capi, &["fetch"]),
+    step("aarch64", aarch64::cross_tests, &["build", "tools"]),
+    step("capi", capi::capi, &["tools"]),
     // The host CLI from `build` makes the images' inputs.
-    step("firmware", firmware::firmware, &["build"]),
+    step("firmware", firmware::firmware, &["build", "tools"]),
     // Shares `build`'s build scripts and proc macros (and so its target directory's lock).
     step("scalar-only", scalar_only::run, &["build"]),
 ];
@@ -169,6 +172,17 @@ fn fetch() -> Result<(), String> {
     run("bash", &["scripts/fetch-models.sh"])?;
     run("bash", &["scripts/fetch-ggml.sh"])?;
     run("python3", &["scripts/gguf_py_dequant.py", "--setup"])
+}
+
+/// What the later steps install (each step's own install then finds it there): the MSRV and
+/// nightly toolchains, the cross linkers and QEMU from apt, rustup targets, cargo-fuzz, cbindgen
+/// and defmt-print.
+fn tools() -> Result<(), String> {
+    msrv::install()?;
+    fuzz::install()?;
+    capi::install_cbindgen()?;
+    aarch64::install()?;
+    firmware::install()
 }
 
 fn checks() -> Result<(), String> {
