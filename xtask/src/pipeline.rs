@@ -67,10 +67,11 @@ pub fn run(steps: &[Step]) -> Result<(), String> {
             let cpu = now_cpu.zip(accounted_cpu).map(|(now, before)| now - before);
             accounted_cpu = now_cpu;
             eprintln!(
-                "xtask: [{:>4.0} s] {} {} ({wall:.0} s)",
+                "xtask: [{:>4.0} s] {} {} ({wall:.0} s wall, {} s cpu)",
                 start.elapsed().as_secs_f64(),
                 step.name,
-                if status.success() { "passed" } else { "FAILED" }
+                if status.success() { "passed" } else { "FAILED" },
+                cpu.map_or("?".to_string(), |c| format!("{c:.0}"))
             );
             states[i] = State::Done {
                 passed: status.success(),
