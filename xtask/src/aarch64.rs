@@ -14,6 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::CI_PROFILE;
+
 const TARGET: &str = "aarch64-unknown-linux-gnu";
 const LINKER: &str = "aarch64-linux-gnu-gcc";
 const SYSROOT: &str = "/usr/aarch64-linux-gnu";
@@ -29,9 +31,10 @@ const CPUS: [(&str, &str); 3] = [
     ("cortex-a72", "NEON only"),
 ];
 
-/// Installs, then runs `cargo test -p miniquant --release --features model --target
-/// aarch64-unknown-linux-gnu` for each CPU model (`model`: the forward pass's logits are checked
-/// against the bits recorded on x86_64).
+/// Installs, then runs `cargo test -p miniquant --profile ci --features model --target
+/// aarch64-unknown-linux-gnu` for each CPU model: the `ci` profile (release with overflow checks) of
+/// the host test build, whose build scripts and proc macros this build then shares; `model`: the
+/// forward pass's logits are checked against the bits recorded on x86_64.
 pub fn cross_tests() -> Result<(), String> {
     if std::env::args().nth(2).as_deref() == Some("count") {
         let types: Vec<String> = std::env::args().skip(3).collect();
@@ -41,20 +44,12 @@ pub fn cross_tests() -> Result<(), String> {
     install()?;
     for (cpu, levels) in CPUS {
         eprintln!(
-            "+ QEMU_CPU={cpu} cargo test -p miniquant --release --features model --target {TARGET}  ({levels})"
+            "+ QEMU_CPU={cpu} cargo test -p miniquant --profile {CI_PROFILE} --features model --target {TARGET}  ({levels})"
         );
         let step = Instant::now();
         let status = Command::new("cargo")
-            .args([
-                "test",
-                "-p",
-                "miniquant",
-                "--release",
-                "--features",
-                "model",
-                "--target",
-                TARGET,
-            ])
+            .args(["test", "-p", "miniquant", "--profile", CI_PROFILE])
+            .args(["--features", "model", "--target", TARGET])
             .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
             .env(
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
@@ -79,7 +74,7 @@ pub fn cross_tests() -> Result<(), String> {
 }
 
 /// apt packages (only when a tool is missing) and the rustup target.
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     let have_tools = on_path(LINKER)
         && on_path("qemu-aarch64")
         && Path::new(SYSROOT).join("lib/libc.so.6").exists();

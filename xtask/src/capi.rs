@@ -138,8 +138,8 @@ pub fn capi() -> Result<(), String> {
     Ok(())
 }
 
-/// Regenerates the header into `capi/target/` and compares it with `include/miniquant.h`.
-fn header_is_current() -> Result<(), String> {
+/// Installs cbindgen (pinned) if that version is missing.
+pub(crate) fn install_cbindgen() -> Result<(), String> {
     let have = Command::new("cbindgen")
         .arg("--version")
         .output()
@@ -156,6 +156,12 @@ fn header_is_current() -> Result<(), String> {
             ],
         )?;
     }
+    Ok(())
+}
+
+/// Regenerates the header into `capi/target/` and compares it with `include/miniquant.h`.
+fn header_is_current() -> Result<(), String> {
+    install_cbindgen()?;
     let fresh = capi_dir().join("target/miniquant.h");
     fs::create_dir_all(capi_dir().join("target")).map_err(|e| e.to_string())?;
     let mut gen = Command::new("cbindgen");

@@ -149,7 +149,7 @@ fn found(program: &str, arg: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     let have_qemu =
         found("qemu-system-arm", "--version") && found("qemu-system-aarch64", "--version");
     let have_qemu = have_qemu && found("qemu-system-riscv32", "--version");
@@ -291,17 +291,7 @@ fn update(path: &Path, bytes: &[u8]) -> Result<(), String> {
 
 /// Each tensor's first dimension (its columns), from `miniquant inspect --json` of the extract.
 fn columns(extract: &Path) -> Result<Vec<usize>, String> {
-    let out = Command::new("cargo")
-        .args([
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "miniquant-std",
-            "--bin",
-            "miniquant",
-            "--",
-        ])
+    let out = host_cli()
         .args(["inspect", "--json"])
         .arg(extract)
         .current_dir(root())
@@ -340,20 +330,43 @@ fn activations(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// The host's `miniquant` command (built from this checkout) with `args`.
+/// The host's `miniquant` command, built from this checkout: `$MINIQUANT` when set (`ci` sets it to
+/// the binary its test build made), otherwise through `cargo run --release`.
+fn host_cli() -> Command {
+    let mut cmd = match std::env::var_os("MINIQUANT").filter(|p| !p.is_empty()) {
+        Some(binary) => Command::new(binary),
+        None => {
+            let mut cargo = Command::new("cargo");
+            cargo.args([
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "miniquant-std",
+                "--bin",
+                "miniquant",
+                "--",
+            ]);
+            cargo
+        }
+    };
+    cmd.current_dir(root());
+    cmd
+}
+
+/// The host's `miniquant` command with `args`, echoed; fails if it fails.
 fn miniquant(args: &[&str]) -> Result<(), String> {
-    let mut all = vec![
-        "run",
-        "--release",
-        "-q",
-        "-p",
-        "miniquant-std",
-        "--bin",
-        "miniquant",
-        "--",
-    ];
-    all.extend_from_slice(args);
-    run("cargo", &all)
+    let mut cmd = host_cli();
+    cmd.args(args);
+    eprintln!("+ {cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run miniquant: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`miniquant {}` failed: {status}", args.join(" ")))
+    }
 }
 
 /// `cargo build --release` of one image in `firmware-example/` (its own workspace and target dir).

@@ -16,6 +16,10 @@ pub const TARGETS: [&str; 4] = ["header", "validate", "roundtrip", "kernels"];
 /// Seconds per target when none are given.
 pub const DEFAULT_SECONDS: u64 = 30;
 
+/// Seconds per target in `ci`: every run first replays the whole committed corpus (under ASan, as
+/// `tests/fuzz_corpus.rs` replays it on stable without), then mutates for the rest.
+pub const CI_SECONDS: u64 = 20;
+
 fn succeeds(program: &str, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
@@ -24,7 +28,7 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 }
 
 /// Installs nightly (minimal profile) and cargo-fuzz if they are missing.
-fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     if !succeeds("rustc", &["+nightly", "--version"]) {
         crate::run(
             "rustup",

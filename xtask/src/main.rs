@@ -1,21 +1,25 @@
 //! `cargo xtask <task>`: the project's one-command build and test orchestration, identical on a
 //! developer machine and in CI.
 //!
-//! - `ci`: install what the tests need (rustup target, model files, ggml's C sources, a gguf-py
-//!   venv), then run fmt, clippy, rustdoc, `cargo check` with the declared `rust-version` (1.89),
-//!   the no_std build of `core` for `thumbv7em-none-eabihf`, and every test (doctests included);
-//!   which kernel levels this CPU let the tests run is printed before them and at the end (see
-//!   `levels.rs`).
-//! - `new-user`: `scripts/new-user.sh` against the release binary (part of `ci`, after the tests).
+//! - `ci`: every step below as one dependency graph, two steps at a time (see `pipeline.rs`):
+//!   install what the tests need (rustup target, model files, ggml's C sources, a gguf-py venv),
+//!   fmt, clippy, rustdoc, `cargo check` with the declared `rust-version` (1.89), the no_std build
+//!   of `core` for `thumbv7em-none-eabihf`, one build of every test in the `ci` profile (release
+//!   with overflow checks) and its run (doctests included), then new-user, overflow, aarch64,
+//!   capi, firmware, scalar-only and fuzz; which kernel levels this CPU let the tests run is
+//!   printed before them and at the end (see `levels.rs`), and each step's wall and CPU time with
+//!   the totals.
+//! - `test`: the test run of `ci` alone.
+//! - `new-user`: `scripts/new-user.sh` against the CLI of the test build (part of `ci`).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
-//! - `overflow`: the core's tests and the hostile-header suite with overflow checks on (part of
-//!   `ci`).
+//! - `overflow`: the core's tests with its default features (no `std`) and overflow checks on
+//!   (part of `ci`).
 //! - `capi`: the C API: header current with cbindgen's, a C test program under ASan and UBSan
 //!   compared with the Rust API (see `capi.rs`; part of `ci`).
 //! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
-//!   (also the last step of `ci`).
+//!   (part of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
 //! - `levels`: which kernel levels this CPU runs (and so tests); `ci` and `test` print it.
@@ -33,6 +37,7 @@ mod firmware;
 mod miri;
 mod msrv;
 mod overflow;
+mod pipeline;
 mod scalar_only;
 
 use std::path::{Path, PathBuf};
@@ -48,22 +53,17 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "ci" => {
-            let steps: [(&str, Step); 10] = [
-                ("fetch", fetch),
-                ("checks", checks),
-                ("tests", tests),
-                ("new-user", new_user),
-                ("overflow", overflow::tests),
-                ("scalar-only", scalar_only::run),
-                ("aarch64", aarch64::cross_tests),
-                ("capi", capi::capi),
-                ("firmware", firmware::firmware),
-                ("fuzz", || fuzz::fuzz(fuzz::DEFAULT_SECONDS)),
-            ];
-            let result = timed_steps(&steps);
-            // `tests()` prints the levels before the tests; again here, next to the summary.
+            let result = pipeline::run(&CI_STEPS);
+            // The `tests` step prints the levels before its tests; again here, by the summary.
             levels::print();
             result
+        }
+        "ci-step" => {
+            let name = std::env::args().nth(2).unwrap_or_default();
+            match CI_STEPS.iter().find(|s| s.name == name) {
+                Some(step) => (step.run)(),
+                None => Err(format!("no ci step named `{name}`")),
+            }
         }
         "fetch" => fetch(),
         "check" => checks(),
@@ -100,35 +100,45 @@ fn main() -> ExitCode {
     }
 }
 
-/// One step of `ci`.
-type Step = fn() -> Result<(), String>;
+/// The steps of `ci`, in the order their logs are printed and, when two are ready at once, started
+/// (see `pipeline.rs`; the budget is 15 minutes on a fresh 2-core machine). Fuzzing comes early:
+/// its runs use one core, and the builds beside it the other.
+const CI_STEPS: [pipeline::Step; 12] = [
+    step("fetch", fetch, &[]),
+    step("build", build, &["fetch"]),
+    // Every step that installs with apt, rustup or cargo install waits for this one, so no two
+    // installs run at once (apt's lock; rustup has none); beside `build` it costs no time.
+    step("tools", tools, &["fetch"]),
+    step("checks", checks, &["tools"]),
+    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS), &["tools"]),
+    step("tests", tests, &["build"]),
+    step("new-user", new_user, &["build"]),
+    // The same target directory as `build` (cargo would wait for its lock anyway).
+    step("overflow", overflow::tests, &["build"]),
+    step("aarch64", aarch64::cross_tests, &["build", "tools"]),
+    step("capi", capi::capi, &["tools"]),
+    // The host CLI from `build` makes the images' inputs.
+    step("firmware", firmware::firmware, &["build", "tools"]),
+    // Shares `build`'s build scripts and proc macros (and so its target directory's lock).
+    step("scalar-only", scalar_only::run, &["build"]),
+];
 
-/// Runs `steps` in order until one fails, then prints each step's time and the total (the
-/// budget is 15 minutes on a fresh 2-core machine).
-fn timed_steps(steps: &[(&str, Step)]) -> Result<(), String> {
-    let start = Instant::now();
-    let mut times = Vec::new();
-    let mut result = Ok(());
-    for (name, step) in steps {
-        let step_start = Instant::now();
-        result = step();
-        times.push((*name, step_start.elapsed().as_secs_f64()));
-        if result.is_err() {
-            break;
-        }
-    }
-    let total = start.elapsed().as_secs_f64();
-    let each: Vec<String> = times
-        .iter()
-        .map(|(name, s)| format!("{name} {s:.0}"))
-        .collect();
-    eprintln!(
-        "xtask: ci step times (s): {}; total {:.0} s ({:.1} min)",
-        each.join(", "),
-        total,
-        total / 60.0
-    );
-    result
+const fn step(
+    name: &'static str,
+    run: fn() -> Result<(), String>,
+    after: &'static [&'static str],
+) -> pipeline::Step {
+    pipeline::Step { name, run, after }
+}
+
+/// The cargo profile of the test build: release with overflow checks and debug assertions in this
+/// workspace's crates (see Cargo.toml), so one build serves the tests, the overflow checks, the
+/// new-user script and the firmware's host inputs.
+pub const CI_PROFILE: &str = "ci";
+
+/// The CLI binary the test build makes.
+pub fn ci_cli() -> PathBuf {
+    root().join("target").join(CI_PROFILE).join("miniquant")
 }
 
 fn root() -> PathBuf {
@@ -162,6 +172,17 @@ fn fetch() -> Result<(), String> {
     run("bash", &["scripts/fetch-models.sh"])?;
     run("bash", &["scripts/fetch-ggml.sh"])?;
     run("python3", &["scripts/gguf_py_dequant.py", "--setup"])
+}
+
+/// What the later steps install (each step's own install then finds it there): the MSRV and
+/// nightly toolchains, the cross linkers and QEMU from apt, rustup targets, cargo-fuzz, cbindgen
+/// and defmt-print.
+fn tools() -> Result<(), String> {
+    msrv::install()?;
+    fuzz::install()?;
+    capi::install_cbindgen()?;
+    aarch64::install()?;
+    firmware::install()
 }
 
 fn checks() -> Result<(), String> {
@@ -222,18 +243,32 @@ fn no_std_build() -> Result<(), String> {
     )
 }
 
+/// Builds every test (and the CLI, which the CLI tests run) without running them.
+fn build() -> Result<(), String> {
+    run(
+        "cargo",
+        &["test", "--workspace", "--profile", CI_PROFILE, "--no-run"],
+    )
+}
+
 fn tests() -> Result<(), String> {
     levels::print();
     run(
         "cargo",
-        &["test", "--workspace", "--release", "--no-fail-fast"],
+        &[
+            "test",
+            "--workspace",
+            "--profile",
+            CI_PROFILE,
+            "--no-fail-fast",
+        ],
     )
 }
 
-/// `scripts/new-user.sh`: what a new user types, mistakes included, against the release binary
-/// the test step built (the script builds it when it is missing).
+/// `scripts/new-user.sh`: what a new user types, mistakes included, against the CLI the test
+/// build made (the script builds a release one when it is missing).
 fn new_user() -> Result<(), String> {
-    let binary = root().join("target/release/miniquant");
+    let binary = ci_cli();
     eprintln!("+ bash scripts/new-user.sh");
     let start = Instant::now();
     let mut command = Command::new("bash");

@@ -8,9 +8,8 @@ use crate::run;
 /// The workspace's `rust-version`.
 const MSRV: &str = "1.89";
 
-/// Installs the toolchain if missing (minimal profile), then `cargo +1.89 check` of the library
-/// crates and the CLI.
-pub fn msrv_build() -> Result<(), String> {
+/// Installs the toolchain if missing (minimal profile).
+pub fn install() -> Result<(), String> {
     let installed = std::process::Command::new("rustup")
         .args(["run", MSRV, "rustc", "--version"])
         .output()
@@ -21,6 +20,12 @@ pub fn msrv_build() -> Result<(), String> {
             &["toolchain", "install", MSRV, "--profile", "minimal"],
         )?;
     }
+    Ok(())
+}
+
+/// `cargo +1.89 check` of the library crates and the CLI, installing the toolchain first.
+pub fn msrv_build() -> Result<(), String> {
+    install()?;
     let toolchain = format!("+{MSRV}");
     run(
         "cargo",

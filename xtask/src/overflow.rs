@@ -1,16 +1,14 @@
-//! `overflow`: the parser's no-panic tests with overflow checks on (the debug profile), as firmware,
-//! `cargo test` and fuzzing build it. The main test run is in release, where arithmetic wraps
-//! silently, so an addition made before its guard would go unnoticed there.
-//!
-//! Runs the core's unit, property and doc tests and the hostile-header suite (about a minute
-//! including the debug build).
+//! `overflow`: the core's tests with its default features (no `std`, the feature set a firmware
+//! or library user gets) in the `ci` profile, whose overflow checks and debug assertions catch an
+//! addition made before its guard, which a release build would let wrap silently. The rest of the
+//! suite (the hostile-header suite included) gets the same checks in the `tests` step, from the
+//! same profile; this step adds the build without `std`.
 
-use crate::run;
+use crate::{run, CI_PROFILE};
 
 pub(crate) fn tests() -> Result<(), String> {
-    run("cargo", &["test", "-p", "miniquant"])?;
     run(
         "cargo",
-        &["test", "-p", "miniquant-tests", "--test", "hostile_headers"],
+        &["test", "-p", "miniquant", "--profile", CI_PROFILE],
     )
 }

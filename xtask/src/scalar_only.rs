@@ -1,22 +1,24 @@
 //! The build with no SIMD at all (`--cfg miniquant_disable_simd`): core's tests must pass on the
-//! scalar kernels alone. It gets its own target directory so that changing RUSTFLAGS does not
-//! invalidate the main build's cache.
+//! scalar kernels alone. Built for the host as an explicit `--target`, so that the flag reaches only
+//! the target's crates: the build scripts and proc macros are the `build` step's, and the flagged
+//! crates live apart under `target/x86_64-unknown-linux-gnu/` without invalidating its cache.
 
 use std::process::Command;
 use std::time::Instant;
 
-/// `cargo test -p miniquant --release --lib` with SIMD compiled out.
+use crate::CI_PROFILE;
+
+/// `cargo test -p miniquant --profile ci --lib` with SIMD compiled out.
 pub fn run() -> Result<(), String> {
-    let target_dir = super::root().join("target").join("scalar-only");
+    let host = host_triple()?;
     eprintln!(
-        "+ RUSTFLAGS=\"--cfg miniquant_disable_simd\" CARGO_TARGET_DIR={} cargo test -p miniquant --release --lib",
-        target_dir.display()
+        "+ RUSTFLAGS=\"--cfg miniquant_disable_simd\" cargo test -p miniquant --profile {CI_PROFILE} --lib --target {host}"
     );
     let start = Instant::now();
     let status = Command::new("cargo")
-        .args(["test", "-p", "miniquant", "--release", "--lib"])
+        .args(["test", "-p", "miniquant", "--profile", CI_PROFILE, "--lib"])
+        .args(["--target", &host])
         .env("RUSTFLAGS", "--cfg miniquant_disable_simd")
-        .env("CARGO_TARGET_DIR", &target_dir)
         .current_dir(super::root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -26,4 +28,17 @@ pub fn run() -> Result<(), String> {
     } else {
         Err(format!("the scalar-only build's tests failed: {status}"))
     }
+}
+
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> Result<String, String> {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run rustc: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "rustc -vV names no host".to_string())
 }
