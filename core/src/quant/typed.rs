@@ -238,7 +238,7 @@ pub const MATMUL_TILE_BYTES: usize = 128 << 10;
 const TILE_ROW_MULTIPLE: usize = 8;
 
 /// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes: about
-/// [`MATMUL_TILE_BYTES`] of weights, at least one group of [`TILE_ROW_MULTIPLE`] rows.
+/// [`MATMUL_TILE_BYTES`] of weights, a multiple of 8 rows (at least 8).
 pub fn matmul_tile_rows(row_bytes: usize) -> usize {
     let rows = MATMUL_TILE_BYTES / row_bytes.max(1);
     (rows - rows % TILE_ROW_MULTIPLE).max(TILE_ROW_MULTIPLE)
