@@ -591,3 +591,99 @@ fn matmul_of_odd_and_even_shapes_equals_matvec_per_column() {
         }
     }
 }
+
+/// `typed::matmul_at` of every level against the scalar vec_dot of each row and each column
+/// quantized by the scalar quantizer: shapes of 1 to 17 rows by 1 to 17 columns of two blocks,
+/// and a matrix of two whole tiles and three rows (tiles and the row groups of the rows kernels
+/// do not divide it) by 5 columns. Returns the failures.
+struct MatmulCheck {
+    seed: u64,
+}
+
+impl MatmulCheck {
+    /// The failures of one `rows × (2 blocks)` matrix against `n` columns, at every level.
+    fn shape<B: Kernels>(rng: &mut Rng, rows: usize, n: usize) -> Vec<String> {
+        let mut failures = Vec::new();
+        let (Some(scalar), Some(quantize_x)) = (
+            B::vec_dot_kernel(Level::Scalar),
+            <B::Activation as Kernels>::quantize_kernel(Level::Scalar),
+        ) else {
+            return failures;
+        };
+        let row_blocks = 2;
+        let cols = row_blocks * B::VALUES;
+        // Quantized rows where the type has a quantizer (else random bytes), one random-byte row.
+        let mut w: Vec<u8> = Vec::new();
+        for r in 0..rows {
+            let mut rows_of = weight_rows::<B>(rng, row_blocks);
+            let pick = if r % 5 == 4 { 0 } else { rows_of.len() - 1 };
+            w.append(&mut rows_of.swap_remove(pick));
+        }
+        let x = rng.values(n * cols);
+        let per_column = typed::matvec_scratch_bytes::<B>(cols).unwrap();
+        let mut xq = vec![0u8; per_column * n];
+        quantize_x(&x, blocks_mut::<B::Activation>(&mut xq).unwrap());
+        let wb = blocks::<B>(&w).unwrap();
+        let mut want = vec![0f32; n * rows];
+        for (column, out) in xq.chunks_exact(per_column).zip(want.chunks_exact_mut(rows)) {
+            let column = blocks::<B::Activation>(column).unwrap();
+            for (o, row) in out.iter_mut().zip(wb.chunks_exact(row_blocks)) {
+                *o = scalar(row, column);
+            }
+        }
+        for level in available() {
+            let mut scratch = vec![0u8; per_column * n];
+            let mut y = vec![f32::NAN; n * rows];
+            let result = typed::matmul_at::<B>(level, &w, rows, cols, n, &x, &mut scratch, &mut y);
+            if result.is_err() || !same_bits(&y, &want) {
+                failures.push(format!(
+                    "{} at {level}: {rows} rows, {n} columns: {result:?}",
+                    B::TYPE
+                ));
+            }
+        }
+        failures
+    }
+}
+
+impl Visitor for MatmulCheck {
+    type Out = Vec<String>;
+    fn visit<B: Kernels>(self) -> Vec<String> {
+        let mut failures = Vec::new();
+        let mut rng = Rng(self.seed);
+        for rows in 1..=17 {
+            for n in 1..=17 {
+                failures.append(&mut MatmulCheck::shape::<B>(&mut rng, rows, n));
+            }
+        }
+        let tile_rows = typed::matmul_tile_rows(2 * core::mem::size_of::<B>());
+        failures.append(&mut MatmulCheck::shape::<B>(&mut rng, 2 * tile_rows + 3, 5));
+        failures
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn matmul_of_every_type_and_shape_equals_the_scalar_vec_dots() {
+    let mut failures = Vec::new();
+    let mut tested = 0;
+    for (i, t) in GgmlType::ALL.iter().enumerate() {
+        if super::vec_dot_type(*t).is_none() {
+            continue;
+        }
+        let check = MatmulCheck {
+            seed: 0x6e_0000 + i as u64,
+        };
+        if let Some(mut f) = visit(*t, check) {
+            tested += 1;
+            failures.append(&mut f);
+        }
+    }
+    assert!(tested >= 20, "only {tested} types with a vec_dot");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
+}

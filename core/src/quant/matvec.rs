@@ -204,6 +204,56 @@ pub fn matmul(
     }))
 }
 
+/// `Y = W Xq` for `n` columns already quantized one after another (each as
+/// [`quantize_activations`] makes it; [`quantize_activations`] of the `n × cols` values at once
+/// makes all of them): the second half of [`matmul`], for callers that split the rows or the
+/// columns (threads). Column `j` of `y` (`n × rows`) is bit-identical to [`matvec`] of column `j`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_quantized(
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xq: &[u8],
+    y: &mut [f32],
+) -> Result<()> {
+    struct Run<'a> {
+        level: Level,
+        w: &'a [u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        xq: &'a [u8],
+        y: &'a mut [f32],
+    }
+    impl Visitor for Run<'_> {
+        type Out = Result<()>;
+        fn visit<B: Kernels>(self) -> Result<()> {
+            typed::matmul_quantized_at::<B>(
+                self.level, self.w, self.rows, self.cols, self.n, self.xq, self.y,
+            )
+        }
+    }
+    check_level(level)?;
+    vec_dot_type_of(t)?;
+    bytes_for(t, cols)?;
+    let run = Run {
+        level,
+        w,
+        rows,
+        cols,
+        n,
+        xq,
+        y,
+    };
+    visit(t, run).unwrap_or(Err(Error::Unsupported {
+        ggml_type: t,
+        op: Op::VecDot,
+    }))
+}
+
 fn vec_dot_type_of(t: GgmlType) -> Result<GgmlType> {
     vec_dot_type(t).ok_or(Error::Unsupported {
         ggml_type: t,

@@ -10,7 +10,7 @@
 use super::blockwise::same_len;
 use super::cast::{blocks, blocks_mut, Block};
 use super::level::{self, Level, LevelError};
-use super::table::Kernels;
+use super::table::{Kernels, VecDot2x2Fn, VecDotFn};
 use crate::error::{Error, Op, Result};
 
 /// Fails with [`Error::LevelUnavailable`] if the CPU or build lacks `level`.
@@ -193,14 +193,27 @@ pub fn matvec_quantized_at<B: Kernels>(
         y.fill(0.0);
         return Ok(());
     }
-    if let Some(rows_kernel) = B::rows_kernel(level) {
-        rows_kernel(w, row_blocks, xq, y);
-        return Ok(());
-    }
-    for (out, row) in y.iter_mut().zip(w.chunks_exact(row_blocks)) {
-        *out = kernel(row, xq);
-    }
+    rows_against_column::<B>(level, kernel, w, row_blocks, xq, y);
     Ok(())
+}
+
+/// `out[r]` = vec_dot of row `r` of `w` (`row_blocks` blocks each) with `xq`: the rows kernel of
+/// `level` where there is one, else one vec_dot per row.
+fn rows_against_column<B: Kernels>(
+    level: Level,
+    vec_dot: VecDotFn<B, B::Activation>,
+    w: &[B],
+    row_blocks: usize,
+    xq: &[B::Activation],
+    out: &mut [f32],
+) {
+    if let Some(rows_kernel) = B::rows_kernel(level) {
+        rows_kernel(w, row_blocks, xq, out);
+        return;
+    }
+    for (out, row) in out.iter_mut().zip(w.chunks_exact(row_blocks)) {
+        *out = vec_dot(row, xq);
+    }
 }
 
 /// Scratch bytes [`matmul_at`] needs for `n` activation columns of `cols` values.
@@ -213,10 +226,29 @@ pub fn matmul_scratch_bytes<B: Kernels>(cols: usize, n: usize) -> Result<usize> 
         })
 }
 
+/// Weight bytes of one tile of rows in [`matmul_quantized_at`]: every column passes over a tile
+/// while it stays in the core's private L2 (1-2 MiB on current cores), so the weights come from
+/// memory once per call instead of once per column. Small enough that a tile and a few columns'
+/// activations share L2, large enough that what the rows kernels make once per call and column
+/// (activation summaries, prepared K-quant activations) is spread over many rows.
+pub const MATMUL_TILE_BYTES: usize = 128 << 10;
+
+/// A tile's rows are a multiple of this: the widest group of rows a rows kernel runs side by side
+/// (eight f32 lanes), so that only the matrix's last tile has rows left over for single vec_dots.
+const TILE_ROW_MULTIPLE: usize = 8;
+
+/// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes: about
+/// [`MATMUL_TILE_BYTES`] of weights, a multiple of 8 rows (at least 8).
+pub fn matmul_tile_rows(row_bytes: usize) -> usize {
+    let rows = MATMUL_TILE_BYTES / row_bytes.max(1);
+    (rows - rows % TILE_ROW_MULTIPLE).max(TILE_ROW_MULTIPLE)
+}
+
 /// `Y = W X` for `n` activation columns: `x` holds the columns one after another (`n × cols`),
 /// `y` receives one output column of `rows` values per input column (`n × rows`). Every column
-/// is bit-identical to [`matvec`] of that column; the weights are streamed once per tile of rows
-/// rather than once per column.
+/// is bit-identical to [`matvec`] of that column. `scratch` holds at least
+/// [`matmul_scratch_bytes`] bytes; the columns are quantized into it once, then
+/// [`matmul_quantized_at`] runs.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_at<B: Kernels>(
     level: Level,
@@ -229,76 +261,116 @@ pub fn matmul_at<B: Kernels>(
     y: &mut [f32],
 ) -> Result<()> {
     check_level(level)?;
-    let kernel = B::vec_dot_kernel(level).ok_or(unsupported::<B>(Op::VecDot))?;
-    let per_column = matvec_scratch_bytes::<B>(cols)?;
+    B::vec_dot_kernel(level).ok_or(unsupported::<B>(Op::VecDot))?;
     let needed = matmul_scratch_bytes::<B>(cols, n)?;
-    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
-        expected: u64::MAX,
-        found: y.len() as u64,
-    })?;
     let inputs = cols.checked_mul(n).ok_or(Error::LengthMismatch {
         expected: u64::MAX,
         found: x.len() as u64,
     })?;
     same_len(inputs, x.len())?;
-    same_len(outputs, y.len())?;
     let available = scratch.len();
     let xq = scratch.get_mut(..needed).ok_or(Error::LengthMismatch {
         expected: needed as u64,
         found: available as u64,
     })?;
+    // The columns are whole blocks each, so they quantize as one run of blocks.
+    quantize_at::<B::Activation>(level, x, xq)?;
+    matmul_quantized_at::<B>(level, w, rows, cols, n, xq, y)
+}
+
+/// `Y = W Xq` with the `n` columns already quantized one after another (each as
+/// [`quantize_activations_at`] makes it): the second half of [`matmul_at`], for callers that split
+/// the rows or the columns (threads). Splitting either and calling this per part gives the same
+/// bits as one call.
+///
+/// The rows are taken in tiles of [`matmul_tile_rows`]; every column passes over a tile (the rows
+/// kernel of `level`, or its 2×2 kernel, or one vec_dot per output) before the next tile is read.
+/// One column is one pass over all rows, as in [`matvec_quantized_at`].
+pub fn matmul_quantized_at<B: Kernels>(
+    level: Level,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xq: &[u8],
+    y: &mut [f32],
+) -> Result<()> {
+    check_level(level)?;
+    let kernel = B::vec_dot_kernel(level).ok_or(unsupported::<B>(Op::VecDot))?;
+    same_len(matmul_scratch_bytes::<B>(cols, n)?, xq.len())?;
+    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: y.len() as u64,
+    })?;
+    same_len(outputs, y.len())?;
     let row_blocks = cols / B::VALUES;
     let w = blocks::<B>(w)?;
-    same_len(row_blocks.saturating_mul(rows), w.len())?;
-    if row_blocks == 0 || n == 0 {
+    let expected = row_blocks.checked_mul(rows).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: w.len() as u64,
+    })?;
+    same_len(expected, w.len())?;
+    if row_blocks == 0 || n == 0 || rows == 0 {
         y.fill(0.0);
         return Ok(());
     }
-    for (column, xq_column) in x.chunks_exact(cols).zip(xq.chunks_exact_mut(per_column)) {
-        quantize_at::<B::Activation>(level, column, xq_column)?;
-    }
     let xq = blocks::<B::Activation>(xq)?;
     let column_blocks = row_blocks * B::ACTIVATION_BLOCKS;
-    // Tiles of rows small enough to stay in cache while every column passes over them.
-    const TILE_ROWS: usize = 16;
+    let tile_rows = if n == 1 {
+        rows
+    } else {
+        matmul_tile_rows(row_blocks.saturating_mul(core::mem::size_of::<B>()))
+    };
     let tile_2x2 = B::vec_dot_2x2_kernel(level);
-    for (tile, w_tile) in w.chunks(TILE_ROWS.saturating_mul(row_blocks)).enumerate() {
-        let first_row = tile.saturating_mul(TILE_ROWS);
-        let mut columns = xq.chunks_exact(column_blocks).zip(y.chunks_exact_mut(rows));
+    for (tile, w_tile) in w.chunks(tile_rows.saturating_mul(row_blocks)).enumerate() {
+        let first_row = tile.saturating_mul(tile_rows);
+        let tile_len = w_tile.len() / row_blocks;
+        let tile_range = first_row..first_row.saturating_add(tile_len);
+        let mut columns = xq.chunks_exact(column_blocks).zip(
+            y.chunks_exact_mut(rows)
+                .map(|column| column.get_mut(tile_range.clone()).unwrap_or_default()),
+        );
         if let Some(tile_2x2) = tile_2x2 {
-            // Pairs of columns through the 2x2 kernel; an odd last column goes row by row below.
+            // Pairs of columns through the 2x2 kernel; an odd last column goes below.
             while columns.len() >= 2 {
                 let (Some((x0, y0)), Some((x1, y1))) = (columns.next(), columns.next()) else {
                     break;
                 };
-                let y0 = y0.get_mut(first_row..).unwrap_or_default();
-                let y1 = y1.get_mut(first_row..).unwrap_or_default();
-                let mut row_pairs = w_tile.chunks_exact(2 * row_blocks);
-                let mut out_pairs = y0.chunks_mut(2).zip(y1.chunks_mut(2));
-                for (pair, (out0, out1)) in (&mut row_pairs).zip(&mut out_pairs) {
-                    let (w0, w1) = pair.split_at(row_blocks);
-                    let [a, b, c, d] = tile_2x2(w0, w1, x0, x1);
-                    if let ([o00, o10], [o01, o11]) = (out0, out1) {
-                        (*o00, *o01, *o10, *o11) = (a, b, c, d);
-                    }
-                }
-                // An odd last row of the tile.
-                if let (Some(last), Some((out0, out1))) =
-                    (row_pairs.remainder().get(..row_blocks), out_pairs.next())
-                {
-                    if let (Some(o0), Some(o1)) = (out0.first_mut(), out1.first_mut()) {
-                        *o0 = kernel(last, x0);
-                        *o1 = kernel(last, x1);
-                    }
-                }
+                pairs_of_rows::<B>(tile_2x2, kernel, w_tile, row_blocks, [x0, x1], [y0, y1]);
             }
         }
-        for (xq_column, y_column) in columns {
-            let outs = y_column.iter_mut().skip(first_row);
-            for (out, row) in outs.zip(w_tile.chunks_exact(row_blocks)) {
-                *out = kernel(row, xq_column);
-            }
+        for (xq_column, out) in columns {
+            rows_against_column::<B>(level, kernel, w_tile, row_blocks, xq_column, out);
         }
     }
     Ok(())
+}
+
+/// The rows of `w` against two columns through a 2x2 kernel, an odd last row by `vec_dot`; `y0`
+/// and `y1` start at the first row of `w`.
+fn pairs_of_rows<B: Kernels>(
+    tile_2x2: VecDot2x2Fn<B, B::Activation>,
+    vec_dot: VecDotFn<B, B::Activation>,
+    w: &[B],
+    row_blocks: usize,
+    [x0, x1]: [&[B::Activation]; 2],
+    [y0, y1]: [&mut [f32]; 2],
+) {
+    let mut row_pairs = w.chunks_exact(2 * row_blocks);
+    let mut out_pairs = y0.chunks_mut(2).zip(y1.chunks_mut(2));
+    for (pair, (out0, out1)) in (&mut row_pairs).zip(&mut out_pairs) {
+        let (w0, w1) = pair.split_at(row_blocks);
+        let [a, b, c, d] = tile_2x2(w0, w1, x0, x1);
+        if let ([o00, o10], [o01, o11]) = (out0, out1) {
+            (*o00, *o01, *o10, *o11) = (a, b, c, d);
+        }
+    }
+    if let (Some(last), Some((out0, out1))) =
+        (row_pairs.remainder().get(..row_blocks), out_pairs.next())
+    {
+        if let (Some(o0), Some(o1)) = (out0.first_mut(), out1.first_mut()) {
+            *o0 = vec_dot(last, x0);
+            *o1 = vec_dot(last, x1);
+        }
+    }
 }

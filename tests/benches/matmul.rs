@@ -1,0 +1,552 @@
+//! Prefill throughput: `Y = W X` for `n` activation columns, in GFLOP/s (2 · rows · cols · n per
+//! call), ours against candle-core 0.11 and ggml's CPU backend, one and two threads.
+//!
+//! Per shape, type and `n`: ours `matmul` at the detected level and at each SIMD level (one
+//! thread: `quant::matvec::matmul`; two: `miniquant_std::parallel::matmul`), ours `n` ×
+//! `matvec` (one call per column), candle's `QMatMul::forward` with an `(n, cols)` input, and
+//! ggml's `MUL_MAT` timed by its own `test-backend-ops perf` (built by `scripts/build-llama.sh`;
+//! `MINIQUANT_TEST_BACKEND_OPS` names another binary), the shapes and types passed in a test file.
+//! Both sides of every figure quantize the activations inside the timed call. Weights are
+//! quantized by us from Gaussian rows; ggml fills its own with random values (the speed of these
+//! kernels does not depend on the values).
+//!
+//! Threads: candle reads its thread count once per process, so each thread count runs in a child
+//! process of this bench (`CANDLE_NUM_THREADS`); `test-backend-ops` runs its CPU backend on half
+//! of `std::thread::hardware_concurrency()`, so for `t` threads it runs with `get_nprocs()`
+//! answering `2t` (a shim preloaded with `LD_PRELOAD`, compiled here with `cc`). ggml's weights
+//! sit in the CPU backend's default buffer: no repacked layout (that needs the `CPU_REPACK`
+//! buffer type) and no AMX buffer. Which ggml path ran is in the header (by type).
+//!
+//! Run: `cargo bench -p miniquant-tests --bench matmul` (a short grid: 2048², Q8_0 and Q4_K, n =
+//! 1, 32, 512); `-- --full` for every shape, type and n; further arguments pick types (`Q4_0`).
+//! Build with `RUSTFLAGS="-C target-cpu=native"` for candle's AVX2 kernels (the header says which).
+
+#[path = "../tests/candle_common/mod.rs"]
+mod candle_common;
+
+use candle_common::{
+    blocks_from_bytes, bytes_of_blocks, candle_dtype, candle_simd_in_build, gaussian_rows,
+    with_candle_block, CandleBlock, Rng,
+};
+use candle_core::quantized::{QMatMul, QStorage, QTensor};
+use candle_core::{Device, Module, Tensor};
+use miniquant::quant::level::{self, Level};
+use miniquant::{quant, GgmlType};
+use miniquant_std::parallel;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Set in the child processes: the thread count they measure.
+const THREADS_VAR: &str = "MINIQUANT_MATMUL_BENCH_THREADS";
+
+/// Weight shapes (rows × cols): square matrices, then SmolLM2-135M's (hidden 576, FFN 1536) and
+/// Gemma 3 270M's (hidden 640, FFN 2048, query 1024).
+const FULL_SHAPES: [(usize, usize); 9] = [
+    (2048, 2048),
+    (4096, 4096),
+    (576, 576),
+    (1536, 576),
+    (576, 1536),
+    (1024, 640),
+    (640, 1024),
+    (2048, 640),
+    (640, 2048),
+];
+const FULL_TYPES: [GgmlType; 6] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+];
+const FULL_NS: [usize; 5] = [1, 8, 32, 128, 512];
+const QUICK_SHAPES: [(usize, usize); 1] = [(2048, 2048)];
+const QUICK_TYPES: [GgmlType; 2] = [GgmlType::Q8_0, GgmlType::Q4_K];
+const QUICK_NS: [usize; 3] = [1, 32, 512];
+
+/// One measured configuration.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Case {
+    t: GgmlType,
+    rows: usize,
+    cols: usize,
+    n: usize,
+}
+
+impl Case {
+    fn flop(&self) -> f64 {
+        2.0 * (self.rows * self.cols * self.n) as f64
+    }
+}
+
+struct Grid {
+    shapes: Vec<(usize, usize)>,
+    types: Vec<GgmlType>,
+    ns: Vec<usize>,
+}
+
+impl Grid {
+    fn from_args(args: &[String]) -> Grid {
+        let full = args.iter().any(|a| a == "--full");
+        let picked: Vec<GgmlType> = FULL_TYPES
+            .iter()
+            .copied()
+            .filter(|t| args.iter().any(|a| a.eq_ignore_ascii_case(t.name())))
+            .collect();
+        let types = match (picked.is_empty(), full) {
+            (false, _) => picked,
+            (true, true) => FULL_TYPES.to_vec(),
+            (true, false) => QUICK_TYPES.to_vec(),
+        };
+        if full {
+            Grid {
+                shapes: FULL_SHAPES.to_vec(),
+                types,
+                ns: FULL_NS.to_vec(),
+            }
+        } else {
+            Grid {
+                shapes: QUICK_SHAPES.to_vec(),
+                types,
+                ns: QUICK_NS.to_vec(),
+            }
+        }
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        let mut cases = Vec::new();
+        for &(rows, cols) in &self.shapes {
+            for &t in &self.types {
+                for &n in &self.ns {
+                    cases.push(Case { t, rows, cols, n });
+                }
+            }
+        }
+        cases
+    }
+}
+
+/// Best wall time of calls of `f` after one warm-up: as many calls as fit in about 0.3 s (at
+/// least 3, at most 30).
+fn best_time(mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    f();
+    let first = start.elapsed().max(Duration::from_micros(1));
+    let runs = (0.3 / first.as_secs_f64()).clamp(3.0, 30.0) as usize;
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .min()
+        .unwrap_or(first)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let grid = Grid::from_args(&args);
+    if let Some(threads) = std::env::var(THREADS_VAR)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        measure_ours_and_candle(&grid, threads);
+        return;
+    }
+    print_header();
+    let mut figures: BTreeMap<(Case, usize), BTreeMap<String, f64>> = BTreeMap::new();
+    for threads in [1, 2] {
+        // Ours and candle in a child process per thread count (candle's count is per process).
+        let exe = std::env::current_exe().expect("bench executable");
+        let output = Command::new(exe)
+            .args(&args)
+            .env(THREADS_VAR, threads.to_string())
+            .env("CANDLE_NUM_THREADS", threads.to_string())
+            .env("RAYON_NUM_THREADS", threads.to_string())
+            .output()
+            .expect("run the bench's child process");
+        assert!(
+            output.status.success(),
+            "child for {threads} threads failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some((case, name, seconds)) = parse_result(line) {
+                figures
+                    .entry((case, threads))
+                    .or_default()
+                    .insert(name, case.flop() / seconds / 1e9);
+            }
+        }
+        match ggml_times(&grid.cases(), threads) {
+            Ok(times) => {
+                for (case, seconds) in times {
+                    figures
+                        .entry((case, threads))
+                        .or_default()
+                        .insert("ggml".into(), case.flop() / seconds / 1e9);
+                }
+            }
+            Err(why) => println!("ggml, {threads} thread(s): not run ({why})"),
+        }
+    }
+    print_table(&figures);
+}
+
+fn print_header() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        cpuinfo
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let flags = field("flags");
+    let wanted = [
+        "avx2",
+        "avx512f",
+        "avx512_vnni",
+        "avx512vbmi",
+        "avx_vnni",
+        "amx_int8",
+        "amx_tile",
+    ];
+    let has: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|f| flags.split_whitespace().any(|g| g == *f))
+        .collect();
+    println!("CPU: {} ({} logical CPUs)", field("model name"), {
+        cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count()
+    });
+    println!("flags of interest: {}", has.join(" "));
+    println!(
+        "load average at start: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!(
+        "ours: detected level {}; candle 0.11 kernels in this build: {}",
+        level::current(),
+        candle_simd_in_build()
+    );
+    println!(
+        "ggml: test-backend-ops perf -o MUL_MAT -b CPU --test-file, weights in the default CPU \
+         buffer (no repack, no AMX); ggml quantizes the F32 activations to the vec_dot type, then \
+         runs llamafile's tinyBLAS for Q8_0, Q4_0, Q5_0 (and IQ4_NL) from n = 2, and for n = 1, \
+         Q4_1 and the K-quants its own mul_mat: 16 x 16 tiles of outputs, each its SIMD vec_dot"
+    );
+    println!("GFLOP/s = 2 · rows · cols · n / best time of a call\n");
+}
+
+/// A child's result line: `RESULT <type> <rows> <cols> <n> <name> <seconds>`.
+fn parse_result(line: &str) -> Option<(Case, String, f64)> {
+    let mut fields = line.strip_prefix("RESULT ")?.split_whitespace();
+    let t = GgmlType::from_name(fields.next()?)?;
+    let rows = fields.next()?.parse().ok()?;
+    let cols = fields.next()?.parse().ok()?;
+    let n = fields.next()?.parse().ok()?;
+    let name = fields.next()?.to_string();
+    let seconds = fields.next()?.parse().ok()?;
+    Some((Case { t, rows, cols, n }, name, seconds))
+}
+
+/// In a child process: times ours and candle on every case with `threads` threads and prints one
+/// `RESULT` line per figure.
+fn measure_ours_and_candle(grid: &Grid, threads: usize) {
+    let mut rng = Rng::new(0x6e_3d);
+    for &(rows, cols) in &grid.shapes {
+        let values = gaussian_rows(&mut rng, rows, cols);
+        for &t in &grid.types {
+            let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
+            quant::quantize(t, &values, &mut w).unwrap();
+            for &n in &grid.ns {
+                let case = Case { t, rows, cols, n };
+                let x = gaussian_rows(&mut rng, n, cols);
+                let report = |name: &str, time: Duration| {
+                    println!(
+                        "RESULT {} {rows} {cols} {n} {name} {:e}",
+                        t.name(),
+                        time.as_secs_f64()
+                    );
+                };
+                let mut y = vec![0f32; n * rows];
+                report(
+                    "matmul",
+                    time_matmul(level::current(), &case, &w, &x, threads, &mut y),
+                );
+                for lvl in level::available().filter(|&l| l != Level::Scalar) {
+                    let time = time_matmul(lvl, &case, &w, &x, threads, &mut y);
+                    report(&format!("matmul@{lvl}"), time);
+                }
+                report(
+                    "n×matvec",
+                    time_matvecs(level::current(), &case, &w, &x, threads, &mut y),
+                );
+                if candle_dtype(t).is_some() {
+                    let mut run = with_candle_block!(t, candle_forward(t, &w, rows, cols, n, &x));
+                    report("candle", best_time(&mut *run));
+                }
+            }
+        }
+    }
+}
+
+fn time_matmul(
+    lvl: Level,
+    case: &Case,
+    w: &[u8],
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Duration {
+    let Case { t, rows, cols, n } = *case;
+    let mut scratch = vec![0u8; quant::matvec::matmul_scratch_bytes(t, cols, n).unwrap()];
+    best_time(|| {
+        if threads == 1 {
+            quant::matvec::matmul(lvl, t, w, rows, cols, n, black_box(x), &mut scratch, y)
+        } else {
+            parallel::matmul(lvl, t, w, rows, cols, n, black_box(x), threads, y)
+        }
+        .unwrap();
+    })
+}
+
+fn time_matvecs(
+    lvl: Level,
+    case: &Case,
+    w: &[u8],
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Duration {
+    let Case { t, rows, cols, .. } = *case;
+    let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, cols).unwrap()];
+    best_time(|| {
+        for (column, out) in x.chunks_exact(cols).zip(y.chunks_exact_mut(rows)) {
+            if threads == 1 {
+                quant::matvec::matvec_at(
+                    lvl,
+                    t,
+                    w,
+                    rows,
+                    cols,
+                    black_box(column),
+                    &mut scratch,
+                    out,
+                )
+            } else {
+                parallel::matvec(lvl, t, w, rows, cols, black_box(column), threads, out)
+            }
+            .unwrap();
+        }
+    })
+}
+
+/// candle's `QMatMul::forward` of an `(n, cols)` input on the same weight bytes, as a call to time.
+fn candle_forward<T: CandleBlock>(
+    t: GgmlType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+) -> Box<dyn FnMut()> {
+    let blocks = blocks_from_bytes::<T>(bytes);
+    let dtype = candle_dtype(t).unwrap();
+    let storage =
+        QStorage::from_data(Cow::Borrowed(bytes_of_blocks(&blocks)), &Device::Cpu, dtype).unwrap();
+    let qmatmul = QMatMul::from_qtensor(QTensor::new(storage, (rows, cols)).unwrap()).unwrap();
+    let input = Tensor::from_slice(x, (n, cols), &Device::Cpu).unwrap();
+    Box::new(move || {
+        black_box(qmatmul.forward(black_box(&input)).unwrap());
+    })
+}
+
+/// ggml's type code (`enum ggml_type`) for the types of the grid.
+fn ggml_type_code(t: GgmlType) -> u32 {
+    t.code()
+}
+
+/// `GGML_OP_MUL_MAT` in ggml's `enum ggml_op` of the llama-cpp-python 0.3.36 sdist.
+const GGML_OP_MUL_MAT: u32 = 29;
+
+/// The `test-backend-ops` binary: `$MINIQUANT_TEST_BACKEND_OPS`, else the one
+/// `scripts/build-llama.sh` builds into the cache.
+fn test_backend_ops() -> PathBuf {
+    if let Some(path) = std::env::var_os("MINIQUANT_TEST_BACKEND_OPS") {
+        return PathBuf::from(path);
+    }
+    candle_common::model_cache_dir().join("llama-build-0.3.36/bin/test-backend-ops")
+}
+
+/// One line of a `test-backend-ops --test-file`: the output tensor (F32, `rows × n`), no op
+/// parameters, then its two sources with their shapes and byte strides (weights `cols × rows` of
+/// `t`, activations `cols × n` of F32).
+fn test_file_line(case: &Case) -> String {
+    let Case { t, rows, cols, n } = *case;
+    let row_bytes = quant::bytes_for(t, cols).unwrap();
+    let block_bytes = t.block_bytes();
+    format!(
+        "{GGML_OP_MUL_MAT} 0 {rows} {n} 1 1 0 2 {} {cols} {rows} 1 1 {block_bytes} {row_bytes} {} {} \
+         0 {cols} {n} 1 1 4 {} {} {} -",
+        ggml_type_code(t),
+        row_bytes * rows,
+        row_bytes * rows,
+        4 * cols,
+        4 * cols * n,
+        4 * cols * n,
+    )
+}
+
+/// A shared object whose `get_nprocs` answers `$MINIQUANT_NPROCS`, for `test-backend-ops` (which
+/// runs on half of `hardware_concurrency()`).
+fn nprocs_shim() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("miniquant-matmul-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let source = dir.join("nprocs.c");
+    let object = dir.join("nprocs.so");
+    std::fs::write(
+        &source,
+        "#include <stdlib.h>\nint get_nprocs(void) { const char *n = getenv(\"MINIQUANT_NPROCS\"); \
+         return n ? atoi(n) : 1; }\nint get_nprocs_conf(void) { return get_nprocs(); }\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&object)
+        .arg(&source)
+        .status()
+        .map_err(|e| format!("cc: {e}"))?;
+    if !status.success() {
+        return Err("cc failed to build the get_nprocs shim".into());
+    }
+    Ok(object)
+}
+
+/// ggml's time per call for every case with `threads` threads, from `test-backend-ops perf`.
+fn ggml_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, f64)>, String> {
+    let binary = test_backend_ops();
+    if !binary.exists() {
+        return Err(format!(
+            "{} missing: run scripts/build-llama.sh",
+            binary.display()
+        ));
+    }
+    let shim = nprocs_shim()?;
+    let dir = shim.parent().unwrap_or(Path::new("."));
+    let file = dir.join(format!("mul_mat_{threads}.txt"));
+    let lines: Vec<String> = cases.iter().map(test_file_line).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+    let output = Command::new(&binary)
+        .args(["perf", "-o", "MUL_MAT", "-b", "CPU", "--test-file"])
+        .arg(&file)
+        .env("LD_PRELOAD", &shim)
+        .env("MINIQUANT_NPROCS", (2 * threads).to_string())
+        .output()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let times: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.contains("MUL_MAT") && l.contains("us/run"))
+        .filter_map(|l| {
+            let before = l.split(" us/run").next()?;
+            before.rsplit(' ').next()?.trim().parse::<f64>().ok()
+        })
+        .collect();
+    if times.len() != cases.len() {
+        return Err(format!(
+            "{} timings for {} cases; output:\n{stdout}{}",
+            times.len(),
+            cases.len(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(cases
+        .iter()
+        .copied()
+        .zip(times.into_iter().map(|us| us / 1e6))
+        .collect())
+}
+
+fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>) {
+    let level_names: Vec<String> = level::available()
+        .filter(|&l| l != Level::Scalar)
+        .map(|l| format!("matmul@{l}"))
+        .collect();
+    print!("| type | rows × cols | n | threads | ours matmul |");
+    for name in &level_names {
+        print!(" {} |", name.trim_start_matches("matmul"));
+    }
+    println!(
+        " ours n × matvec | candle | ggml | ours / ggml | ours / candle | matmul / n×matvec |"
+    );
+    print!("|---|---|--:|--:|--:|");
+    for _ in &level_names {
+        print!("--:|");
+    }
+    println!("--:|--:|--:|--:|--:|--:|");
+    let mut by_row: Vec<_> = figures.iter().collect();
+    by_row.sort_by_key(|((case, threads), _)| {
+        (case.rows, case.cols, case.t.code(), *threads, case.n)
+    });
+    for ((case, threads), f) in by_row {
+        let get = |name: &str| f.get(name).copied();
+        let show = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => format!("{:.2}", a / b),
+            _ => "–".into(),
+        };
+        let ours = get("matmul");
+        print!(
+            "| {} | {} × {} | {} | {threads} | {} |",
+            case.t.name(),
+            case.rows,
+            case.cols,
+            case.n,
+            show(ours)
+        );
+        for name in &level_names {
+            print!(" {} |", show(get(name)));
+        }
+        println!(
+            " {} | {} | {} | {} | {} | {} |",
+            show(get("n×matvec")),
+            show(get("candle")),
+            show(get("ggml")),
+            ratio(ours, get("ggml")),
+            ratio(ours, get("candle")),
+            ratio(ours, get("n×matvec")),
+        );
+    }
+    // Thread scaling of ours: two threads over one, per case.
+    println!("\nours, two threads / one thread (matmul):");
+    for ((case, threads), f) in figures {
+        if *threads != 2 {
+            continue;
+        }
+        let one = figures.get(&(*case, 1)).and_then(|f| f.get("matmul"));
+        if let (Some(two), Some(one)) = (f.get("matmul"), one) {
+            println!(
+                "  {} {} × {} n = {}: {:.2}x",
+                case.t.name(),
+                case.rows,
+                case.cols,
+                case.n,
+                two / one
+            );
+        }
+    }
+}
