@@ -207,6 +207,12 @@ fn rows_against_column<B: Kernels>(
     xq: &[B::Activation],
     out: &mut [f32],
 ) {
+    // Checked here too, not only by the callers: it proves `chunks_exact` below cannot panic, so
+    // firmware that calls matvec links no panic path.
+    if row_blocks == 0 {
+        out.fill(0.0);
+        return;
+    }
     if let Some(rows_kernel) = B::rows_kernel(level) {
         rows_kernel(w, row_blocks, xq, out);
         return;
