@@ -329,3 +329,44 @@ fn stdin_redirected_from_the_output_is_refused() {
         assert!(snapshot(&dir) == before, "{args:?} changed a file");
     }
 }
+
+/// `run --logits` onto the model it reads (by name or through a hard link) is refused before it
+/// loads anything, and the model is untouched.
+#[test]
+fn run_refuses_its_model_as_the_logits_file() {
+    let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let dir = scratch_dir().join("alias-run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if std::fs::hard_link(&model, dir.join("m.gguf")).is_err() {
+        std::fs::copy(&model, dir.join("m.gguf")).unwrap();
+    }
+    let before = std::fs::read(dir.join("m.gguf")).unwrap();
+    for output in ["m.gguf", "./m.gguf"] {
+        let run = miniquant_in(
+            &dir,
+            &[
+                "run",
+                "m.gguf",
+                "--prompt-ids",
+                "1",
+                "-n",
+                "1",
+                "--logits",
+                output,
+            ],
+        );
+        assert_refused(&run, &format!("{output:?}"), "m.gguf");
+    }
+    assert!(
+        std::fs::read(dir.join("m.gguf")).unwrap() == before,
+        "the model changed"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "a file appeared"
+    );
+}

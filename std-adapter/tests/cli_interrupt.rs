@@ -371,3 +371,40 @@ fn an_input_truncated_before_a_tensor_copied_as_stored_is_the_same_clear_error()
     );
     assert_eq!(names_in(&out), Vec::<String>::new());
 }
+
+/// `run` streams text and writes `--logits` only at the end: interrupted mid-generation it dies of
+/// the signal and leaves no logits file, named or temporary.
+#[test]
+fn run_interrupted_while_generating_leaves_no_logits_file() {
+    let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let dir = scratch_dir().join("interrupt-run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = model.to_str().unwrap().to_owned();
+    for sig in [Signal::INT, Signal::TERM, Signal::KILL] {
+        let args: Vec<String> = args_of(&format!(
+            "run {model} --prompt-ids 1 -n 4000 --logits logits.npy"
+        ));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_miniquant"))
+            .args(&args)
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        // The first streamed byte: generation is under way.
+        let mut first = [0u8; 1];
+        let mut stdout = child.stdout.take().unwrap();
+        stdout.read_exact(&mut first).expect("run printed nothing");
+        signal(&child, sig);
+        assert_killed_by(child, sig, &args);
+        drop(stdout);
+        assert_eq!(
+            names_in(&dir),
+            Vec::<String>::new(),
+            "{args:?} after {sig:?}"
+        );
+    }
+}

@@ -291,3 +291,32 @@ fn reading_a_gguf_from_a_terminal_is_refused() {
         );
     }
 }
+
+/// `tokenize` and `run` on the real llama-family file, in a terminal: both finish and print.
+#[test]
+fn tokenize_and_run_in_a_terminal_finish() {
+    let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let dir = scratch_dir().join("pty-run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = model.to_str().unwrap();
+    // The ids llama.cpp's llama-tokenize gives for "Hello world" with this file.
+    assert_ok(
+        &run_in_terminal(&dir, &["tokenize", model, "Hello world"]),
+        "19556 905",
+    );
+    let run = run_in_terminal(
+        &dir,
+        &[
+            "run",
+            model,
+            "--prompt-ids",
+            "19556 905",
+            "-n",
+            "4",
+            "--tokens",
+        ],
+    );
+    assert_ok(&run, "19556 905");
+}

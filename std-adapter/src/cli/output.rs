@@ -177,7 +177,7 @@ impl<O: Write> Write for Output<'_, O> {
 
 /// Refuses `output` if it is the same file as one of `inputs` (`-`: the file standard input is
 /// redirected from, if any).
-fn refuse_aliases(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+pub(super) fn refuse_aliases(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
     let is_output = |input: &&&Path| {
         if **input == Path::new("-") {
             is_stdin(output)

@@ -10,7 +10,7 @@ use clap::Args as ClapArgs;
 use miniquant::model::{Layout, Model, Session};
 use miniquant::quant::{level, Level};
 
-use super::output::{FileOutput, Output};
+use super::output::{refuse_aliases, FileOutput, Output};
 use super::{open_gguf, threads_arg, CliError};
 use crate::model::Threaded;
 use crate::npy;
@@ -114,6 +114,10 @@ pub(super) fn run<O: Write, E: Write>(
 ) -> Result<(), CliError> {
     let _ = err;
     let given_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
+    // Before any work: the logits file is written only at the end, and never onto the model.
+    if let Some(path) = &args.logits {
+        refuse_aliases(path, &[&args.file])?;
+    }
     let file = open_gguf(&args.file)?;
     let tokenizer = Tokenizer::from_gguf(&file);
     let prompt = match (given_ids, &args.prompt) {
