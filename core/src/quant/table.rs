@@ -49,6 +49,13 @@ pub type RowsFn<W, X> = fn(w: &[W], row_blocks: usize, x: &[X], out: &mut [f32])
 /// A 2x2 kernel: two weight rows against two activation columns, returning
 /// `[w0·x0, w0·x1, w1·x0, w1·x1]`, each with vec_dot's bits (i8mm `smmla` computes such tiles).
 pub type VecDot2x2Fn<W, X> = fn(w0: &[W], w1: &[W], x0: &[X], x1: &[X]) -> [f32; 4];
+/// A matmul kernel: every row of `w` (`row_blocks` blocks each, one after another) against every
+/// one of the `n` activation columns in `x` (one after another, `x.len() / n` blocks each),
+/// writing row `r` of column `c` to `y[c * y_stride + r]`, each output with vec_dot's bits. It
+/// lets a SIMD level keep a tile of rows × columns in registers, decoding each weight block once
+/// for several columns; the rows and columns left over by its tiles are its own to finish.
+pub type MatmulFn<W, X> =
+    fn(w: &[W], row_blocks: usize, x: &[X], n: usize, y: &mut [f32], y_stride: usize);
 
 /// One block type's kernels at one level; `None` means "not at this level" (the next lower level
 /// of the chain is used). The signatures are those of the scalar twins:
@@ -69,6 +76,8 @@ pub struct Ops<W: 'static, X: 'static> {
     pub rows: Option<RowsFn<W, X>>,
     /// Two rows against two activation vectors (matmul); `None`: four vec_dots.
     pub vec_dot_2x2: Option<VecDot2x2Fn<W, X>>,
+    /// Many rows against many activation vectors (matmul); `None`: `vec_dot_2x2` or `rows`.
+    pub matmul: Option<MatmulFn<W, X>>,
 }
 
 impl<W, X> Ops<W, X> {
@@ -79,6 +88,7 @@ impl<W, X> Ops<W, X> {
         vec_dot: None,
         rows: None,
         vec_dot_2x2: None,
+        matmul: None,
     };
 }
 
@@ -100,6 +110,8 @@ pub trait Kernels: Block {
     fn rows_kernel(level: Level) -> Option<RowsFn<Self, Self::Activation>>;
     /// The 2x2 kernel at `level`, `None` where a tile runs four vec_dots.
     fn vec_dot_2x2_kernel(level: Level) -> Option<VecDot2x2Fn<Self, Self::Activation>>;
+    /// The matmul kernel at `level`, `None` where matmul runs the 2x2 or rows kernels.
+    fn matmul_kernel(level: Level) -> Option<MatmulFn<Self, Self::Activation>>;
 }
 
 /// A computation generic over the block type, run by [`visit`] for a run-time [`GgmlType`].
@@ -223,6 +235,10 @@ macro_rules! kernel_table {
 
                 fn vec_dot_2x2_kernel(level: Level) -> Option<VecDot2x2Fn<Self, $A>> {
                     pick!(level, $field.vec_dot_2x2)
+                }
+
+                fn matmul_kernel(level: Level) -> Option<MatmulFn<Self, $A>> {
+                    pick!(level, $field.matmul)
                 }
             }
         )*

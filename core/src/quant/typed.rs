@@ -289,8 +289,9 @@ pub fn matmul_at<B: Kernels>(
 /// the rows or the columns (threads). Splitting either and calling this per part gives the same
 /// bits as one call.
 ///
-/// The rows are taken in tiles of [`matmul_tile_rows`]; every column passes over a tile (the rows
-/// kernel of `level`, or its 2×2 kernel, or one vec_dot per output) before the next tile is read.
+/// The rows are taken in tiles of [`matmul_tile_rows`]; every column passes over a tile (the
+/// matmul kernel of `level`, or its 2×2 kernel, or its rows kernel, or one vec_dot per output)
+/// before the next tile is read.
 /// One column is one pass over all rows, as in [`matvec_quantized_at`].
 pub fn matmul_quantized_at<B: Kernels>(
     level: Level,
@@ -328,8 +329,15 @@ pub fn matmul_quantized_at<B: Kernels>(
         matmul_tile_rows(row_blocks.saturating_mul(core::mem::size_of::<B>()))
     };
     let tile_2x2 = B::vec_dot_2x2_kernel(level);
+    // One column gains nothing from a matmul kernel's tiles of columns: the rows kernel serves it.
+    let matmul_kernel = B::matmul_kernel(level).filter(|_| n > 1);
     for (tile, w_tile) in w.chunks(tile_rows.saturating_mul(row_blocks)).enumerate() {
         let first_row = tile.saturating_mul(tile_rows);
+        if let Some(matmul_kernel) = matmul_kernel {
+            let y_tile = y.get_mut(first_row..).unwrap_or_default();
+            matmul_kernel(w_tile, row_blocks, xq, n, y_tile, rows);
+            continue;
+        }
         let tile_len = w_tile.len() / row_blocks;
         let tile_range = first_row..first_row.saturating_add(tile_len);
         let mut columns = xq.chunks_exact(column_blocks).zip(

@@ -47,6 +47,9 @@ macro_rules! level_kernels {
     (@entry $T:ident, rows, $kernel:path) => {
         level_kernels!(@with $T, $kernel, w, row_blocks, x, out)
     };
+    (@entry $T:ident, matmul, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, w, row_blocks, x, n, y, y_stride)
+    };
     (@with $T:ident, $kernel:path, $($arg:ident),*) => {
         Some(|$($arg),*| {
             // SAFETY: the one place a token is made unchecked. This constant's kernels are reached
