@@ -197,11 +197,14 @@ mod linux {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("miniquant-output-file-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
+    /// `name` inside a fresh directory that is removed with the returned guard.
+    fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix("miniquant-output-file-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join(name);
+        (dir, path)
     }
 
     fn names_in(dir: &Path) -> Vec<String> {
@@ -215,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_file_appears_only_when_persisted_and_replaces_an_old_one() {
-        let target = scratch("replace/out.bin");
+        let (_dir, target) = scratch("replace/out.bin");
         let dir = target.parent().unwrap().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&target, b"old").unwrap();
@@ -229,7 +232,7 @@ mod tests {
 
     #[test]
     fn a_new_file_gets_its_name_and_nothing_else_remains() {
-        let target = scratch("fresh/out.bin");
+        let (_dir, target) = scratch("fresh/out.bin");
         let dir = target.parent().unwrap().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let _ = std::fs::remove_file(&target);
@@ -242,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_dropped_file_leaves_nothing() {
-        let target = scratch("dropped/out.bin");
+        let (_dir, target) = scratch("dropped/out.bin");
         let dir = target.parent().unwrap().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let mut out = OutputFile::create(&target).unwrap();
@@ -253,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_missing_directory_is_an_error() {
-        let target = scratch("no/such/dir/out.bin");
+        let (_dir, target) = scratch("no/such/dir/out.bin");
         assert!(OutputFile::create(&target).is_err());
     }
 }

@@ -39,10 +39,12 @@ fn requantize_with(input: &Path, output: &Path, ty: &str, more: &[&str]) -> (u8,
     (code, String::from_utf8(err).unwrap())
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("miniquant-requantize-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A fresh directory for one test's files, removed when the guard drops.
+fn scratch_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("miniquant-requantize-")
+        .tempdir()
+        .unwrap()
 }
 
 /// The type llama-quantize --pure gives a SmolLM2 tensor for `target` (ggml's fallback table for
@@ -60,7 +62,8 @@ fn expected_type(name: &str, ne: &[u64], source: GgmlType, target: GgmlType) -> 
 
 fn check(target: GgmlType, type_arg: &str, file_type: u32) {
     let input = model_path(SMOLLM2_Q4_1);
-    let output = scratch(&format!("smollm2-{type_arg}.gguf"));
+    let dir = scratch_dir();
+    let output = dir.path().join(format!("smollm2-{type_arg}.gguf"));
     let (code, err) = requantize(&input, &output, type_arg);
     assert_eq!(code, 0, "{err}");
     println!("{}", err.trim());
@@ -170,9 +173,10 @@ fn a_failed_conversion_leaves_no_file() {
     w.kv("general.architecture", "llama");
     w.tensor("blk.0.a.weight", GgmlType::F32, &[32, 2], vec![0; 256]);
     w.tensor("blk.0.b.weight", GgmlType::F32, &[16, 2], vec![0; 128]);
-    let input = scratch("bad-rows.gguf");
+    let dir = scratch_dir();
+    let input = dir.path().join("bad-rows.gguf");
     std::fs::write(&input, w.to_bytes()).unwrap();
-    let output = scratch("bad-rows-q8_0.gguf");
+    let output = dir.path().join("bad-rows-q8_0.gguf");
     let (code, err) = requantize(&input, &output, "q8_0");
     assert_eq!(code, 1);
     assert!(
@@ -199,10 +203,11 @@ fn a_non_finite_source_value_is_refused_unless_allowed() {
     w.kv("general.architecture", "llama");
     w.tensor("blk.0.a.weight", GgmlType::F32, &[64, 2], vec![0; 512]);
     w.tensor("blk.0.b.weight", GgmlType::F32, &[64, 2], bytes);
-    let input = scratch("nan.gguf");
+    let dir = scratch_dir();
+    let input = dir.path().join("nan.gguf");
     std::fs::write(&input, w.to_bytes()).unwrap();
 
-    let output = scratch("nan-q8_0.gguf");
+    let output = dir.path().join("nan-q8_0.gguf");
     let (code, err) = requantize(&input, &output, "q8_0");
     assert_eq!(code, 1, "{err}");
     assert!(
