@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::quantized::gguf_file;
 use candle_core::Device;
