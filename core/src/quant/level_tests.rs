@@ -221,6 +221,11 @@ fn activation_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
 
 /// Sets the quant bytes of Q8 activation blocks (everything past the scale fields) to `byte`.
 fn set_quants<A: Block>(row: &mut [u8], byte: u8) {
+    set_quants_with::<A>(row, || byte);
+}
+
+/// Sets the quant bytes of Q8 activation blocks to the values of `byte()`, one call per quant.
+fn set_quants_with<A: Block>(row: &mut [u8], mut byte: impl FnMut() -> u8) {
     let (skip, quants) = match A::TYPE {
         GgmlType::Q8_0 => (2, 32),
         GgmlType::Q8_1 => (4, 32),
@@ -229,7 +234,7 @@ fn set_quants<A: Block>(row: &mut [u8], byte: u8) {
     };
     let size = core::mem::size_of::<A>();
     for block in row.chunks_exact_mut(size) {
-        block[skip..skip + quants].fill(byte);
+        block[skip..skip + quants].fill_with(&mut byte);
     }
 }
 
@@ -680,6 +685,137 @@ fn matmul_of_every_type_and_shape_equals_the_scalar_vec_dots() {
         }
     }
     assert!(tested >= 20, "only {tested} types with a vec_dot");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
+}
+
+/// Weight rows whose blocks each hold random values of one sign and similar magnitude (0.5 to 1
+/// times a random scale): quantized, the quants crowd one end of their range and the scales have
+/// full mantissas, so against activations of one sign the integer sums have many significant
+/// bits and any change in the order of the float steps rounds differently.
+fn one_signed_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
+    let mut values = Vec::with_capacity(n_blocks * B::VALUES);
+    for _ in 0..n_blocks {
+        let scale = (rng.next() % 1_000_000) as f32 / 1e5 + 0.1;
+        let sign = if rng.next().is_multiple_of(2) {
+            1.0
+        } else {
+            -1.0
+        };
+        values.extend(
+            (0..B::VALUES).map(|_| sign * scale * (0.5 + (rng.next() % 1_000_000) as f32 / 2e6)),
+        );
+    }
+    quantized_rows::<B>(vec![values])
+}
+
+/// Each level's matmul kernel called directly, as `typed` calls it, against the scalar vec_dot of
+/// every row and column: row counts around the kernels' strips (8k ± 1, 16k ± 1), column counts
+/// around their column tiles (4k ± 1), rows of 1 to 33 blocks (past a chunk of blocks), weights
+/// of random bytes, quantized data, repeated special bytes and one-signed blocks, activations of
+/// random bytes, quantized data, all quants -128 or 127 and random quants of large magnitude;
+/// outputs `y_stride = rows + 3` apart,
+/// the gaps checked untouched. Returns the failures and how many kernels ran.
+struct MatmulKernelCheck {
+    seed: u64,
+}
+
+impl Visitor for MatmulKernelCheck {
+    type Out = (Vec<String>, usize);
+    fn visit<B: Kernels>(self) -> (Vec<String>, usize) {
+        const UNTOUCHED: f32 = -7.25;
+        let mut failures = Vec::new();
+        let mut kernels = 0;
+        let Some(scalar) = B::vec_dot_kernel(Level::Scalar) else {
+            return (failures, kernels);
+        };
+        let mut rng = Rng(self.seed);
+        for level in available() {
+            let Some(kernel) = B::matmul_kernel(level) else {
+                continue;
+            };
+            kernels += 1;
+            for row_blocks in [1usize, 3, 17, 33] {
+                let mut pool = weight_rows::<B>(&mut rng, row_blocks);
+                pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
+                pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
+                let mut columns = activation_rows::<B>(&mut rng, row_blocks);
+                // Random quants of one sign and large magnitude (64..=127, -128..=-65): integer
+                // sums with many significant bits, so that products with the scales round.
+                for high in [0x40u8, 0x80] {
+                    let mut row = columns[0].clone();
+                    set_quants_with::<B::Activation>(&mut row, || high | (rng.next() as u8 & 0x3f));
+                    columns.push(row);
+                }
+                for rows in [1usize, 7, 8, 9, 15, 16, 17, 33] {
+                    for n in [1usize, 2, 3, 4, 5, 9] {
+                        let w: Vec<u8> = (0..rows)
+                            .flat_map(|r| pool[(r * 5 + n) % pool.len()].iter().copied())
+                            .collect();
+                        let x: Vec<u8> = (0..n)
+                            .flat_map(|c| columns[(c + rows) % columns.len()].iter().copied())
+                            .collect();
+                        let (wb, xb) = (
+                            blocks::<B>(&w).unwrap(),
+                            blocks::<B::Activation>(&x).unwrap(),
+                        );
+                        let stride = rows + 3;
+                        let mut y = vec![UNTOUCHED; n * stride];
+                        kernel(wb, row_blocks, xb, n, &mut y, stride);
+                        let column_len = xb.len() / n;
+                        let mut wrong = 0;
+                        for (c, column) in xb.chunks_exact(column_len).enumerate() {
+                            for (r, row) in wb.chunks_exact(row_blocks).enumerate() {
+                                if !same(y[c * stride + r], scalar(row, column)) {
+                                    wrong += 1;
+                                }
+                            }
+                            if y[c * stride + rows..(c + 1) * stride]
+                                .iter()
+                                .any(|v| v.to_bits() != UNTOUCHED.to_bits())
+                            {
+                                wrong += 1;
+                            }
+                        }
+                        if wrong > 0 {
+                            failures.push(format!(
+                                "{} matmul at {level}: {rows} rows of {row_blocks} blocks, {n} \
+                                 columns: {wrong} wrong",
+                                B::TYPE
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        (failures, kernels)
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn every_matmul_kernel_gives_the_scalar_bits_on_tile_edges_and_extremes() {
+    let mut failures = Vec::new();
+    let mut kernels = 0;
+    for (i, t) in GgmlType::ALL.iter().enumerate() {
+        let check = MatmulKernelCheck {
+            seed: 0x6d6b_0000 + i as u64,
+        };
+        if let Some((mut f, k)) = visit(*t, check) {
+            failures.append(&mut f);
+            kernels += k;
+        }
+    }
+    // The x86_64 VNNI level has the legacy types' kernels; a CPU without it may have none.
+    if cfg!(all(target_arch = "x86_64", not(miniquant_disable_simd)))
+        && available().any(|l| l == Level::Avx512Vnni)
+    {
+        assert!(kernels >= 7, "only {kernels} matmul kernels ran");
+    }
     assert!(
         failures.is_empty(),
         "{} mismatches, first: {:#?}",

@@ -162,19 +162,30 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     q8_0: {
         vec_dot: legacy::vec_dot_q8_0_vnni,
         rows: legacy::rows::rows_q8_0_vnni,
+        matmul: legacy::matmul::matmul_q8_0_vnni,
     },
     q4_0: {
         vec_dot: legacy::vec_dot_q4_0_vnni,
         rows: legacy::rows::rows_q4_0_vnni,
+        matmul: legacy::matmul::matmul_q4_0_vnni,
     },
     q4_1: {
         rows: legacy::rows::rows_q4_1_vnni,
+        matmul: legacy::matmul::matmul_q4_1_vnni,
     },
     q5_0: {
         rows: legacy::rows::rows_q5_0_vnni,
+        matmul: legacy::matmul::matmul_q5_0_vnni,
     },
     q5_1: {
         rows: legacy::rows::rows_q5_1_vnni,
+        matmul: legacy::matmul::matmul_q5_1_vnni,
+    },
+    iq4_nl: {
+        matmul: legacy::matmul::matmul_iq4_nl_vnni,
+    },
+    mxfp4: {
+        matmul: legacy::matmul::matmul_mxfp4_vnni,
     },
     q3_k: {
         vec_dot: q3_k::vec_dot_vnni,

@@ -24,6 +24,7 @@ use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
 
+pub(super) mod matmul;
 pub(super) mod rows;
 
 /// 32 signed bytes times 32 signed bytes, as eight i32 partial sums (exact for every byte value).

@@ -271,7 +271,7 @@ fn q5_pair(qs: (&[u8; 16], &[u8; 16]), qh: ([u8; 4], [u8; 4])) -> (__m256i, __m2
 /// that is `qh` itself (bit `i` for element `i`), loaded as it is stored.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
-fn q5_block_masked(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+pub(super) fn q5_block_masked(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
     let both = _mm256_broadcastsi128_si256(load16(qs));
     // Words of the high half shifted by 4, of the low half not: one variable shift.
     let shifts = _mm256_setr_epi64x(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004);
