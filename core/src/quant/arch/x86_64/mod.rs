@@ -15,6 +15,8 @@ pub(crate) mod detect;
 mod drivers;
 mod iq4_xs;
 mod k_matmul;
+#[cfg(test)]
+mod k_matmul_tests;
 mod legacy;
 mod plain;
 mod primitives;
