@@ -91,7 +91,7 @@ fn weight_row<B: Kernels>(
 fn activation_column(rng: &mut Rng, row_blocks: usize, kind: usize) -> Vec<u8> {
     let mut column = vec![0u8; row_blocks * core::mem::size_of::<BlockQ8K>()];
     let xs = blocks_mut::<BlockQ8K>(&mut column).unwrap();
-    if kind % 5 == 0 {
+    if kind.is_multiple_of(5) {
         let quantize = BlockQ8K::quantize_kernel(Level::Scalar).expect("Q8_K quantizer");
         quantize(&rng.values(row_blocks * QK_K), xs);
         return column;
