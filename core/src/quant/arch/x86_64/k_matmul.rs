@@ -20,6 +20,7 @@
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
+use super::k_matmul_zmm::four_row_groups;
 use super::primitives::Primitives;
 use super::tokens::{Avx2, Avx512Vbmi, Avx512Vnni};
 use super::vector::{accumulate, add_lanes, load32, part, transpose_sums};
@@ -34,9 +35,15 @@ pub(super) const TILE_MAX_BLOCKS: usize = 40;
 
 /// The columns of a tile at each level: as many accumulators as the level has vector registers for
 /// (16 outputs need 16 of AVX-512's 32; AVX2 has 16 in all).
-pub(super) trait TileColumns {
+pub(super) trait TileColumns: Copy {
     /// Whether the tile is 4 columns wide (else 2).
     const WIDE: bool;
+
+    /// The token of the 512-bit tiles ([`k_matmul_zmm`](super::k_matmul_zmm)), at the level
+    /// that runs them.
+    fn zmm(self) -> Option<Avx512Vbmi> {
+        None
+    }
 }
 
 impl TileColumns for Avx2 {
@@ -49,6 +56,10 @@ impl TileColumns for Avx512Vnni {
 
 impl TileColumns for Avx512Vbmi {
     const WIDE: bool = true;
+
+    fn zmm(self) -> Option<Avx512Vbmi> {
+        Some(self)
+    }
 }
 
 /// One weight super-block as the tiles read it.
@@ -71,7 +82,7 @@ pub(super) struct Decoded {
 impl Decoded {
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn zero() -> Decoded {
+    pub(super) fn zero() -> Decoded {
         Decoded {
             quants: [_mm256_setzero_si256(); 8],
             scales: [0; 8],
@@ -315,9 +326,14 @@ pub(super) fn k_matmul<P: Primitives + TileColumns, W, const SIGNED: bool, const
         }
         return;
     }
+    // Whole groups of four rows on 512-bit vectors where the level has them, the rest here.
+    let mut first_row = match p.zmm() {
+        Some(t) => four_row_groups::<W, SIGNED, MINS>(t, w, row_blocks, x, y, y_stride, &decode),
+        None => 0,
+    };
+    let w = w.get(first_row.saturating_mul(row_blocks)..).unwrap_or(&[]);
     let mut storage = [const { MaybeUninit::<Decoded>::uninit() }; ROWS * TILE_MAX_BLOCKS];
     let mut groups = w.chunks_exact(ROWS * row_blocks);
-    let mut first_row = 0;
     for group in &mut groups {
         let mut filled = 0;
         for (slot, b) in storage.iter_mut().zip(group) {

@@ -1,6 +1,6 @@
 //! The K-quant matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
-//! x86_64 level (and at VNNI without VBMI): rows of 1 to 40 super-blocks (the tiles' limit) and
-//! 41 (the fallback), row counts around the tile's 4 and column counts around its 2 and 4,
+//! x86_64 level (and at VNNI without VBMI): rows of 1 to 16 super-blocks (the 512-bit tiles'
+//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tile's 4 and column counts around its 2 and 4,
 //! quantized rows, random-byte rows, rows of extreme bytes with finite scales, and activations of
 //! all -128, all 127, alternating extremes and extreme `bsums`.
 
@@ -190,6 +190,8 @@ fn check_type<B: Kernels<Activation = BlockQ8K>>(
         (9, 5, 8),
         (13, 3, 17),
         (17, 1, 15),
+        (12, 16, 9),
+        (6, 17, 5),
         (4, 40, 5),
         (5, 40, 3),
         (3, 41, 4),

@@ -17,6 +17,7 @@ mod iq4_xs;
 mod k_matmul;
 #[cfg(test)]
 mod k_matmul_tests;
+mod k_matmul_zmm;
 mod legacy;
 mod plain;
 mod primitives;
