@@ -14,6 +14,10 @@ mod activation;
 pub(crate) mod detect;
 mod drivers;
 mod iq4_xs;
+mod k_matmul;
+#[cfg(test)]
+mod k_matmul_tests;
+mod k_matmul_zmm;
 mod legacy;
 mod plain;
 mod primitives;
@@ -117,18 +121,21 @@ pub(crate) const AVX2: ArchKernels = {
             dequantize: q4_k::dequantize_q4_k,
             quantize: q4_k::quantize::quantize_q4_k,
             rows: q4_k::rows_q4_k,
+            matmul: q4_k::matmul_q4_k,
         },
         q5_k: {
             vec_dot: q4_k::vec_dot_q5_k,
             dequantize: q4_k::dequantize_q5_k,
             quantize: q4_k::quantize::quantize_q5_k,
             rows: q4_k::rows_q5_k,
+            matmul: q4_k::matmul_q5_k,
         },
         q6_k: {
             vec_dot: q6_k::vec_dot_q6_k,
             dequantize: q6_k::dequantize_q6_k,
             quantize: q6_k::quantize_q6_k,
             rows: q6_k::rows_q6_k,
+            matmul: q6_k::matmul_q6_k,
         },
         q8_k: {
             quantize: activation::quantize_q8_k,
@@ -194,14 +201,17 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     q4_k: {
         vec_dot: q4_k::vec_dot_q4_k_vnni,
         rows: q4_k::rows_q4_k_vnni,
+        matmul: q4_k::matmul_q4_k_vnni,
     },
     q5_k: {
         vec_dot: q4_k::vec_dot_q5_k_vnni,
         rows: q4_k::rows_q5_k_vnni,
+        matmul: q4_k::matmul_q5_k_vnni,
     },
     q6_k: {
         vec_dot: q6_k::vec_dot_q6_k_vnni,
         rows: q6_k::rows_q6_k_vnni,
+        matmul: q6_k::matmul_q6_k_vnni,
     },
     f32: {
         vec_dot: plain::vec_dot_f32_avx512,

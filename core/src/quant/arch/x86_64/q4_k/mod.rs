@@ -24,6 +24,7 @@ use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::q4_k::scales_and_mins;
 use crate::quant::k_quants::{BlockQ4K, BlockQ5K};
 
+mod matmul;
 pub(super) mod quantize;
 
 /// A Q4_K block as [`dot_with_mins`] reads it.
@@ -340,6 +341,36 @@ every_level! {
         out: &mut [f32],
     ); single = vec_dot_q5_k, vec_dot_q5_k_vnni_only, vec_dot_q5_k_vbmi {
         mins_rows(t, w, row_blocks, x, out, q5_k_parts, single)
+    }
+}
+
+every_level! {
+    /// Q4_K matmul.
+    fn matmul_q4_k, matmul_q4_k_vnni_only, matmul_q4_k_vbmi => matmul_q4_k_vnni(
+        t,
+        w: &[BlockQ4K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ); single = vec_dot_q4_k, vec_dot_q4_k_vnni_only, vec_dot_q4_k_vbmi {
+        matmul::mins_matmul(t, w, row_blocks, x, n, y, y_stride, q4_k_parts, single)
+    }
+}
+
+every_level! {
+    /// Q5_K matmul.
+    fn matmul_q5_k, matmul_q5_k_vnni_only, matmul_q5_k_vbmi => matmul_q5_k_vnni(
+        t,
+        w: &[BlockQ5K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ); single = vec_dot_q5_k, vec_dot_q5_k_vnni_only, vec_dot_q5_k_vbmi {
+        matmul::mins_matmul(t, w, row_blocks, x, n, y, y_stride, q5_k_parts, single)
     }
 }
 

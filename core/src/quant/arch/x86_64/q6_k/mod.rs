@@ -11,6 +11,8 @@
 
 use core::arch::x86_64::*;
 
+mod matmul;
+
 use super::drivers::prepared_rows;
 use super::primitives::Primitives;
 use super::qkx2_lanes::nearest_int;
@@ -162,6 +164,21 @@ every_level! {
         out: &mut [f32],
     ); single = vec_dot_q6_k, vec_dot_q6_k_vnni_only, vec_dot_q6_k_vbmi {
         q6_k_rows(t, w, row_blocks, x, out, single)
+    }
+}
+
+every_level! {
+    /// Q6_K matmul.
+    fn matmul_q6_k, matmul_q6_k_vnni_only, matmul_q6_k_vbmi => matmul_q6_k_vnni(
+        t,
+        w: &[BlockQ6K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ); single = vec_dot_q6_k, vec_dot_q6_k_vnni_only, vec_dot_q6_k_vbmi {
+        matmul::q6_k_matmul(t, w, row_blocks, x, n, y, y_stride, single)
     }
 }
 
