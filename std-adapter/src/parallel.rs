@@ -1,36 +1,40 @@
 //! Matrix-vector and matrix-matrix products over several threads: the activations are quantized
 //! once (split by columns across the threads when there are many), then the outputs are cut into
 //! pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
-//! calling thread and `threads - 1` pool workers take one at a time, each computed with
-//! [`matmul_quantized`]. Every output is the same single vec_dot whichever thread computes it, so
-//! the result has the same bits for any thread count (and equals `miniquant::quant::matvec` and
-//! `matmul`).
+//! calling thread and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output
+//! is the same single vec_dot whichever thread computes it, so the result has the same bits for
+//! any thread count (and equals `miniquant::quant::matvec` and `matmul`).
 //!
-//! Three measures keep a multi-threaded call from costing more than it gains:
+//! What keeps a multi-threaded call from costing more than it gains (measurements in
+//! BENCHMARKS.md, "Threads at n = 1"):
 //!
-//! - **Persistent workers.** The workers are a [`rayon_core`] pool built on the first
-//!   multi-threaded call and kept for the process (grown, never shrunk, when a call asks for more
-//!   threads than it has; a call with `threads = N` still occupies at most `N - 1` of them). Handing
-//!   a piece to a parked or spinning worker costs a few microseconds. Spawning and joining a
-//!   `std::thread::scope` thread per call, as this module did before, cost as much as a whole
-//!   one-thread matvec of a real model's smaller tensors (figures in BENCHMARKS.md), so one spawn
-//!   per call is negligible only for tensors of many megabytes.
-//! - **Pieces taken on demand.** The work is not split into one fixed share per thread: whoever
-//!   is free takes the next piece (for a matvec about [`CHUNK_BYTES`] of weights, fewer and larger
-//!   pieces for a large matrix; for a matmul at most one tile of rows, see
-//!   [`typed::matmul_tile_rows`], so each piece keeps its weights in cache across its columns). The
-//!   caller starts on the first piece at once, so a worker that wakes late only leaves the caller
-//!   more pieces, instead of the caller waiting for a fixed half.
+//! - **Persistent workers that stay awake between calls.** The workers are a [`rayon_core`] pool
+//!   built on the first multi-threaded call and kept for the process (grown, never shrunk; a call
+//!   with `threads = N` occupies at most `N - 1` of them). A parked worker takes hundreds of
+//!   microseconds to wake on a virtual machine, more than a whole matvec of a real model's
+//!   tensors, and the call must wait for it even when the caller has done all the work (a scope
+//!   ends when its jobs end). So after a call each worker it used spins for up to [`LINGER`],
+//!   leaving the spin as soon as the next call starts: the back-to-back products of a model's
+//!   forward pass find their workers running.
+//! - **A fixed share of rows per thread, then stealing.** The pieces are dealt in contiguous
+//!   shares, thread `i` always getting the same rows of a matrix, so a matrix that fits in the
+//!   cores' private caches stays split between them across calls instead of moving from core to
+//!   core. A thread that finishes its share takes pieces from the end of another's, so a worker
+//!   that starts late (or is descheduled) only leaves the others more pieces.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
-//!   of weights times columns: below a few tens of KB two pooled threads lose to one
-//!   (BENCHMARKS.md); 64 KiB per thread leaves a margin, and a smaller product is computed by the
-//!   caller alone, as fast as with `threads = 1`.
+//!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
+//!   is computed by the caller alone, as fast as with `threads = 1`.
+//! - **No allocation per call** once a thread has made a call of that size: the quantized
+//!   activations and each thread's piece outputs live in thread-local buffers.
 //!
 //! When another process keeps the second core busy, two threads cannot gain, and a worker that is
 //! descheduled holding a piece still makes the call wait: on a machine known to be loaded, one
 //! thread is the faster choice for small tensors (figures in BENCHMARKS.md).
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use miniquant::quant::matvec::{matmul_quantized, matmul_scratch_bytes, quantize_activations};
 use miniquant::quant::{bytes_for, typed, Level};
@@ -52,11 +56,39 @@ pub const CHUNK_BYTES: usize = 32 << 10;
 /// several threads: below it, waking a worker costs about as much as the quantization.
 pub const PARALLEL_QUANTIZE_VALUES: usize = 64 << 10;
 
+/// How long a worker keeps spinning for the next call after its part of a call ends, before it
+/// parks: longer than the single-threaded work between two products of a forward pass (norms,
+/// attention of a short context), short enough that an idle process stops spinning at once.
+pub const LINGER: Duration = Duration::from_micros(500);
+
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
 
 /// Rows of a matmul piece are a multiple of this (the rows kernels' groups of eight rows).
 const PIECE_ROW_MULTIPLE: usize = 8;
+
+/// Counts the pooled calls started in the process: a lingering worker stops spinning when it
+/// changes.
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// The quantized activations of the calls this thread makes.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The outputs of the pieces this thread computes, before they are copied into `y`.
+    static PIECE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `f` on this thread's buffer `key`, or on a new one if the thread is already using it (a call
+/// made while it waits inside another, e.g. from a job of another pool run meanwhile).
+fn with_buffer<T, R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
+    f: impl FnOnce(&mut Vec<T>) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => f(&mut buffer),
+        Err(_) => f(&mut Vec::new()),
+    })
+}
 
 /// The number of threads to use by default: every core the process may run on.
 pub fn default_threads() -> usize {
@@ -118,7 +150,6 @@ pub fn matmul(
     if outputs != y.len() {
         return Err(mismatch(outputs, y.len()));
     }
-    let mut scratch = vec![0u8; scratch_bytes];
     let work = w.len().saturating_mul(n);
     let threads = threads
         .min(rows.saturating_mul(n))
@@ -127,35 +158,39 @@ pub fn matmul(
     // What does not depend on the data (the level, the type's kernels) fails here, on no rows,
     // before any worker is woken.
     matmul_quantized(level, t, &[], 0, cols, 0, &[], &mut [])?;
-    let pool = if threads > 1 { pool(threads - 1) } else { None };
-    let Some(pool) = pool.filter(|_| row_bytes > 0 && n > 0) else {
-        let xq = quantize_activations(level, t, inputs, x, &mut scratch)?;
-        return matmul_quantized(level, t, w, rows, cols, n, xq, y);
-    };
-    let xq = quantize_columns(&pool, threads, level, t, cols, n, x, &mut scratch)?;
-    let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
-    let per_column = xq.len() / n;
-    let row_ranges = (0..rows).step_by(piece_rows);
-    let pieces = row_ranges.flat_map(|first_row| {
-        (0..n)
-            .step_by(piece_columns)
-            .map(move |first_column| (first_row, first_column))
-    });
-    let y = Mutex::new(y);
-    share(&pool, threads, pieces, |(first_row, first_column), out| {
-        let piece_rows = piece_rows.min(rows - first_row);
-        let piece_n = piece_columns.min(n - first_column);
-        let w = &w[first_row * row_bytes..(first_row + piece_rows) * row_bytes];
-        let xq = &xq[first_column * per_column..(first_column + piece_n) * per_column];
-        out.clear();
-        out.resize(piece_rows * piece_n, 0.0);
-        matmul_quantized(level, t, w, piece_rows, cols, piece_n, xq, out)?;
-        let mut y = y.lock().unwrap_or_else(PoisonError::into_inner);
-        let columns = y.chunks_exact_mut(rows).skip(first_column);
-        for (column, piece) in columns.zip(out.chunks_exact(piece_rows)) {
-            column[first_row..first_row + piece_rows].copy_from_slice(piece);
-        }
-        Ok(())
+    with_buffer(&SCRATCH, |scratch| {
+        scratch.clear();
+        scratch.resize(scratch_bytes, 0);
+        let pool = if threads > 1 { pool(threads - 1) } else { None };
+        let Some(pool) = pool.filter(|_| row_bytes > 0 && n > 0) else {
+            let xq = quantize_activations(level, t, inputs, x, scratch)?;
+            return matmul_quantized(level, t, w, rows, cols, n, xq, y);
+        };
+        let xq = quantize_columns(&pool, threads, level, t, cols, n, x, scratch)?;
+        let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
+        let per_column = xq.len() / n;
+        let column_ranges = n.div_ceil(piece_columns);
+        let count = rows.div_ceil(piece_rows) * column_ranges;
+        let y = Mutex::new(y);
+        share(&pool, threads, count, |piece| {
+            let first_row = piece / column_ranges * piece_rows;
+            let first_column = piece % column_ranges * piece_columns;
+            let piece_rows = piece_rows.min(rows - first_row);
+            let piece_n = piece_columns.min(n - first_column);
+            let w = &w[first_row * row_bytes..(first_row + piece_rows) * row_bytes];
+            let xq = &xq[first_column * per_column..(first_column + piece_n) * per_column];
+            with_buffer(&PIECE_OUT, |out| {
+                out.clear();
+                out.resize(piece_rows * piece_n, 0.0);
+                matmul_quantized(level, t, w, piece_rows, cols, piece_n, xq, out)?;
+                let mut y = y.lock().unwrap_or_else(PoisonError::into_inner);
+                let columns = y.chunks_exact_mut(rows).skip(first_column);
+                for (column, piece) in columns.zip(out.chunks_exact(piece_rows)) {
+                    column[first_row..first_row + piece_rows].copy_from_slice(piece);
+                }
+                Ok(())
+            })
+        })
     })
 }
 
@@ -177,10 +212,14 @@ fn quantize_columns<'s>(
         return quantize_activations(level, t, x.len(), x, scratch);
     }
     let block = n.div_ceil(threads * 4);
-    let parts = x
+    let parts: Vec<Mutex<(&[f32], &mut [u8])>> = x
         .chunks(block * cols)
-        .zip(scratch.chunks_mut(block * per_column));
-    share(pool, threads, parts, |(x, xq), _| {
+        .zip(scratch.chunks_mut(block * per_column))
+        .map(Mutex::new)
+        .collect();
+    share(pool, threads, parts.len(), |part| {
+        let mut part = parts[part].lock().unwrap_or_else(PoisonError::into_inner);
+        let (x, xq) = &mut *part;
         quantize_activations(level, t, x.len(), x, xq).map(drop)
     })?;
     Ok(scratch)
@@ -202,30 +241,72 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     (piece_rows, n.div_ceil(column_ranges))
 }
 
-/// Runs `work` on every item of `items`, the items taken one at a time by the caller and
-/// `threads - 1` workers of `pool` (each with its own reusable buffer). The first error is
-/// returned, and no item is started after it.
-fn share<I>(
+/// The pieces `0..count` dealt into `threads` contiguous shares; each thread takes pieces from the
+/// front of its own share, then from the back of the others'.
+struct Shares {
+    /// The pieces not yet taken of each share, `start..end`.
+    left: Vec<Mutex<(usize, usize)>>,
+}
+
+impl Shares {
+    fn new(count: usize, threads: usize) -> Shares {
+        let bound = |i: usize| count * i / threads;
+        Shares {
+            left: (0..threads)
+                .map(|i| Mutex::new((bound(i), bound(i + 1))))
+                .collect(),
+        }
+    }
+
+    /// The next piece for the thread of share `mine`, `None` when every piece is taken.
+    fn next(&self, mine: usize) -> Option<usize> {
+        let lock = |i: usize| self.left[i].lock().unwrap_or_else(PoisonError::into_inner);
+        let mut own = lock(mine);
+        if own.0 < own.1 {
+            own.0 += 1;
+            return Some(own.0 - 1);
+        }
+        drop(own);
+        let others = (1..self.left.len()).map(|k| (mine + k) % self.left.len());
+        for other in others {
+            let mut theirs = lock(other);
+            if theirs.0 < theirs.1 {
+                theirs.1 -= 1;
+                return Some(theirs.1);
+            }
+        }
+        None
+    }
+
+    /// Takes every piece left, so that none is started after a failure.
+    fn drain(&self) {
+        for share in &self.left {
+            let mut share = share.lock().unwrap_or_else(PoisonError::into_inner);
+            share.0 = share.1;
+        }
+    }
+}
+
+/// Runs `work` on every piece `0..count`, computed by the caller and `threads - 1` workers of
+/// `pool` in [`Shares`]. The first error is returned, and no piece is started after it. The
+/// workers linger afterwards (see [`LINGER`]).
+fn share(
     pool: &ThreadPool,
     threads: usize,
-    items: I,
-    work: impl Fn(I::Item, &mut Vec<f32>) -> Result<(), Error> + Sync,
-) -> Result<(), Error>
-where
-    I: Iterator + Send,
-{
-    let items = Mutex::new(items);
+    count: usize,
+    work: impl Fn(usize) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    CALLS.fetch_add(1, Ordering::AcqRel);
+    let shares = Shares::new(count, threads);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    let run = || {
-        let mut buffer = Vec::new();
-        loop {
-            let next = items.lock().unwrap_or_else(PoisonError::into_inner).next();
-            let Some(item) = next else { return };
-            if let Err(e) = work(item, &mut buffer) {
-                // Leave no item for the other threads, then report.
-                let mut rest = items.lock().unwrap_or_else(PoisonError::into_inner);
-                rest.by_ref().for_each(drop);
-                drop(rest);
+    let joined = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let run = |mine: usize| {
+        while let Some(piece) = shares.next(mine) {
+            if let Err(e) = work(piece) {
+                failed.store(true, Ordering::Release);
+                shares.drain();
                 failure
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -234,16 +315,51 @@ where
             }
         }
     };
-    // A panic in a worker is re-raised here once every spawned job has ended, as `join` did.
+    // A panic in a worker is re-raised here once every spawned job has ended.
     pool.in_place_scope(|scope| {
         for _ in 1..threads {
-            scope.spawn(|_| run());
+            scope.spawn(|_| {
+                let mine = joined.fetch_add(1, Ordering::AcqRel) + 1;
+                run(mine);
+                finished.fetch_add(1, Ordering::AcqRel);
+            });
         }
-        run();
+        run(0);
+        // A worker still on its last piece ends within a piece's time: wait for it here rather
+        // than sleep in the scope and be woken. One that has not started is waited for by the
+        // scope.
+        while finished.load(Ordering::Acquire) < joined.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
     });
-    match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        Some(e) => Err(e),
-        None => Ok(()),
+    linger(pool, threads - 1);
+    if failed.load(Ordering::Acquire) {
+        if let Some(e) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Keeps `workers` workers of `pool` spinning for up to [`LINGER`] or until the next pooled call
+/// starts, so that it need not wake them.
+fn linger(pool: &ThreadPool, workers: usize) {
+    let call = CALLS.load(Ordering::Acquire);
+    for _ in 0..workers {
+        pool.spawn(move || {
+            let until = Instant::now() + LINGER;
+            'spin: while CALLS.load(Ordering::Acquire) == call {
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                    if CALLS.load(Ordering::Relaxed) != call {
+                        break 'spin;
+                    }
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+            }
+        });
     }
 }
 
@@ -520,6 +636,34 @@ mod tests {
                 "{unsupported:?}"
             );
         }
+    }
+
+    #[test]
+    fn shares_give_each_piece_once_own_rows_first() {
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10.
+        let shares = Shares::new(10, 3);
+        assert_eq!(shares.next(1), Some(3));
+        let own: Vec<usize> = (0..4).filter_map(|_| shares.next(2)).collect();
+        assert_eq!(own, [6, 7, 8, 9], "a thread's own share, front first");
+        // Share 2 is empty: thread 2 steals from the back of share 0, then of share 1, while
+        // thread 0 takes share 0 from the front.
+        assert_eq!(shares.next(2), Some(2));
+        assert_eq!(shares.next(0), Some(0));
+        assert_eq!(shares.next(2), Some(1));
+        assert_eq!(shares.next(2), Some(5));
+        assert_eq!(
+            shares.next(0),
+            Some(4),
+            "thread 0 steals what share 1 has left"
+        );
+        assert_eq!(
+            (shares.next(0), shares.next(1), shares.next(2)),
+            (None, None, None)
+        );
+        // After a failure nothing is left for anyone.
+        let shares = Shares::new(7, 2);
+        shares.drain();
+        assert_eq!((shares.next(0), shares.next(1)), (None, None));
     }
 
     #[test]
