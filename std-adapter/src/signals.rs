@@ -3,7 +3,8 @@
 //!
 //! [`install`] (the `miniquant` binary calls it first thing) sets handlers for:
 //! - SIGINT and SIGTERM: remove the named temporaries of outputs being written (`TempName`),
-//!   then die of the same signal (a shell sees 130 or 143, and a script loop stops as it should).
+//!   clear a progress bar's line on a terminal (`progress_bar_shown`), then die of the same
+//!   signal (a shell sees 130 or 143, and a script loop stops as it should).
 //! - SIGBUS: a fault inside an input's memory map (`WatchedMap`) means the file shrank while
 //!   being read (another process truncated or rewrote it); the handler removes the temporaries,
 //!   prints `error: input changed while reading "PATH"` and exits with 1. A SIGBUS anywhere else
@@ -21,6 +22,16 @@ use std::path::Path;
 pub fn install() {
     #[cfg(unix)]
     unix::install();
+}
+
+/// Tells the SIGINT/SIGTERM handler whether a progress bar is drawn on stderr: then, on a
+/// terminal, it clears the bar's line before the process dies, so the shell's prompt does not
+/// follow a half-drawn bar. (Only then: a line of streamed text must stay.)
+pub(crate) fn progress_bar_shown(shown: bool) {
+    #[cfg(unix)]
+    unix::BAR_SHOWN.store(shown, std::sync::atomic::Ordering::SeqCst);
+    #[cfg(not(unix))]
+    let _ = shown;
 }
 
 /// A named temporary file, removed by the SIGINT/SIGTERM/SIGBUS handlers while this guard lives.
@@ -94,6 +105,8 @@ mod unix {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     /// Whether stderr is a terminal: then the error line first clears a progress bar's line.
     static STDERR_IS_TERMINAL: AtomicBool = AtomicBool::new(false);
+    /// Whether a progress bar is drawn on stderr (see [`super::progress_bar_shown`]).
+    pub(super) static BAR_SHOWN: AtomicBool = AtomicBool::new(false);
     /// Set by the first thread that reports a fault in an input map, so the message comes once.
     static REPORTING: AtomicBool = AtomicBool::new(false);
     static TEMPS: [AtomicPtr<Temp>; TEMP_SLOTS] =
@@ -213,6 +226,10 @@ mod unix {
 
     extern "C" fn on_stop(signal: c_int, _info: *mut libc::siginfo_t, _context: *mut c_void) {
         remove_temps();
+        if BAR_SHOWN.load(Ordering::SeqCst) && STDERR_IS_TERMINAL.load(Ordering::SeqCst) {
+            // Back to the line's start and clear it.
+            write_stderr(b"\r\x1b[2K");
+        }
         // SAFETY: `signal` and `raise` are async-signal-safe. The signal is blocked while this
         // handler runs, so the raised one is delivered, with the default action (death by that
         // signal), as the handler returns.

@@ -9,13 +9,16 @@ mod common;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::scratch_dir;
 use miniquant::GgmlType;
 use miniquant_std::writer::GgufWriter;
+use rustix::process::{kill_process, Pid, Signal};
 use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
 use rustix::termios::{tcsetwinsize, Winsize};
 
@@ -32,6 +35,34 @@ struct PtyRun {
 /// Runs `miniquant args` in `dir` on a new 100x30 pseudo-terminal; kills it and fails if it has
 /// not exited within [`DEADLINE`].
 fn run_in_terminal(dir: &Path, args: &[&str]) -> PtyRun {
+    let (status, screen) = terminal_session(dir, args, None);
+    PtyRun {
+        code: status.code().unwrap_or_else(|| {
+            panic!(
+                "killed by a signal: {status:?}; screen: {:?}",
+                tail(&screen)
+            )
+        }),
+        screen,
+    }
+}
+
+/// [`run_in_terminal`] that sends `signal` once the screen shows `mark` (as a terminal's Ctrl-C
+/// would send SIGINT); returns the exit status and the screen.
+fn interrupt_in_terminal(
+    dir: &Path,
+    args: &[&str],
+    mark: &str,
+    signal: Signal,
+) -> (std::process::ExitStatus, String) {
+    terminal_session(dir, args, Some((mark, signal)))
+}
+
+fn terminal_session(
+    dir: &Path,
+    args: &[&str],
+    interrupt: Option<(&str, Signal)>,
+) -> (std::process::ExitStatus, String) {
     let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
     grantpt(&master).expect("grantpt");
     unlockpt(&master).expect("unlockpt");
@@ -64,43 +95,49 @@ fn run_in_terminal(dir: &Path, args: &[&str]) -> PtyRun {
     // Only the child holds the slave side now: the master reads EOF (EIO) once it exits.
     drop(slave);
     let mut master = File::from(master);
-    let reader = std::thread::spawn(move || {
-        let mut screen = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Linux answers EIO once the slave side is closed.
-        while let Ok(n @ 1..) = master.read(&mut buf) {
-            screen.extend_from_slice(&buf[..n]);
-        }
-        screen
-    });
+    let screen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let screen = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Linux answers EIO once the slave side is closed.
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                screen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let shown = || String::from_utf8_lossy(&screen.lock().unwrap()).into_owned();
+    let mut interrupt = interrupt;
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
+        if let Some((mark, signal)) = interrupt {
+            if shown().contains(mark) {
+                let pid = Pid::from_raw(child.id() as i32).expect("a pid");
+                kill_process(pid, signal).expect("kill");
+                interrupt = None;
+            }
+        }
         if start.elapsed() > DEADLINE {
             let _ = child.kill();
             let _ = child.wait();
-            let screen = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+            let _ = reader.join();
             panic!(
                 "`miniquant {}` in a terminal did not finish in {DEADLINE:?}; its screen ends \
                  with: {:?}",
                 args.join(" "),
-                tail(&screen)
+                tail(&shown())
             );
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let screen = String::from_utf8_lossy(&reader.join().expect("reader")).into_owned();
-    PtyRun {
-        code: status.code().unwrap_or_else(|| {
-            panic!(
-                "killed by a signal: {status:?}; screen: {:?}",
-                tail(&screen)
-            )
-        }),
-        screen,
+    reader.join().expect("reader");
+    if let Some((mark, _)) = interrupt {
+        panic!("finished before {mark:?} showed: {:?}", tail(&shown()));
     }
+    (status, shown())
 }
 
 fn tail(s: &str) -> &str {
@@ -319,4 +356,81 @@ fn tokenize_and_run_in_a_terminal_finish() {
         ],
     );
     assert_ok(&run, "19556 905");
+}
+
+/// `bench` in a terminal prints llama-bench's table; interrupted (SIGINT, as Ctrl-C sends it)
+/// once the header is out, it dies of the signal with nothing but whole lines on the screen.
+#[test]
+fn bench_in_a_terminal_prints_its_table_and_stops_on_sigint() {
+    let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let dir = scratch_dir().join("pty-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = model.to_str().unwrap();
+    let run = run_in_terminal(&dir, &["bench", model, "-p", "8", "-n", "2", "-r", "1"]);
+    assert_ok(&run, " pp8 |");
+    assert!(run.screen.contains(" tg2 |"), "{}", run.screen);
+    for sig in [Signal::INT, Signal::TERM] {
+        let args = ["bench", model, "-p", "16", "-n", "4", "-r", "10000"];
+        let (status, screen) = interrupt_in_terminal(&dir, &args, "| -----", sig);
+        assert_eq!(status.signal(), Some(sig.as_raw()), "{screen:?}");
+        // A terminal turns each newline into CR LF.
+        assert!(screen.ends_with("|\r\n"), "{screen:?}");
+        assert!(!screen.contains("panicked"), "{screen}");
+    }
+}
+
+/// A long prompt shows a bar on a terminal while it is processed, and the bar is gone before the
+/// text; interrupted while the bar is drawn, `run` clears its line and dies of the signal.
+#[test]
+fn run_shows_prompt_progress_on_a_terminal_and_clears_it_when_interrupted() {
+    let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let dir = scratch_dir().join("pty-run-progress");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = model.to_str().unwrap();
+    let ids = vec!["100"; 48].join(" ");
+    let args = [
+        "run",
+        model,
+        "--prompt-ids",
+        &ids,
+        "--batch",
+        "4",
+        "-n",
+        "2",
+    ];
+    let run = run_in_terminal(&dir, &args);
+    assert_eq!(run.code, 0, "{:?}", tail(&run.screen));
+    assert!(run.screen.contains("prompt ["), "no bar: {:?}", run.screen);
+    // The bar is cleared before the generated text, which stands alone on its line.
+    let text_start = run.screen.rfind("\x1b[2K").unwrap() + "\x1b[2K".len();
+    assert!(
+        !run.screen[text_start..].contains("prompt ["),
+        "{:?}",
+        run.screen
+    );
+    // In a pipe: no bar, nothing on stderr, the same text.
+    let piped = common::miniquant_in(&dir, &args);
+    assert_eq!((piped.code, piped.stderr.as_str()), (0, ""));
+    let text = String::from_utf8(piped.stdout).unwrap();
+    assert!(
+        run.screen.ends_with(&text.replace('\n', "\r\n")),
+        "{:?}",
+        run.screen
+    );
+
+    let long = vec!["100"; 2000].join(" ");
+    for sig in [Signal::INT, Signal::TERM] {
+        let args = ["run", model, "--prompt-ids", &long, "--batch", "8"];
+        let (status, screen) = interrupt_in_terminal(&dir, &args, "prompt [", sig);
+        assert_eq!(status.signal(), Some(sig.as_raw()), "{screen:?}");
+        assert!(
+            screen.ends_with("\r\x1b[2K"),
+            "the bar stays: {:?}",
+            tail(&screen)
+        );
+    }
 }

@@ -663,3 +663,55 @@ fn odd_vocabularies_encode_without_panicking() {
     // Bytes with no token are dropped, as llama.cpp drops them; the special token is parsed.
     assert_eq!(t.encode("ab é<|x|>b", false, true), [2, 3, 4, 1]);
 }
+
+/// `TextStream` (what `run` prints as it generates) gives `decode` of all the ids, in chunks of
+/// whole characters, for every text: emoji and CJK characters whose bytes are split over tokens
+/// (byte-level BPE pieces, SentencePiece byte fallback) and the spaces `decode` cleans before
+/// punctuation included.
+fn streams_as_decode(tokenizer: &Tokenizer) {
+    let mut split_characters = 0;
+    for entry in std::fs::read_dir(data().join("texts")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for parse_special in [false, true] {
+            let ids = tokenizer.encode(&text, false, parse_special);
+            let mut stream = miniquant_std::tokenizer::TextStream::new(tokenizer);
+            let mut chunks: Vec<Vec<u8>> = ids.iter().map(|&id| stream.push(id)).collect();
+            chunks.push(stream.finish());
+            assert_eq!(
+                chunks.concat(),
+                tokenizer.decode(&ids),
+                "{} (parse_special {parse_special})",
+                path.display()
+            );
+            for chunk in &chunks {
+                assert!(
+                    std::str::from_utf8(chunk).is_ok(),
+                    "{}: a chunk cuts a character: {chunk:?}",
+                    path.display()
+                );
+            }
+            split_characters += ids
+                .iter()
+                .filter(|&&id| std::str::from_utf8(tokenizer.token_to_piece(id)).is_err())
+                .count();
+        }
+    }
+    // The texts do split characters over tokens, so the hold-back was exercised.
+    assert!(split_characters > 0);
+}
+
+#[test]
+fn streamed_text_equals_the_one_shot_decode() {
+    let tokenizers = [
+        open("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        open("gemma-3-270m-q4_k_m.gguf"),
+        set_true(
+            "gemma-3-270m-q4_k_m.gguf",
+            "tokenizer.ggml.add_space_prefix",
+        ),
+    ];
+    for tokenizer in tokenizers.iter().flatten() {
+        streams_as_decode(tokenizer);
+    }
+}

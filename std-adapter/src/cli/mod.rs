@@ -6,6 +6,7 @@
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
 
 mod array_file;
+mod bench;
 mod convert_endian;
 mod dequant;
 mod dequant_raw;
@@ -157,6 +158,14 @@ pub enum Command {
     /// end-of-generation token. Every thread count, kernel level and batch size gives the same
     /// tokens.
     Run(run::Args),
+    /// Prompt and generation tokens per second, in llama-bench's table (`pp512`, `tg128`).
+    ///
+    /// The same columns as llama.cpp's `llama-bench` (model, size, params, backend, threads,
+    /// test, t/s as mean ± standard deviation over the repetitions), so that the two tables can
+    /// be read side by side. The prompt test runs N token ids (BOS if the file adds one, then
+    /// ids from a fixed-seed generator) through an empty context in batches; the generation test
+    /// runs N tokens one at a time from an empty context. Each test runs once untimed first.
+    Bench(bench::Args),
     /// Write a GGUF file in another byte order, as gguf-py's `gguf-convert-endian` does.
     ConvertEndian(convert_endian::Args),
     /// Print the token ids of TEXT under FILE's tokenizer, as llama.cpp's llama-tokenize --ids.
@@ -235,6 +244,7 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
         ),
         Command::ConvertEndian(args) => convert_endian::run(args, out, err),
         Command::Run(args) => run::run(args, out, err),
+        Command::Bench(args) => bench::run(args, out),
         Command::MakeExample { output } => make_example::run(output, err),
         Command::Tokenize(args) => tokenize::run(args, out),
         Command::Completions { shell } => docs::completions(*shell, out),

@@ -55,6 +55,7 @@ impl Progress {
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style.progress_chars("=> "));
             bar.set_message(self.label.clone());
+            crate::signals::progress_bar_shown(true);
             self.bar = Some(bar);
         }
         if let Some(bar) = &self.bar {
@@ -63,9 +64,15 @@ impl Progress {
     }
 
     /// Removes the bar, so the summary line that follows stands alone.
-    pub(super) fn finish(self) {
-        if let Some(bar) = self.bar {
+    pub(super) fn finish(self) {}
+}
+
+/// The bar is removed however the work ends (an error line must not follow a bar on its line).
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
+            crate::signals::progress_bar_shown(false);
         }
     }
 }

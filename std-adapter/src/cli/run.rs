@@ -11,10 +11,11 @@ use miniquant::model::{Layout, Model, Session};
 use miniquant::quant::{level, Level};
 
 use super::output::{refuse_aliases, FileOutput, Output};
+use super::progress::Progress;
 use super::{open_gguf, threads_arg, CliError};
 use crate::model::Threaded;
 use crate::npy;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{TextStream, Tokenizer};
 
 /// `run`'s arguments.
 #[derive(Debug, Clone, ClapArgs)]
@@ -165,30 +166,20 @@ pub(super) fn run<O: Write, E: Write>(
     };
     let io = |e| CliError::io("cannot write the output", e);
     let mut logits = vec![0f32; model.config().vocab];
-    session
-        .forward(&mm, &prompt, &mut logits)
-        .map_err(model_error)?;
+    run_prompt(&mut session, &mm, &prompt, batch, &mut logits).map_err(model_error)?;
     let mut generated = Vec::new();
-    let mut shown = Vec::new();
+    let tokenizer = tokenizer.as_ref().ok();
+    let mut text = tokenizer.map(TextStream::new);
     for i in 0..n_predict {
         let next = argmax(&logits);
-        let tokenizer = tokenizer.as_ref().ok();
         if tokenizer.is_some_and(|t| t.is_end_of_generation(next)) {
             break;
         }
         generated.push(next);
-        match tokenizer {
-            // The text of all generated ids, printed from where the last print stopped: pieces
-            // that join (a character cut in two, spaces cleaned before punctuation) come out
-            // as the whole text has them.
-            Some(t) => {
-                let text = t.decode(&generated);
-                let new = text.strip_prefix(shown.as_slice()).unwrap_or(&text[..0]);
-                out.write_all(new).map_err(io)?;
-                if text.starts_with(&shown) {
-                    shown = text;
-                }
-            }
+        match &mut text {
+            // The bytes this token settles: a character cut in two or a space that the next
+            // token may clean away waits for it (the whole text is `decode` of all the ids).
+            Some(text) => out.write_all(&text.push(next)).map_err(io)?,
             None => write!(out, "{}{next}", if i == 0 { "" } else { " " }).map_err(io)?,
         }
         out.flush().map_err(io)?;
@@ -197,6 +188,9 @@ pub(super) fn run<O: Write, E: Write>(
                 .forward(&mm, &[next], &mut logits)
                 .map_err(model_error)?;
         }
+    }
+    if let Some(text) = text {
+        out.write_all(&text.finish()).map_err(io)?;
     }
     writeln!(out).map_err(io)?;
     if args.tokens {
@@ -209,6 +203,30 @@ pub(super) fn run<O: Write, E: Write>(
         let mut file = Output::file(path)?;
         let written = write_logits(&mut file, path, &logits);
         file.finish(written)?;
+    }
+    Ok(())
+}
+
+/// Runs the prompt a batch at a time (the same logits as one call: every batch split gives the
+/// same bits), showing a bar on a terminal once a long prompt has taken a while.
+fn run_prompt(
+    session: &mut Session<'_, '_, '_>,
+    mm: &Threaded,
+    prompt: &[u32],
+    batch: usize,
+    logits: &mut [f32],
+) -> Result<(), miniquant::model::ModelError> {
+    let mut progress = (prompt.len() > batch).then(|| Progress::new("prompt", prompt.len() as u64));
+    let mut done = 0;
+    for chunk in prompt.chunks(batch) {
+        session.forward(mm, chunk, logits)?;
+        done += chunk.len();
+        if let Some(progress) = &mut progress {
+            progress.set(done as u64);
+        }
+    }
+    if let Some(progress) = progress {
+        progress.finish();
     }
     Ok(())
 }

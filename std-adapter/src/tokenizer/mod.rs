@@ -25,12 +25,14 @@ mod error;
 mod pretokenize;
 mod special;
 mod spm;
+mod stream;
 mod symbols;
 mod unicode;
 mod vocab;
 
 pub use error::TokenizerError;
 pub use pretokenize::PreTokenizer;
+pub use stream::TextStream;
 
 use crate::error::{Error, ErrorKind};
 use crate::file::GgufFile;

@@ -1,0 +1,133 @@
+//! `miniquant bench FILE [-p 512] [-n 128] [-t 1,2] [-r 5]`: prompt and generation tokens per
+//! second of the forward pass, printed as llama.cpp's `llama-bench` prints its own (see
+//! [`crate::bench`]). Each row is written once its test is complete.
+
+use std::io::Write;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+use miniquant::model::{Layout, Model, ModelError, Session};
+use miniquant::quant::{level, Level};
+
+use super::{open_gguf, threads_arg, CliError};
+use crate::bench::{
+    bos_of, run_once, table_header, table_row, ModelSummary, Rates, Test, TokenIds,
+};
+use crate::model::Threaded;
+
+/// Most repetitions: far above any useful count, and a bound on what a typo can ask for.
+const MAX_REPETITIONS: u32 = 10_000;
+
+/// `bench`'s arguments (llama-bench's names and defaults).
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// The GGUF model (an architecture `run` supports).
+    pub file: PathBuf,
+    /// Prompt tokens of the prompt test `ppN` (0: no prompt test).
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_name = "N",
+        default_value_t = 512
+    )]
+    pub n_prompt: usize,
+    /// Tokens of the generation test `tgN` (0: no generation test).
+    #[arg(short = 'n', long = "n-gen", value_name = "N", default_value_t = 128)]
+    pub n_gen: usize,
+    /// Thread counts, separated by commas: the tests run for each [default: all cores].
+    #[arg(short = 't', long, value_name = "N,..", value_delimiter = ',')]
+    #[arg(value_parser = threads_arg::parse)]
+    pub threads: Vec<NonZeroUsize>,
+    /// Timed runs of each test (after one untimed warm-up).
+    #[arg(
+        short = 'r',
+        long = "repetitions",
+        value_name = "N",
+        default_value_t = 5
+    )]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=MAX_REPETITIONS as i64))]
+    pub repetitions: u32,
+    /// Prompt tokens per batch (one matmul per weight per batch), as llama-bench's `-ub`.
+    #[arg(short = 'b', long, value_name = "N", default_value_t = 512)]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni.
+    /// [default: MINIQUANT_LEVEL, else auto]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub level: Option<Level>,
+}
+
+fn parse_level(name: &str) -> Result<Level, String> {
+    level::resolve(name).map_err(|e| e.to_string())
+}
+
+pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
+    let tests: Vec<Test> = [Test::Prompt(args.n_prompt), Test::Generate(args.n_gen)]
+        .into_iter()
+        .filter(|t| t.tokens() > 0)
+        .collect();
+    if tests.is_empty() {
+        return Err(CliError::Usage(
+            "-p and -n are both 0: nothing to measure".into(),
+        ));
+    }
+    let file = open_gguf(&args.file)?;
+    let model_error = |e: ModelError| CliError::Message(e.to_string());
+    let model: Model<'_> = Model::from_gguf(file.bytes()).map_err(model_error)?;
+    let trained = model.config().context_length;
+    let context = args.n_prompt.max(args.n_gen);
+    if context > trained {
+        return Err(CliError::Message(format!(
+            "a test of {context} tokens does not fit the model's context of {trained}"
+        )));
+    }
+    let batch = usize::try_from(args.batch)
+        .unwrap_or(usize::MAX)
+        .clamp(1, args.n_prompt.max(1));
+    let layout = Layout::new(&model, context, batch).map_err(model_error)?;
+    let mut floats = vec![0f32; layout.floats];
+    let mut scratch = vec![0u8; layout.scratch_bytes];
+    let mut session =
+        Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
+    let mut logits = vec![0f32; model.config().vocab];
+    let summary = ModelSummary::of(&file);
+    let mut ids = TokenIds::new(model.config().vocab, bos_of(&file));
+    let level = args.level.unwrap_or_else(level::current);
+    let threads = if args.threads.is_empty() {
+        vec![crate::parallel::default_threads()]
+    } else {
+        args.threads.iter().map(|t| t.get()).collect()
+    };
+    let io = |e| CliError::io("cannot write the output", e);
+    out.write_all(table_header().as_bytes()).map_err(io)?;
+    out.flush().map_err(io)?;
+    for &threads in &threads {
+        let mm = Threaded { level, threads };
+        for &test in &tests {
+            let warm_up = match test {
+                Test::Prompt(_) => test,
+                Test::Generate(_) => Test::Generate(1),
+            };
+            run_once(&mut session, &mm, warm_up, &mut ids, &mut logits).map_err(model_error)?;
+            let mut rates = Rates::default();
+            for _ in 0..args.repetitions {
+                let time = run_once(&mut session, &mm, test, &mut ids, &mut logits)
+                    .map_err(model_error)?;
+                rates.push(test.tokens(), time);
+            }
+            // One write of a whole row, then flushed: an interrupted bench shows whole rows.
+            out.write_all(table_row(&summary, threads, test, &rates).as_bytes())
+                .map_err(io)?;
+            out.flush().map_err(io)?;
+        }
+    }
+    writeln!(
+        out,
+        "\nbuild: miniquant {} ({} kernels)",
+        env!("CARGO_PKG_VERSION"),
+        level.name()
+    )
+    .map_err(io)?;
+    Ok(())
+}
