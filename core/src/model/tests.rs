@@ -245,7 +245,7 @@ fn errors_name_what_is_missing_or_wrong() {
                 arch: Some("mamba"),
                 ..Tweak::default()
             },
-            "architecture \"mamba\" is not supported (supported: llama)",
+            "architecture \"mamba\" is not supported (supported: llama, gemma3)",
         ),
         (
             Tweak {
