@@ -11,12 +11,26 @@
 # Every prompt goes to prompts.txt (name, kept or why dropped, ids, the f32-KV batch run's
 # continuation); the logits after the prompt (little-endian f32, n_vocab values) go to NAME.f32
 # for the kept prompts and those listed in $with_logits (the logit bound holds near ties too).
+# For Gemma 3 (a 262144-token vocabulary: 1 MiB of logits per prompt) they go to NAME.txt as a
+# sample instead: the 64 largest and every 256th, "id value" per line (llama-logits -sample).
+#   scripts/llama-expectations.sh [MODEL]   SmolLM2-135M (default) or gemma-3-270m
 # Not part of CI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}"
 model="${1:-$cache/SmolLM2-135M-Instruct.Q4_1.gguf}"
-out="$here/../std-adapter/tests/data/llama-cpp"
+case "$(basename "$model")" in
+  gemma-3*)
+    out="$here/../std-adapter/tests/data/llama-cpp-gemma3"
+    chat='<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n'
+    sample=1
+    ;;
+  *)
+    out="$here/../std-adapter/tests/data/llama-cpp"
+    chat='<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n'
+    sample=0
+    ;;
+esac
 gen=40
 checked=32
 min_margin=0.25
@@ -34,15 +48,22 @@ list="$out/prompts.txt"
 kept=0
 while IFS='|' read -r name text; do
   [ -z "$name" ] && continue
+  [ "$name" = chat ] && text="$chat"
   # (The command substitution drops trailing newlines: the chat prompt ends without its last
   # "\n", which tests/cli_run.rs takes into account.)
   text="$(printf '%b' "$text")"
   ids="$("$bin/llama-tokenize" -m "$model" -p "$text" --ids --log-disable 2>/dev/null | tail -1 | tr -d '[],')"
-  a="$("$driver" "$model" -ids "$ids" -n $gen -o "$out/$name.f32" -margins 2>"$out/margins.tmp")"
+  if [ "$sample" = 1 ]; then
+    a="$("$driver" "$model" -ids "$ids" -n $gen -sample "$out/$name.txt" -margins 2>"$out/margins.tmp")"
+    logits="$out/$name.txt"
+  else
+    a="$("$driver" "$model" -ids "$ids" -n $gen -o "$out/$name.f32" -margins 2>"$out/margins.tmp")"
+    logits="$out/$name.f32"
+    # The driver wrote every step's logits: keep the first (after the prompt).
+    truncate -s $(($(stat -c %s "$logits") / (gen + 1))) "$logits"
+  fi
   low="$(tr ' ' '\n' <"$out/margins.tmp" | head -n $checked | awk -v m=$min_margin '$1 < m' | wc -l)"
   rm -f "$out/margins.tmp"
-  # The driver wrote every step's logits: keep the first (after the prompt).
-  truncate -s $(($(stat -c %s "$out/$name.f32") / (gen + 1))) "$out/$name.f32"
   b="" c="" d=""
   if [ "$low" = 0 ]; then
     b="$("$driver" "$model" -ids "$ids" -n $gen -one)"
@@ -54,7 +75,7 @@ while IFS='|' read -r name text; do
     kept=$((kept + 1))
     echo "kept     $name" >&2
   else
-    case "$with_logits" in *" $name "*) ;; *) rm -f "$out/$name.f32" ;; esac
+    case "$with_logits" in *" $name "*) ;; *) rm -f "$logits" ;; esac
     if [ "$low" = 0 ]; then why="settings disagree"; else why="$low near-ties"; fi
     echo "$name | dropped: $why | $ids | $a" >>"$list"
     echo "dropped  $name ($why)" >&2
@@ -69,7 +90,7 @@ numpy|import numpy as np\nimport
 weekdays|Monday, Tuesday, Wednesday,
 planets|The following is a list of the planets in the solar system:
 prime|In mathematics, a prime number is
-chat|<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n
+chat|(the model's chat template, set above)
 water|Water boils at a temperature of
 alphabet|A B C D E F G
 html|<!DOCTYPE html>\n<html>\n<head>

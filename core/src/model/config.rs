@@ -1,4 +1,6 @@
-//! The hyperparameters of a llama-family model, read from a GGUF header's `{arch}.*` keys.
+//! The hyperparameters of a llama-family model, read from a GGUF header's `{arch}.*` keys: its
+//! shape, and what its architecture changes in the one forward pass (Gemma 3's scaled embeddings,
+//! GeGLU, sliding-window layers, NeoX rope, ...).
 
 use super::error::{ArchName, ModelError};
 use crate::gguf::{ByteOrder, Event, Limits, Scalar, SliceParser};
@@ -10,22 +12,51 @@ use crate::gguf::{ByteOrder, Event, Limits, Scalar, SliceParser};
 pub enum Arch {
     /// `llama`: SmolLM2, TinyLlama, Llama 2/3 and stories-class models.
     Llama,
+    /// `gemma3` (text): embeddings scaled by `sqrt(d_model)`, RMSNorm on each head's queries and
+    /// keys, norms after attention and the feed-forward as well as before, GeGLU, NeoX rope, and
+    /// sliding-window attention on five layers of six, with their own rope base.
+    Gemma3,
 }
+
+/// The architectures [`Arch`] names, for error messages.
+pub const SUPPORTED: &str = "llama, gemma3";
 
 impl Arch {
     /// The `general.architecture` value, which is also the metadata key prefix.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Llama => "llama",
+            Self::Gemma3 => "gemma3",
         }
     }
 
     fn from_name(name: &str) -> Option<Self> {
         match name {
             "llama" => Some(Self::Llama),
+            "gemma3" => Some(Self::Gemma3),
             _ => None,
         }
     }
+}
+
+/// The feed-forward's gate activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Activation {
+    /// SwiGLU: `silu(gate) * up` (llama).
+    Silu,
+    /// GeGLU with GELU's tanh approximation: `gelu(gate) * up` (Gemma).
+    GeluTanh,
+}
+
+/// Which of a head's values rope rotates together (ggml's rope modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RopeStyle {
+    /// Adjacent pairs `(x[2i], x[2i+1])`: `GGML_ROPE_TYPE_NORMAL` (llama).
+    Normal,
+    /// The two halves `(x[i], x[i + rope_dims/2])`: `GGML_ROPE_TYPE_NEOX` (Gemma).
+    Neox,
 }
 
 /// A model's shape and constants.
@@ -56,6 +87,28 @@ pub struct Config {
     pub context_length: usize,
     /// `vocab_size`, or the embedding's row count.
     pub vocab: usize,
+    /// How rope pairs values (fixed by the architecture).
+    pub rope_style: RopeStyle,
+    /// `1 / rope.scaling.factor` (linear scaling only; 1 without it), for the global layers.
+    pub rope_freq_scale: f32,
+    /// `attention.sliding_window`: the positions a local layer's query sees, itself included;
+    /// 0 when every layer is global.
+    pub sliding_window: usize,
+    /// `attention.sliding_window_pattern`: every this-many-th layer is global, the others local
+    /// (Gemma 3's default: 6).
+    pub sliding_window_pattern: usize,
+    /// `rope.freq_base_swa`: the rope base of the local layers (default 10000).
+    pub rope_freq_base_local: f32,
+    /// The feed-forward's activation.
+    pub activation: Activation,
+    /// Factor of the embedding rows (`sqrt(d_model)` for Gemma, 1 for llama).
+    pub embedding_scale: f32,
+    /// Factor of the queries after rope (Gemma's `1/sqrt(query_pre_attn_scalar)`, 1 for llama).
+    pub query_scale: f32,
+    /// Factor of the attention scores (`1/sqrt(head_dim)` for llama, 1 for Gemma).
+    pub score_scale: f32,
+    /// `final_logit_softcapping`: logits become `cap * tanh(logit / cap)`; `None` without it.
+    pub final_logit_softcap: Option<f32>,
 }
 
 impl Config {
@@ -68,10 +121,37 @@ impl Config {
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads.saturating_mul(self.head_dim)
     }
+
+    /// Whether layer `layer` attends to the last `sliding_window` positions only (llama.cpp's
+    /// `set_swa_pattern` without `dense_first`: the last layer of each group of the pattern is
+    /// global).
+    pub fn is_local(&self, layer: usize) -> bool {
+        self.sliding_window > 0
+            && layer % self.sliding_window_pattern.max(1)
+                < self.sliding_window_pattern.saturating_sub(1)
+    }
+
+    /// The rope base and frequency scale of layer `layer`.
+    pub fn rope_of(&self, layer: usize) -> (f32, f32) {
+        if self.is_local(layer) {
+            (self.rope_freq_base_local, 1.0)
+        } else {
+            (self.rope_freq_base, self.rope_freq_scale)
+        }
+    }
+
+    /// The first position a query at `position` attends to in layer `layer`.
+    pub fn first_seen(&self, layer: usize, position: usize) -> usize {
+        if self.is_local(layer) {
+            (position + 1).saturating_sub(self.sliding_window)
+        } else {
+            0
+        }
+    }
 }
 
 /// Metadata suffixes read after `{arch}.`, in the order of [`RawValues`]' fields.
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 18] = [
     "block_count",
     "embedding_length",
     "feed_forward_length",
@@ -84,12 +164,25 @@ const KEYS: [&str; 12] = [
     "context_length",
     "vocab_size",
     "rope.scaling.factor",
+    "attention.value_length",
+    "attention.sliding_window",
+    "attention.sliding_window_pattern",
+    "rope.freq_base_swa",
+    "final_logit_softcapping",
+    "rope.scaling.type",
 ];
+
+/// A string value of one of [`KEYS`] (only `rope.scaling.type` is read as one), kept if short.
+pub(super) type KeyText = heapless::String<16>;
 
 /// The values of [`KEYS`] as found (by index).
 #[derive(Default)]
 pub(super) struct RawValues {
     values: [Option<Scalar>; KEYS.len()],
+    /// Keys whose value was an array (per-layer values, which this module does not take).
+    arrays: [bool; KEYS.len()],
+    /// Keys whose value was a string: its text, or `None` if longer than [`KeyText`] holds.
+    texts: [Option<Option<KeyText>>; KEYS.len()],
 }
 
 impl RawValues {
@@ -139,6 +232,37 @@ impl RawValues {
         if let Some(slot) = self.values.get_mut(i) {
             *slot = Some(value);
         }
+    }
+
+    pub(super) fn set_array(&mut self, i: usize) {
+        if let Some(slot) = self.arrays.get_mut(i) {
+            *slot = true;
+        }
+    }
+
+    /// Records a string value given whole (a piece of a longer one counts as too long).
+    pub(super) fn set_text(&mut self, i: usize, text: &str, whole: bool) {
+        if let Some(slot) = self.texts.get_mut(i) {
+            let kept = if whole {
+                KeyText::try_from(text).ok()
+            } else {
+                None
+            };
+            *slot = Some(kept);
+        }
+    }
+
+    fn is_array(&self, suffix: &str) -> bool {
+        KEYS.iter()
+            .position(|&k| k == suffix)
+            .and_then(|i| self.arrays.get(i).copied())
+            .unwrap_or(false)
+    }
+
+    fn text(&self, suffix: &str) -> Option<Option<&str>> {
+        let i = KEYS.iter().position(|&k| k == suffix)?;
+        let t = self.texts.get(i)?.as_ref()?;
+        Some(t.as_deref())
     }
 }
 
@@ -226,18 +350,45 @@ pub(super) fn build(
             "must be a non-negative finite float (bits shown)",
         ));
     }
-    if let Some(factor) = raw.get("rope.scaling.factor").and_then(float) {
-        if factor != 0.0 && factor != 1.0 {
+    // Per-layer arrays (llama.cpp's get_key_or_arr) would silently become one value here.
+    for suffix in [
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "attention.sliding_window_pattern",
+    ] {
+        if raw.is_array(suffix) {
+            return Err(bad(suffix, 0, "per-layer arrays are not supported"));
+        }
+    }
+    let rope_freq_scale = rope_freq_scale(raw, &bad)?;
+    if let Some(v) = raw.get("attention.value_length") {
+        let v = v.as_u64().ok_or(missing("attention.value_length"))?;
+        if v != head_dim as u64 {
             return Err(bad(
-                "rope.scaling.factor",
-                u64::from(factor.to_bits()),
-                "rope scaling is not supported (bits shown)",
+                "attention.value_length",
+                v,
+                "must equal the key length (attention.key_length)",
             ));
         }
     }
     let context_length = count("context_length", None)?;
     let vocab = count("vocab_size", vocab_rows)?;
-    Ok(Config {
+    let positive_float = |suffix: &'static str, default: f32| -> Result<f32, ModelError> {
+        let v = match raw.get(suffix) {
+            Some(s) => float(s).ok_or(missing(suffix))?,
+            None => default,
+        };
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad(
+                suffix,
+                u64::from(v.to_bits()),
+                "must be a positive finite float (bits shown)",
+            ));
+        }
+        Ok(v)
+    };
+    let llama = Config {
         arch,
         n_layers,
         d_model,
@@ -250,5 +401,94 @@ pub(super) fn build(
         rms_eps,
         context_length,
         vocab,
-    })
+        rope_style: RopeStyle::Normal,
+        rope_freq_scale,
+        sliding_window: 0,
+        sliding_window_pattern: 1,
+        rope_freq_base_local: rope_freq_base,
+        activation: Activation::Silu,
+        embedding_scale: 1.0,
+        query_scale: 1.0,
+        score_scale: 1.0f32 / libm::sqrtf(head_dim as f32),
+        final_logit_softcap: None,
+    };
+    match arch {
+        Arch::Llama => Ok(llama),
+        Arch::Gemma3 => {
+            // llama.cpp's gemma3 loader: a window only with a positive sliding_window; every
+            // sixth layer global unless the file says otherwise; local layers' rope base
+            // rope.freq_base_swa (10000 by default) and unscaled.
+            let sliding_window = match raw.get("attention.sliding_window") {
+                Some(s) => s.as_u64().ok_or(missing("attention.sliding_window"))?,
+                None => 0,
+            };
+            let sliding_window = usize::try_from(sliding_window.min(1 << 24)).unwrap_or(0);
+            let sliding_window_pattern = match raw.get("attention.sliding_window_pattern") {
+                Some(_) => count("attention.sliding_window_pattern", None)?,
+                None => 6,
+            };
+            // Softcapping is off unless the file has a non-zero value.
+            let cap = match raw.get("final_logit_softcapping") {
+                Some(s) => float(s).ok_or(missing("final_logit_softcapping"))?,
+                None => 0.0,
+            };
+            let final_logit_softcap = if cap == 0.0 {
+                None
+            } else {
+                Some(positive_float("final_logit_softcapping", cap)?)
+            };
+            // Gemma's query_pre_attn_scalar is not in the file: llama.cpp takes the head width,
+            // except for the 62-layer 27B model, whose scalar is d_model / n_heads.
+            let scalar = if n_layers == 62 {
+                d_model / n_heads
+            } else {
+                head_dim
+            };
+            Ok(Config {
+                rope_style: RopeStyle::Neox,
+                sliding_window,
+                sliding_window_pattern,
+                rope_freq_base_local: positive_float("rope.freq_base_swa", 10000.0)?,
+                activation: Activation::GeluTanh,
+                embedding_scale: libm::sqrtf(d_model as f32),
+                query_scale: 1.0f32 / libm::sqrtf(scalar as f32),
+                score_scale: 1.0,
+                final_logit_softcap,
+                ..llama
+            })
+        }
+    }
+}
+
+/// `1 / rope.scaling.factor` for linear scaling (no factor, 0 or 1: no scaling); other scaling
+/// types with a factor are refused.
+fn rope_freq_scale(
+    raw: &RawValues,
+    bad: &impl Fn(&'static str, u64, &'static str) -> ModelError,
+) -> Result<f32, ModelError> {
+    let Some(factor) = raw.get("rope.scaling.factor").and_then(float) else {
+        return Ok(1.0);
+    };
+    if factor == 0.0 || factor == 1.0 {
+        return Ok(1.0);
+    }
+    let linear = match raw.text("rope.scaling.type") {
+        None => true,
+        Some(t) => t == Some("linear"),
+    };
+    if !linear {
+        return Err(bad(
+            "rope.scaling.type",
+            u64::from(factor.to_bits()),
+            "only linear rope scaling is supported (the factor's bits shown)",
+        ));
+    }
+    if !(factor.is_finite() && factor > 0.0) {
+        return Err(bad(
+            "rope.scaling.factor",
+            u64::from(factor.to_bits()),
+            "must be a positive finite float (bits shown)",
+        ));
+    }
+    Ok(1.0 / factor)
 }

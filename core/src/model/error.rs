@@ -1,7 +1,7 @@
 //! What can go wrong loading or running a model: each variant names the key, tensor or buffer at
 //! fault, so a file that is not a supported model says why without a debugger.
 
-use super::config::Arch;
+use super::config::{Arch, SUPPORTED};
 use crate::ggml_type::GgmlType;
 
 /// The role of a weight tensor; with a layer number it names the tensor as the file does.
@@ -34,11 +34,19 @@ pub enum Role {
     FfnUp,
     /// `blk.N.ffn_down.weight`.
     FfnDown,
+    /// `blk.N.attn_q_norm.weight`: RMSNorm weight of each query head (Gemma).
+    AttnQNorm,
+    /// `blk.N.attn_k_norm.weight`: RMSNorm weight of each key head (Gemma).
+    AttnKNorm,
+    /// `blk.N.post_attention_norm.weight`: RMSNorm of the attention output (Gemma).
+    AttnPostNorm,
+    /// `blk.N.post_ffw_norm.weight`: RMSNorm of the feed-forward output (Gemma).
+    FfnPostNorm,
 }
 
 impl Role {
     /// The per-layer roles, in the order [`super::Layer`] keeps them.
-    pub const PER_LAYER: [Role; 9] = [
+    pub const PER_LAYER: [Role; 13] = [
         Role::AttnNorm,
         Role::AttnQ,
         Role::AttnK,
@@ -48,6 +56,10 @@ impl Role {
         Role::FfnGate,
         Role::FfnUp,
         Role::FfnDown,
+        Role::AttnQNorm,
+        Role::AttnKNorm,
+        Role::AttnPostNorm,
+        Role::FfnPostNorm,
     ];
 
     /// The name without the `blk.N.` prefix and `.weight` suffix.
@@ -66,6 +78,10 @@ impl Role {
             Self::FfnGate => "ffn_gate",
             Self::FfnUp => "ffn_up",
             Self::FfnDown => "ffn_down",
+            Self::AttnQNorm => "attn_q_norm",
+            Self::AttnKNorm => "attn_k_norm",
+            Self::AttnPostNorm => "post_attention_norm",
+            Self::FfnPostNorm => "post_ffw_norm",
         }
     }
 
@@ -210,7 +226,7 @@ impl core::fmt::Display for ModelError {
             Self::NoArchitecture => f.write_str("general.architecture is missing or not a string"),
             Self::UnknownArchitecture(name) => write!(
                 f,
-                "architecture {name:?} is not supported (supported: llama)"
+                "architecture {name:?} is not supported (supported: {SUPPORTED})"
             ),
             Self::MissingKey { arch, suffix } => write!(
                 f,

@@ -1,5 +1,6 @@
 //! A llama-family forward pass over a GGUF file held in memory or flash: token ids in, next-token
-//! logits out, with no heap.
+//! logits out, with no heap. Architectures (`llama`, `gemma3`) are configurations of the one pass
+//! ([`Config`]): which norms, activation, rope mode and attention window a layer has.
 //!
 //! [`Model::from_gguf`] reads the configuration from the header's `{arch}.*` keys and finds every
 //! weight by name, borrowing its bytes from the file. [`Layout::new`] computes the working memory a
@@ -20,7 +21,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Arch, Config};
+pub use config::{Activation, Arch, Config, RopeStyle};
 pub use error::{ArchName, ModelError, Role, TensorName};
 pub use session::{Layout, Session};
 
@@ -121,6 +122,12 @@ pub struct Layer<'a> {
     pub up: Weight<'a>,
     /// `ffn_down`: `d_model × d_ff`.
     pub down: Weight<'a>,
+    /// `attn_q_norm`, `attn_k_norm`: RMSNorm weights of each query and key head (`head_dim`
+    /// f32 each; Gemma).
+    pub qk_norm: Option<(&'a [u8], &'a [u8])>,
+    /// `post_attention_norm`, `post_ffw_norm`: RMSNorm weights of the attention and
+    /// feed-forward outputs before they join the residual (`d_model` f32 each; Gemma).
+    pub post_norms: Option<(&'a [u8], &'a [u8])>,
 }
 
 /// A tensor as found in the directory, before its shape is checked.
@@ -134,7 +141,7 @@ struct Found {
 }
 
 /// The per-layer tensors found so far (`None` until seen).
-type LayerSlots = [Option<Found>; 9];
+type LayerSlots = [Option<Found>; Role::PER_LAYER.len()];
 
 /// A model: its configuration and weights, borrowed from the file. `MAX_LAYERS` bounds the layer
 /// table kept inline (no heap); firmware running a small model can choose a small one.
@@ -170,6 +177,16 @@ impl<'a, const MAX_LAYERS: usize> Model<'a, MAX_LAYERS> {
                         raw.set(i, s);
                     }
                 }
+                Event::String(s) => {
+                    if let Some(i) = pending_key.take() {
+                        raw.set_text(i, s.text, s.is_whole());
+                    }
+                }
+                Event::ArrayStart { .. } => {
+                    if let Some(i) = pending_key.take() {
+                        raw.set_array(i);
+                    }
+                }
                 Event::Tensor(info) => {
                     let n_layers = match layer_count {
                         Some(n) => n,
@@ -183,7 +200,7 @@ impl<'a, const MAX_LAYERS: usize> Model<'a, MAX_LAYERS> {
                             }
                             while layers.len() < n {
                                 // Cannot fail: n <= MAX_LAYERS.
-                                let _ = layers.push([None; 9]);
+                                let _ = layers.push([None; Role::PER_LAYER.len()]);
                             }
                             layer_count = Some(n);
                             n
@@ -240,7 +257,20 @@ impl<'a, const MAX_LAYERS: usize> Model<'a, MAX_LAYERS> {
                 layer: Some(l as u32),
                 role,
             };
-            let [an, wq, wk, wv, wo, fnorm, wg, wu, wd] = *slots;
+            let [an, wq, wk, wv, wo, fnorm, wg, wu, wd, qn, kn, apn, fpn] = *slots;
+            let (qk_norm, post_norms) = match config.arch {
+                Arch::Llama => (None, None),
+                Arch::Gemma3 => (
+                    Some((
+                        dir.norm(qn, name(Role::AttnQNorm), config.head_dim)?,
+                        dir.norm(kn, name(Role::AttnKNorm), config.head_dim)?,
+                    )),
+                    Some((
+                        dir.norm(apn, name(Role::AttnPostNorm), d)?,
+                        dir.norm(fpn, name(Role::FfnPostNorm), d)?,
+                    )),
+                ),
+            };
             let layer = Layer {
                 attn_norm: dir.norm(an, name(Role::AttnNorm), d)?,
                 q: dir.weight_of(wq, name(Role::AttnQ), q, d)?,
@@ -251,6 +281,8 @@ impl<'a, const MAX_LAYERS: usize> Model<'a, MAX_LAYERS> {
                 gate: dir.weight_of(wg, name(Role::FfnGate), ff, d)?,
                 up: dir.weight_of(wu, name(Role::FfnUp), ff, d)?,
                 down: dir.weight_of(wd, name(Role::FfnDown), d, ff)?,
+                qk_norm,
+                post_norms,
             };
             // Cannot fail: as many layers as slots.
             let _ = table.push(layer);

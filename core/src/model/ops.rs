@@ -4,16 +4,13 @@
 //! platform's. The steps follow ggml's CPU operators (named in each function), so the results stay
 //! close to llama.cpp's.
 
+use crate::quant::cast::{f16_le, f16_to_le};
+
 /// `out = x / sqrt(mean(x²) + eps) * weight`, as ggml's `rms_norm` then `mul`: the squares are
 /// f32 products summed in f64, the mean rounded to f32.
 /// `weight` is little-endian f32 bytes, as in the file.
 pub(super) fn rms_norm(x: &[f32], weight: &[u8], eps: f32, out: &mut [f32]) {
-    let mut sum = 0.0f64;
-    for &v in x {
-        sum += f64::from(v * v);
-    }
-    let mean = (sum / x.len().max(1) as f64) as f32;
-    let scale = 1.0f32 / libm::sqrtf(mean + eps);
+    let scale = rms_scale(x, eps);
     for ((o, &v), w) in out.iter_mut().zip(x).zip(weight.chunks_exact(4)) {
         if let [a, b, c, d] = *w {
             *o = v * scale * f32::from_le_bytes([a, b, c, d]);
@@ -21,20 +18,42 @@ pub(super) fn rms_norm(x: &[f32], weight: &[u8], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// The cos/sin table of one position for ggml's `rope` (`ggml_rope_cache_init` without YaRN or
-/// frequency scaling): `theta` starts at the position and is multiplied by
-/// `theta_scale = freq_base^(-2/rope_dims)` once per pair, each pair's angle divided by its
-/// frequency factor if the model has them. `cache` holds `rope_dims` values: cos, sin per pair.
+/// [`rms_norm`] of `x` into itself (the same bits).
+pub(super) fn rms_norm_in_place(x: &mut [f32], weight: &[u8], eps: f32) {
+    let scale = rms_scale(x, eps);
+    for (v, w) in x.iter_mut().zip(weight.chunks_exact(4)) {
+        if let [a, b, c, d] = *w {
+            *v = *v * scale * f32::from_le_bytes([a, b, c, d]);
+        }
+    }
+}
+
+/// `1 / sqrt(mean(x²) + eps)`.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let mut sum = 0.0f64;
+    for &v in x {
+        sum += f64::from(v * v);
+    }
+    let mean = (sum / x.len().max(1) as f64) as f32;
+    1.0f32 / libm::sqrtf(mean + eps)
+}
+
+/// The cos/sin table of one position for ggml's `rope` (`ggml_rope_cache_init` without YaRN):
+/// `theta` starts at the position and is multiplied by `theta_scale = freq_base^(-2/rope_dims)`
+/// once per pair, each pair's angle divided by its frequency factor if the model has them, then
+/// multiplied by `freq_scale` (linear scaling; 1 is exact). `cache` holds `rope_dims` values:
+/// cos, sin per pair.
 pub(super) fn rope_cache(
     position: usize,
     theta_scale: f32,
+    freq_scale: f32,
     freq_factors: Option<&[u8]>,
     cache: &mut [f32],
 ) {
     let mut theta = position as f32;
     for (i, pair) in cache.chunks_exact_mut(2).enumerate() {
         let factor = freq_factors.map_or(1.0, |f| f32_at(f, i).unwrap_or(1.0));
-        let angle = theta / factor;
+        let angle = freq_scale * (theta / factor);
         if let [c, s] = pair {
             *c = libm::cosf(angle);
             *s = libm::sinf(angle);
@@ -54,6 +73,26 @@ pub(super) fn rope_theta_scale(freq_base: f32, rope_dims: usize) -> f32 {
 pub(super) fn rope_normal(head: &mut [f32], cache: &[f32]) {
     for (pair, angle) in head.chunks_exact_mut(2).zip(cache.chunks_exact(2)) {
         if let ([x0, x1], [c, s]) = (pair, angle) {
+            let (a, b) = (*x0, *x1);
+            *x0 = a * *c - b * *s;
+            *x1 = a * *s + b * *c;
+        }
+    }
+}
+
+/// Rotates the pairs `(x[i], x[i + rope_dims/2])` of one head by the cached angles: ggml's
+/// `GGML_ROPE_TYPE_NEOX`, the mode llama.cpp uses for Gemma. Values past `rope_dims` are left as
+/// they are.
+pub(super) fn rope_neox(head: &mut [f32], cache: &[f32]) {
+    let half = cache.len() / 2;
+    let Some((low, high)) = head
+        .get_mut(..2 * half)
+        .and_then(|r| r.split_at_mut_checked(half))
+    else {
+        return;
+    };
+    for ((x0, x1), angle) in low.iter_mut().zip(high).zip(cache.chunks_exact(2)) {
+        if let [c, s] = angle {
             let (a, b) = (*x0, *x1);
             *x0 = a * *c - b * *s;
             *x1 = a * *s + b * *c;
@@ -93,6 +132,48 @@ pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// `gate = gelu(gate) * up` (GeGLU), as ggml's CPU `geglu` computes it: GELU's tanh form
+/// `0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x²)))` evaluated at `x` rounded to f16 and its
+/// result rounded to f16 (ggml reads it from a table indexed by the f16 input), except
+/// `gelu(x) = 0` for `x <= -10` and `x` for `x >= 10`.
+pub(super) fn geglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let gelu = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            let x16 = f16_le(f16_to_le(x));
+            f16_le(f16_to_le(gelu_tanh(x16)))
+        };
+        *g = gelu * u;
+    }
+}
+
+/// GELU's tanh approximation in f32, ggml's `ggml_gelu_f32`.
+fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044715;
+    0.5f32 * x * (1.0f32 + libm::tanhf(SQRT_2_OVER_PI * x * (1.0f32 + COEF_A * x * x)))
+}
+
+/// `x *= factor`, ggml's `scale`.
+pub(super) fn scale(x: &mut [f32], factor: f32) {
+    for v in x.iter_mut() {
+        *v *= factor;
+    }
+}
+
+/// `x = cap * tanh(x * (1/cap))`, as ggml's scale, tanh and scale that llama.cpp builds for a
+/// final logit softcap.
+pub(super) fn softcap(x: &mut [f32], cap: f32) {
+    let inv = 1.0f32 / cap;
+    for v in x.iter_mut() {
+        *v = libm::tanhf(*v * inv) * cap;
+    }
+}
+
 /// `x += y`.
 pub(super) fn add(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
@@ -124,11 +205,11 @@ mod tests {
     fn rope_at_position_zero_is_identity_and_rotates_pairs() {
         let scale = rope_theta_scale(10000.0, 4);
         let mut cache = [0.0f32; 4];
-        rope_cache(0, scale, None, &mut cache);
+        rope_cache(0, scale, 1.0, None, &mut cache);
         let mut head = [1.0f32, 2.0, 3.0, 4.0, 5.0];
         rope_normal(&mut head, &cache);
         assert_eq!(head, [1.0, 2.0, 3.0, 4.0, 5.0]);
-        rope_cache(1, scale, None, &mut cache);
+        rope_cache(1, scale, 1.0, None, &mut cache);
         rope_normal(&mut head, &cache);
         // Pair 0 turns by 1 radian: its length is kept; value 4 (past rope_dims) is untouched.
         let (c, s) = (libm::cosf(1.0), libm::sinf(1.0));

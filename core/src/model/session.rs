@@ -1,7 +1,7 @@
 //! The working memory of a forward pass ([`Layout`]) and the pass itself ([`Session`]).
 
 use super::ops;
-use super::{Config, MatMul, Model, ModelError, Weight};
+use super::{Activation, Config, MatMul, Model, ModelError, RopeStyle, Weight};
 use crate::quant::bytes_for;
 use crate::quant::dequantize_at;
 use crate::quant::matvec::matmul_scratch_bytes;
@@ -244,13 +244,16 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 .get(start..start.saturating_add(row_bytes))
                 .ok_or(ModelError::TooLarge)?;
             dequantize_at(level, embd.ggml_type, row, x)?;
+            if c.embedding_scale != 1.0 {
+                ops::scale(x, c.embedding_scale);
+            }
         }
-        let theta_scale = ops::rope_theta_scale(c.rope_freq_base, c.rope_dims);
-        let kq_scale = 1.0f32 / libm::sqrtf(hd as f32);
         let group = c.n_heads / c.n_kv_heads;
         let layer_cache = mul(&[self.layout.max_context, kvd])?;
         let (pos, rope_freqs) = (self.position, model.rope_freqs);
         for (l, layer) in model.layers().iter().enumerate() {
+            let (freq_base, freq_scale) = c.rope_of(l);
+            let theta_scale = ops::rope_theta_scale(freq_base, c.rope_dims);
             // Attention.
             for (x, xb) in self
                 .x
@@ -279,9 +282,23 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 .zip(new_k.chunks_exact_mut(kvd))
                 .enumerate()
             {
-                ops::rope_cache(pos + j, theta_scale, rope_freqs, self.rope);
+                if let Some((q_norm, k_norm)) = layer.qk_norm {
+                    for head in q.chunks_exact_mut(hd) {
+                        ops::rms_norm_in_place(head, q_norm, c.rms_eps);
+                    }
+                    for head in k.chunks_exact_mut(hd) {
+                        ops::rms_norm_in_place(head, k_norm, c.rms_eps);
+                    }
+                }
+                ops::rope_cache(pos + j, theta_scale, freq_scale, rope_freqs, self.rope);
                 for head in q.chunks_exact_mut(hd).chain(k.chunks_exact_mut(hd)) {
-                    ops::rope_normal(head, self.rope);
+                    match c.rope_style {
+                        RopeStyle::Normal => ops::rope_normal(head, self.rope),
+                        RopeStyle::Neox => ops::rope_neox(head, self.rope),
+                    }
+                }
+                if c.query_scale != 1.0 {
+                    ops::scale(q, c.query_scale);
                 }
             }
             let keys = self
@@ -297,17 +314,18 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 .zip(self.att.chunks_exact_mut(qd))
                 .enumerate()
             {
-                let seen = pos + j + 1;
-                let scores = prefix_mut(self.scores, seen)?;
+                // Positions first..=pos + j: all of them, or a local layer's window.
+                let first = c.first_seen(l, pos + j);
+                let scores = prefix_mut(self.scores, pos + j + 1 - first)?;
                 for (h, (qh, oh)) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)).enumerate() {
                     let kv_off = (h / group) * hd;
-                    for (s, k) in scores.iter_mut().zip(keys.chunks_exact(kvd)) {
+                    for (s, k) in scores.iter_mut().zip(keys.chunks_exact(kvd).skip(first)) {
                         let kh = k.get(kv_off..kv_off + hd).ok_or(ModelError::TooLarge)?;
-                        *s = ops::dot(qh, kh) * kq_scale;
+                        *s = ops::dot(qh, kh) * c.score_scale;
                     }
                     ops::softmax(scores);
                     oh.fill(0.0);
-                    for (&p, v) in scores.iter().zip(values.chunks_exact(kvd)) {
+                    for (&p, v) in scores.iter().zip(values.chunks_exact(kvd).skip(first)) {
                         let vh = v.get(kv_off..kv_off + hd).ok_or(ModelError::TooLarge)?;
                         for (o, &vv) in oh.iter_mut().zip(vh) {
                             *o += p * vv;
@@ -317,6 +335,11 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             }
             let xb = prefix_mut(self.xb, n * d)?;
             product(mm, layer.o, n, prefix(self.att, n * qd)?, self.scratch, xb)?;
+            if let Some((attn_post, _)) = layer.post_norms {
+                for out in xb.chunks_exact_mut(d) {
+                    ops::rms_norm_in_place(out, attn_post, c.rms_eps);
+                }
+            }
             ops::add(prefix_mut(self.x, n * d)?, xb);
             // Feed-forward.
             for (x, xb) in self
@@ -332,9 +355,17 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             let up = prefix_mut(self.up, n * ff)?;
             product(mm, layer.gate, n, xb, self.scratch, gate)?;
             product(mm, layer.up, n, xb, self.scratch, up)?;
-            ops::swiglu(gate, up);
+            match c.activation {
+                Activation::Silu => ops::swiglu(gate, up),
+                Activation::GeluTanh => ops::geglu(gate, up),
+            }
             let xb = prefix_mut(self.xb, n * d)?;
             product(mm, layer.down, n, gate, self.scratch, xb)?;
+            if let Some((_, ffn_post)) = layer.post_norms {
+                for out in xb.chunks_exact_mut(d) {
+                    ops::rms_norm_in_place(out, ffn_post, c.rms_eps);
+                }
+            }
             ops::add(prefix_mut(self.x, n * d)?, xb);
         }
         Ok(())
@@ -349,7 +380,11 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         let xb = prefix_mut(self.xb, d)?;
         ops::rms_norm(x, model.output_norm, c.rms_eps, xb);
         let logits = prefix_mut(logits, c.vocab)?;
-        product(mm, model.output(), 1, xb, self.scratch, logits)
+        product(mm, model.output(), 1, xb, self.scratch, logits)?;
+        if let Some(cap) = c.final_logit_softcap {
+            ops::softcap(logits, cap);
+        }
+        Ok(())
     }
 }
 

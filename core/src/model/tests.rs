@@ -45,6 +45,9 @@ struct Tweak {
     /// A tensor given `[cols + 32, rows]` instead.
     widen_tensor: Option<&'static str>,
     untie: bool,
+    /// A `gemma3` model (its extra norms; `sliding_window` if not 0, every second layer local).
+    gemma: bool,
+    sliding_window: u32,
 }
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -62,8 +65,19 @@ fn tiny(tweak: &Tweak) -> Vec<u8> {
     if tweak.untie {
         names.push(("output.weight".into(), GgmlType::Q8_0, [D, VOCAB]));
     }
-    let kv = D / u64::from(HEADS) * u64::from(KV_HEADS);
+    let head = D / u64::from(HEADS);
+    let kv = head * u64::from(KV_HEADS);
     for l in 0..LAYERS {
+        if tweak.gemma {
+            for (stem, ne) in [
+                ("attn_q_norm", [head, 1]),
+                ("attn_k_norm", [head, 1]),
+                ("post_attention_norm", [D, 1]),
+                ("post_ffw_norm", [D, 1]),
+            ] {
+                names.push((format!("blk.{l}.{stem}.weight"), GgmlType::F32, ne));
+            }
+        }
         for (stem, t, ne) in [
             ("attn_norm", GgmlType::F32, [D, 1]),
             ("attn_q", GgmlType::Q8_0, [D, D]),
@@ -94,19 +108,34 @@ fn tiny(tweak: &Tweak) -> Vec<u8> {
             ne: if ne[1] == 1 { &ne[..1] } else { &ne[..] },
         })
         .collect();
-    let keys: Vec<(&str, Scalar)> = [
-        ("llama.block_count", Scalar::U32(LAYERS)),
-        ("llama.context_length", Scalar::U32(64)),
-        ("llama.embedding_length", Scalar::U32(D as u32)),
-        ("llama.feed_forward_length", Scalar::U32(FF as u32)),
-        ("llama.attention.head_count", Scalar::U32(HEADS)),
-        ("llama.attention.head_count_kv", Scalar::U32(KV_HEADS)),
-        ("llama.rope.freq_base", Scalar::F32(10000.0)),
-        ("llama.attention.layer_norm_rms_epsilon", Scalar::F32(1e-5)),
+    let arch = tweak
+        .arch
+        .unwrap_or(if tweak.gemma { "gemma3" } else { "llama" });
+    let mut keys: Vec<(String, Scalar)> = [
+        ("block_count", Scalar::U32(LAYERS)),
+        ("context_length", Scalar::U32(64)),
+        ("embedding_length", Scalar::U32(D as u32)),
+        ("feed_forward_length", Scalar::U32(FF as u32)),
+        ("attention.head_count", Scalar::U32(HEADS)),
+        ("attention.head_count_kv", Scalar::U32(KV_HEADS)),
+        ("rope.freq_base", Scalar::F32(10000.0)),
+        ("attention.layer_norm_rms_epsilon", Scalar::F32(1e-5)),
     ]
     .into_iter()
-    .filter(|(k, _)| Some(*k) != tweak.drop_key)
+    .map(|(k, v)| (format!("{arch}.{k}"), v))
     .collect();
+    if tweak.sliding_window > 0 {
+        keys.push((
+            format!("{arch}.attention.sliding_window"),
+            Scalar::U32(tweak.sliding_window),
+        ));
+        keys.push((
+            format!("{arch}.attention.sliding_window_pattern"),
+            Scalar::U32(2),
+        ));
+        keys.push((format!("{arch}.rope.freq_base_swa"), Scalar::F32(100.0)));
+    }
+    keys.retain(|(k, _)| Some(k.as_str()) != tweak.drop_key);
     let mut w = GgufWriter::new(
         Sink::default(),
         WriteOptions::DEFAULT,
@@ -115,9 +144,9 @@ fn tiny(tweak: &Tweak) -> Vec<u8> {
     )
     .unwrap();
     w.key("general.architecture", ValueType::String).unwrap();
-    w.string(tweak.arch.unwrap_or("llama")).unwrap();
+    w.string(arch).unwrap();
     for (k, v) in &keys {
-        w.key(k, v.value_type()).unwrap();
+        w.key(k.as_str(), v.value_type()).unwrap();
         w.scalar(*v).unwrap();
     }
     w.finish_header().unwrap();
@@ -219,6 +248,107 @@ fn a_session_continues_where_it_stopped() {
     assert_eq!(out, want);
 }
 
+fn gemma(sliding_window: u32) -> Tweak {
+    Tweak {
+        gemma: true,
+        sliding_window,
+        ..Tweak::default()
+    }
+}
+
+#[test]
+fn gemma3_is_configured_from_its_keys() {
+    let file = tiny(&gemma(3));
+    let model = load(&file).unwrap();
+    let c = model.config();
+    assert_eq!(c.arch, Arch::Gemma3);
+    assert_eq!(
+        (c.activation, c.rope_style),
+        (Activation::GeluTanh, RopeStyle::Neox)
+    );
+    assert_eq!((c.sliding_window, c.sliding_window_pattern), (3, 2));
+    // Pattern 2: even layers local (rope base 100, the file's freq_base_swa), odd ones global.
+    assert!(c.is_local(0) && !c.is_local(1));
+    assert_eq!((c.rope_of(0), c.rope_of(1)), ((100.0, 1.0), (10000.0, 1.0)));
+    assert_eq!((c.first_seen(0, 5), c.first_seen(1, 5)), (3, 0));
+    assert_eq!((c.embedding_scale, c.query_scale), (8.0, 0.25));
+    assert!(model.layers().iter().all(|l| l.qk_norm.is_some()));
+    // Without the window key every layer is global.
+    let file = tiny(&gemma(0));
+    let model = load(&file).unwrap();
+    assert!(!model.config().is_local(0));
+}
+
+#[test]
+fn gemma3_batch_sizes_and_levels_give_the_same_bits_across_the_window() {
+    let file = tiny(&gemma(3));
+    let model = load(&file).unwrap();
+    let tokens = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5];
+    let want = logits(&model, &tokens, 1, Level::Scalar);
+    assert!(want.iter().all(|v| v.is_finite()));
+    for level in level::available() {
+        for batch in [1, 2, 4, tokens.len()] {
+            let got = logits(&model, &tokens, batch, level);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{level:?} batch {batch}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_window_changes_nothing_until_the_context_outgrows_it() {
+    let (windowed, global) = (tiny(&gemma(3)), tiny(&gemma(0)));
+    let (windowed, global) = (load(&windowed).unwrap(), load(&global).unwrap());
+    let tokens = [7u32, 3, 9, 1, 4];
+    // Within the window the local layers see what a global one sees; the rope base of the local
+    // layers still differs, so compare a windowed model with itself at another window size.
+    let wide = tiny(&gemma(5));
+    let wide = load(&wide).unwrap();
+    for n in 1..=3 {
+        assert_eq!(
+            logits(&windowed, &tokens[..n], 1, Level::Scalar),
+            logits(&wide, &tokens[..n], 1, Level::Scalar),
+            "{n} tokens"
+        );
+    }
+    assert_ne!(
+        logits(&windowed, &tokens, 1, Level::Scalar),
+        logits(&wide, &tokens, 1, Level::Scalar)
+    );
+    assert_ne!(
+        logits(&windowed, &tokens, 1, Level::Scalar),
+        logits(&global, &tokens, 1, Level::Scalar)
+    );
+}
+
+#[test]
+fn gemma3_errors_name_its_tensors_and_keys() {
+    let cases: [(Tweak, &str); 2] = [
+        (
+            Tweak {
+                drop_tensor: Some("blk.1.post_ffw_norm.weight"),
+                ..gemma(3)
+            },
+            "tensor blk.1.post_ffw_norm.weight is missing",
+        ),
+        (
+            Tweak {
+                drop_tensor: Some("blk.0.attn_k_norm.weight"),
+                ..gemma(3)
+            },
+            "tensor blk.0.attn_k_norm.weight is missing",
+        ),
+    ];
+    for (tweak, message) in cases {
+        let file = tiny(&tweak);
+        assert_eq!(error_text(&load(&file).unwrap_err()), message);
+    }
+}
+
 fn error_text(e: &ModelError) -> String {
     e.to_string()
 }
@@ -245,7 +375,7 @@ fn errors_name_what_is_missing_or_wrong() {
                 arch: Some("mamba"),
                 ..Tweak::default()
             },
-            "architecture \"mamba\" is not supported (supported: llama)",
+            "architecture \"mamba\" is not supported (supported: llama, gemma3)",
         ),
         (
             Tweak {
@@ -381,6 +511,9 @@ fn digest(logits: &[f32]) -> u64 {
 /// x86_64 — libm's transcendentals, the serial sums and the kernels' bit-exactness together.
 const TINY_LOGITS_DIGEST_X86_64: u64 = 0x9ba0_76db_a871_1a5d;
 
+/// The same for the tiny Gemma 3 (window 3): GELU's tanh, the f16 rounding around it, NeoX rope.
+const TINY_GEMMA3_LOGITS_DIGEST_X86_64: u64 = 0x0508_c99f_636a_f2f0;
+
 #[test]
 fn logits_have_the_bits_recorded_on_x86_64() {
     let file = tiny(&Tweak {
@@ -394,6 +527,22 @@ fn logits_have_the_bits_recorded_on_x86_64() {
             let got = digest(&logits(&model, &tokens, batch, level));
             assert_eq!(
                 got, TINY_LOGITS_DIGEST_X86_64,
+                "{level:?} batch {batch}: {got:#x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gemma3_logits_have_the_bits_recorded_on_x86_64() {
+    let file = tiny(&gemma(3));
+    let model = load(&file).unwrap();
+    let tokens = [2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0];
+    for level in level::available() {
+        for batch in [1, 5] {
+            let got = digest(&logits(&model, &tokens, batch, level));
+            assert_eq!(
+                got, TINY_GEMMA3_LOGITS_DIGEST_X86_64,
                 "{level:?} batch {batch}: {got:#x}"
             );
         }

@@ -152,7 +152,7 @@ pub enum Command {
         #[arg(long)]
         allow_non_finite: bool,
     },
-    /// Generate tokens greedily from a prompt with the model's forward pass (architecture llama).
+    /// Generate tokens greedily from a prompt with the model's forward pass (llama or gemma3).
     ///
     /// Streams the generated text (the ids, for a file without a tokenizer); stops early at an
     /// end-of-generation token. Every thread count, kernel level and batch size gives the same

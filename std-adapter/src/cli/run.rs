@@ -20,7 +20,7 @@ use crate::tokenizer::{TextStream, Tokenizer};
 /// `run`'s arguments.
 #[derive(Debug, Clone, ClapArgs)]
 pub struct Args {
-    /// The GGUF model (architecture llama).
+    /// The GGUF model (architecture llama or gemma3).
     pub file: PathBuf,
     /// The prompt, tokenized with the file's tokenizer (BOS as the file says, special tokens such
     /// as `<|im_start|>` parsed).
