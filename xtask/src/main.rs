@@ -34,6 +34,7 @@ mod aarch64;
 mod ab;
 mod capi;
 mod firmware;
+mod firmware_model;
 mod miri;
 mod msrv;
 mod overflow;
