@@ -263,3 +263,56 @@ pub(crate) fn tiny_llama() -> Result<Vec<u8>, String> {
     }
     w.finish().map_err(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_has_the_published_values() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn compare_takes_the_logged_steps_and_nothing_else() {
+        let host = [
+            Step {
+                token: 260,
+                digest: 0xea62_b901_8e8c_9034,
+            },
+            Step {
+                token: 1797,
+                digest: 0x7cd1_9515_72f3_fb22,
+            },
+        ];
+        let line = |i, token, digest| {
+            format!("INFO  step {i}: token {token}, logits fnv1a {digest:016x}, 85 ticks = 1360 ns")
+        };
+        let log = format!(
+            "INFO  model: 30 layers\n{}\n{}\nINFO  all steps equal the host's\n",
+            line(0, 260, 0xea62_b901_8e8c_9034u64),
+            line(1, 1797, 0x7cd1_9515_72f3_fb22u64)
+        );
+        assert!(compare(&log, &host, "image").is_ok());
+        let one_bit = log.replace("7cd1951572f3fb22", "7cd1951572f3fb23");
+        assert!(compare(&one_bit, &host, "image").is_err());
+        let other_token = log.replace("token 1797", "token 1798");
+        assert!(compare(&other_token, &host, "image").is_err());
+        let cut = log.replace(&line(1, 1797, 0x7cd1_9515_72f3_fb22u64), "");
+        assert!(compare(&cut, &host, "image").is_err());
+    }
+
+    #[test]
+    fn the_tiny_llama_parses_and_is_the_same_file_every_time() {
+        let file = tiny_llama().unwrap();
+        assert_eq!(file, tiny_llama().unwrap());
+        let mut parser = miniquant::gguf::SliceParser::new(&file, miniquant::gguf::Limits::DEFAULT);
+        let mut tensors = 0;
+        while let Some(event) = parser.next_event().unwrap() {
+            tensors += usize::from(matches!(event, miniquant::gguf::Event::Tensor(_)));
+        }
+        assert_eq!(tensors, 3 + 9 * LAYERS as usize);
+    }
+}
