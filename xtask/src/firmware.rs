@@ -475,11 +475,16 @@ fn build(image: &Image, extra: &[&str]) -> Result<PathBuf, String> {
     if !status.success() {
         return Err(format!("building {} failed", image.bin));
     }
-    Ok(fw_dir()
+    Ok(elf_path(image))
+}
+
+/// Where `build` puts an image's ELF.
+fn elf_path(image: &Image) -> PathBuf {
+    fw_dir()
         .join("target")
         .join(image.target)
         .join("release")
-        .join(image.bin))
+        .join(image.bin)
 }
 
 /// A cargo command for the firmware workspace: its own target dir, and no RUSTFLAGS (they would
@@ -613,12 +618,7 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         eprintln!("  ({:.1} s)", started.elapsed().as_secs_f64());
         let (elf, no_panic_link) = if built.status.success() {
-            let elf = fw_dir()
-                .join("target")
-                .join(image.target)
-                .join("release")
-                .join(image.bin);
-            (elf, Ok(()))
+            (elf_path(&image), Ok(()))
         } else {
             let stderr = String::from_utf8_lossy(&built.stderr);
             let lines: Vec<&str> = stderr
