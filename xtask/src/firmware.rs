@@ -99,15 +99,23 @@ pub fn firmware() -> Result<(), String> {
         reports.push((image, elf, log));
     }
     let mut model_reports = Vec::new();
-    for (image, model_run, host) in [
-        (&SMOLLM2_IMAGE, &SMOLLM2, &inputs.smollm2),
-        (&TINY_LLAMA_IMAGE, &TINY_LLAMA, &inputs.tiny_llama),
+    // The Cortex-A image runs the tiny llama after SmolLM2: the same file on all three machines.
+    for (image, model_run, checked) in [
+        (&SMOLLM2_IMAGE, &SMOLLM2, [&SMOLLM2, &TINY_LLAMA].as_slice()),
+        (&TINY_LLAMA_IMAGE, &TINY_LLAMA, [&TINY_LLAMA].as_slice()),
     ] {
         let elf = build(image, &[])?;
         let started = Instant::now();
         let log = run_in_qemu(&elf)?;
         let seconds = started.elapsed().as_secs_f64();
-        firmware_model::compare(&log, host, image.bin)?;
+        for run in checked {
+            let host = if run.stem == SMOLLM2.stem {
+                &inputs.smollm2
+            } else {
+                &inputs.tiny_llama
+            };
+            firmware_model::compare(&log, host, run, image.bin)?;
+        }
         model_reports.push(ModelReport {
             image,
             run: model_run,
@@ -991,21 +999,28 @@ fn print_model_budgets(reports: &[ModelReport], inputs: &Inputs) -> Result<(), S
     for r in reports {
         let (_, ram) = flash_and_ram(&r.elf)?;
         let flash = flash_without_inputs(&r.elf, inputs)?;
-        let line_with = |key: &str| r.log.lines().find(|l| l.contains(key));
-        let model_bytes = line_with(" B in flash")
-            .and_then(|l| figure(l, "tiny llama "))
-            .or_else(|| line_with("SmolLM2 file").and_then(|l| figure(l, "SmolLM2 file ")));
-        let work = line_with("working memory").and_then(|l| figure(l, "): "));
-        let load = line_with("load stack").and_then(|l| figure(l, "load stack "));
-        let generate = line_with("generate:").and_then(|l| {
+        // The image's own model's lines (`{stem} ...`).
+        let stem = r.run.stem;
+        let line_with = |key: &str| {
+            let key = format!("{stem}{key}");
+            r.log.lines().find(move |l| l.contains(&key))
+        };
+        let model_bytes = r
+            .log
+            .lines()
+            .find(|l| l.contains(" B in flash") || l.contains("SmolLM2 file"))
+            .and_then(|l| figure(l, "tiny llama ").or_else(|| figure(l, "SmolLM2 file ")));
+        let work = line_with(" working memory").and_then(|l| figure(l, "): "));
+        let load = line_with(": ").and_then(|l| figure(l, "load stack "));
+        let generate = line_with(" generate:").and_then(|l| {
             let at = l.find("stack ")? + "stack ".len();
             figure(&l[at..].replace("at least ", ""), "")
         });
-        // `step i: ..., N ticks = T ns`: millions of instructions (1 ns each under -icount).
+        // `{stem} step i: ..., N ticks = T ns`: millions of instructions (1 ns each under -icount).
         let per_pass: Vec<String> = r
             .log
             .lines()
-            .filter(|l| l.contains("logits fnv1a"))
+            .filter(|l| l.contains(&format!("{stem} step ")))
             .filter_map(|l| figure(l, "ticks = "))
             .map(|ns| format!("{:.1}", ns as f64 / 1e6))
             .collect();

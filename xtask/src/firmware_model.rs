@@ -115,12 +115,14 @@ pub(crate) fn expected_file(run: &ModelRun, steps: &[Step]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-/// The steps an image logged (`step i: token t, logits fnv1a <hex>, ...`) against the host's.
-pub(crate) fn compare(log: &str, host: &[Step], image: &str) -> Result<(), String> {
+/// The steps an image logged for `run` (`{stem} step i: token t, logits fnv1a <hex>, ...`)
+/// against the host's.
+pub(crate) fn compare(log: &str, host: &[Step], run: &ModelRun, image: &str) -> Result<(), String> {
+    let marker = format!("{} step ", run.stem);
     let logged: Vec<Step> = log
         .lines()
         .filter_map(|l| {
-            let rest = &l[l.find("step ")?..];
+            let rest = &l[l.find(&marker)?..];
             let token = crate::firmware::figure(rest, "token ")?;
             let hex = rest.split("logits fnv1a ").nth(1)?.split(',').next()?;
             Some(Step {
@@ -131,14 +133,16 @@ pub(crate) fn compare(log: &str, host: &[Step], image: &str) -> Result<(), Strin
         .collect();
     if logged == host {
         eprintln!(
-            "{image}: its {} steps (tokens {:?}) have the host's logits digests",
+            "{image}: the {} steps of {} (tokens {:?}) have the host's logits digests",
             host.len(),
+            run.stem,
             host.iter().map(|s| s.token).collect::<Vec<_>>()
         );
         Ok(())
     } else {
         Err(format!(
-            "{image}: logged steps {logged:x?} differ from the host's {host:x?}"
+            "{image}: the steps of {} logged {logged:x?} differ from the host's {host:x?}",
+            run.stem
         ))
     }
 }
@@ -288,20 +292,24 @@ mod tests {
             },
         ];
         let line = |i, token, digest| {
-            format!("INFO  step {i}: token {token}, logits fnv1a {digest:016x}, 85 ticks = 1360 ns")
+            format!("INFO  smollm2 step {i}: token {token}, logits fnv1a {digest:016x}, 85 ticks = 1360 ns")
         };
         let log = format!(
             "INFO  model: 30 layers\n{}\n{}\nINFO  all steps equal the host's\n",
             line(0, 260, 0xea62_b901_8e8c_9034u64),
             line(1, 1797, 0x7cd1_9515_72f3_fb22u64)
         );
-        assert!(compare(&log, &host, "image").is_ok());
+        assert!(compare(&log, &host, &SMOLLM2, "image").is_ok());
+        // Another model's steps in the same log are not this one's.
+        let tiny = format!("{log}{}", line(2, 7, 7).replace("smollm2", "tiny-llama"));
+        assert!(compare(&tiny, &host, &SMOLLM2, "image").is_ok());
+        assert!(compare(&tiny, &host, &TINY_LLAMA, "image").is_err());
         let one_bit = log.replace("7cd1951572f3fb22", "7cd1951572f3fb23");
-        assert!(compare(&one_bit, &host, "image").is_err());
+        assert!(compare(&one_bit, &host, &SMOLLM2, "image").is_err());
         let other_token = log.replace("token 1797", "token 1798");
-        assert!(compare(&other_token, &host, "image").is_err());
+        assert!(compare(&other_token, &host, &SMOLLM2, "image").is_err());
         let cut = log.replace(&line(1, 1797, 0x7cd1_9515_72f3_fb22u64), "");
-        assert!(compare(&cut, &host, "image").is_err());
+        assert!(compare(&cut, &host, &SMOLLM2, "image").is_err());
     }
 
     #[test]

@@ -33,9 +33,9 @@ pub fn run() -> bool {
 }
 
 /// Whether the tiny llama's greedy run from the host's prompt equals the host's, step for step;
-/// `take_work(words)` lends the working memory.
+/// its working memory is the start of `free` (the board's free RAM).
 #[cfg(feature = "model")]
-pub fn run_model(take_work: impl FnOnce(usize) -> Option<&'static mut [f32]>) -> bool {
+pub fn run_model(free: &mut [f32]) -> bool {
     use crate::inputs::{TINY_LLAMA, TINY_LLAMA_EXPECTED, TINY_LLAMA_MAX_LAYERS};
     use crate::model::{generate, work_words, Expected, Step, MAX_STEPS};
     use miniquant::model::{Layout, Model, SingleThread};
@@ -50,7 +50,7 @@ pub fn run_model(take_work: impl FnOnce(usize) -> Option<&'static mut [f32]>) ->
     let Ok(layout) = Layout::new(&model, prompt.len() + steps, prompt.len()) else {
         return false;
     };
-    let Some(work) = work_words(&model, &layout).and_then(take_work) else {
+    let Some(work) = work_words(&model, &layout).and_then(|words| free.get_mut(..words)) else {
         return false;
     };
     let mut got = [Step::default(); MAX_STEPS];

@@ -14,17 +14,14 @@ pub const STACK_RESERVE: usize = 64 * 1024;
 
 static TAKEN: AtomicBool = AtomicBool::new(false);
 
-/// `words` f32 of free RAM, or `None` if there is less, or it was lent already.
-pub fn take(words: usize) -> Option<&'static mut [f32]> {
+/// The free RAM as f32 words; `None` if it was lent already.
+pub fn take() -> Option<&'static mut [f32]> {
     let start = core::ptr::addr_of!(__sheap) as usize;
-    let end = (core::ptr::addr_of!(_stack_start) as usize).checked_sub(STACK_RESERVE)?;
-    let fits = words
-        .checked_mul(4)
-        .and_then(|bytes| start.checked_add(bytes))
-        .is_some_and(|last| last <= end);
-    if !fits || TAKEN.swap(true, Ordering::Relaxed) {
+    let end = (core::ptr::addr_of!(_stack_start) as usize).saturating_sub(STACK_RESERVE);
+    if TAKEN.swap(true, Ordering::Relaxed) {
         return None;
     }
+    let words = end.saturating_sub(start) / 4;
     // SAFETY: `start..start + 4 * words` lies between the end of every static and the stack's
     // reserve, so nothing else uses it; `__sheap` is 4-byte aligned (cortex-m-rt asserts it), and
     // `TAKEN` hands the region out once.

@@ -1,9 +1,10 @@
 //! The Cortex-A model image: runs SmolLM2-135M (Q4_1) on QEMU `virt -cpu max` with the core's
 //! forward pass, parsed in place where `qemu-run.sh` loads the file (QEMU's generic loader, no
-//! copy), with its working memory in the RAM after it, sized by the model's own `Layout`. It runs
-//! the host's prompt ids, generates greedily, logs each step's token and logits digest, and exits
-//! with 0 if they equal the host's (`cargo xtask firmware` also compares the logged lines), 1 if
-//! not (101/102 on a panic or an unexpected exception).
+//! copy), with its working memory in the RAM after it, sized by the model's own `Layout`; then the
+//! M4F image's tiny llama from flash. For each it runs the host's prompt ids, generates greedily,
+//! logs each step's token and logits digest, and exits with 0 if they all equal the host's (`cargo
+//! xtask firmware` also compares the logged lines), 1 if not (101/102 on a panic or an unexpected
+//! exception).
 #![no_std]
 #![no_main]
 
@@ -13,7 +14,9 @@ mod board;
 use aarch64_rt::entry;
 use defmt::{error, info};
 use defmt_semihosting as _;
-use firmware_common::inputs::SMOLLM2_EXPECTED;
+use firmware_common::inputs::{
+    SMOLLM2_EXPECTED, TINY_LLAMA, TINY_LLAMA_EXPECTED, TINY_LLAMA_MAX_LAYERS,
+};
 use firmware_common::model::Expected;
 use firmware_common::Board;
 
@@ -63,12 +66,29 @@ fn run() -> bool {
     );
     let work_start = model_end.next_multiple_of(64);
     let free_words = RAM_END.saturating_sub(work_start) / 4;
-    firmware_common::model_report::run::<_, MAX_LAYERS>(&board::Virt, file, &expected, |words| {
-        if words > free_words {
-            return None;
-        }
-        // SAFETY: `work_start..work_start + 4 * words` is RAM above the model and below RAM_END,
-        // 64-byte aligned, used by nothing else, and handed out once.
-        Some(unsafe { core::slice::from_raw_parts_mut(work_start as *mut f32, words) })
-    })
+    // SAFETY: `work_start..RAM_END` is RAM above the model (64-byte aligned, mapped as normal
+    // memory) that nothing else in this image uses; this is its only reference.
+    let free: &mut [f32] =
+        unsafe { core::slice::from_raw_parts_mut(work_start as *mut f32, free_words) };
+    let smollm2 = firmware_common::model_report::run::<_, MAX_LAYERS>(
+        &board::Virt,
+        "smollm2",
+        file,
+        &expected,
+        free,
+    );
+    // The M4F's tiny llama too (Q4_K as well as Q8_0 through the i8mm kernels), from flash: the
+    // same file on x86_64, AArch64 and the M4F.
+    let Some(tiny_expected) = Expected::parse(TINY_LLAMA_EXPECTED) else {
+        error!("tiny-llama.expected is malformed");
+        return false;
+    };
+    let tiny = firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
+        &board::Virt,
+        "tiny-llama",
+        TINY_LLAMA,
+        &tiny_expected,
+        free,
+    );
+    smollm2 && tiny
 }

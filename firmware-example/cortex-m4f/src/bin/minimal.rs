@@ -20,7 +20,7 @@ fn main() -> ! {
     #[cfg(not(feature = "model"))]
     let ok = firmware_common::minimal::run();
     #[cfg(feature = "model")]
-    let ok = firmware_common::minimal::run_model(free_ram::take);
+    let ok = free_ram::take().is_some_and(firmware_common::minimal::run_model);
     semihosting::process::exit(if ok { 0 } else { 1 })
 }
 

@@ -32,11 +32,14 @@ fn main() -> ! {
         TINY_LLAMA.len(),
         miniquant::quant::level::current().name()
     );
-    let ok = firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
-        &board::Mps2An386,
-        TINY_LLAMA,
-        &expected,
-        free_ram::take,
-    );
+    let ok = free_ram::take().is_some_and(|free| {
+        firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
+            &board::Mps2An386,
+            "tiny-llama",
+            TINY_LLAMA,
+            &expected,
+            free,
+        )
+    });
     semihosting::process::exit(if ok { 0 } else { 1 })
 }
