@@ -25,7 +25,13 @@ fn main() {
         _ => PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
             .join("../target/inputs"),
     };
-    for file in FILES {
+    // The model images' inputs (feature `model`): the tiny llama and the host's runs.
+    let model_files: &[&str] = if std::env::var_os("CARGO_FEATURE_MODEL").is_some() {
+        &["tiny-llama.gguf", "tiny-llama.expected", "smollm2.expected"]
+    } else {
+        &[]
+    };
+    for file in FILES.iter().chain(model_files) {
         let path = dir.join(file);
         if !path.is_file() {
             panic!(

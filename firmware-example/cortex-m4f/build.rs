@@ -9,6 +9,8 @@ fn main() {
     for arg in ["--nmagic", "-Tlink.x"] {
         println!("cargo:rustc-link-arg-bins={arg}");
     }
-    // The parser-only image has no defmt logger.
-    println!("cargo:rustc-link-arg-bin=cortex-m4f=-Tdefmt.x");
+    // The minimal image has no defmt logger.
+    for bin in ["cortex-m4f", "tiny-llama"] {
+        println!("cargo:rustc-link-arg-bin={bin}=-Tdefmt.x");
+    }
 }

@@ -9,8 +9,13 @@
 //!    (from a real model, so never committed): `miniquant extract` of two tensors of Gemma 3 (Q8_0
 //!    and Q4_K) with the metadata and a 32-entry tokenizer slice, an input vector per tensor, and
 //!    `miniquant matvec`'s output for it, whose bits the firmware must reproduce.
+//!    For the model images (`firmware_model.rs`): the tiny llama the M4F image embeds (written with
+//!    the core's GGUF writer) and, for it and SmolLM2 (which QEMU loads into the Cortex-A image's
+//!    RAM), the host's greedy run: each forward pass's token and logits digest.
 //! 3. Builds both images in release mode, runs each in QEMU under a timeout through
-//!    `firmware-example/qemu-run.sh` (defmt-print decodes the log), and fails on a non-zero exit.
+//!    `firmware-example/qemu-run.sh` (defmt-print decodes the log), and fails on a non-zero exit;
+//!    then the model images (`smollm2` on the Cortex-A, `tiny-llama` on the M4F), whose logged
+//!    steps must equal the host's.
 //! 4. Prints the budgets: flash (text + rodata + data, without the embedded inputs) and static RAM
 //!    per image from `llvm-size`, the stack figures the firmware measured by painting, and whether
 //!    the minimal images and the C image link with a panic handler that may not be referenced.
@@ -23,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::firmware_model::{self, ModelRun, Step, SMOLLM2, SMOLLM2_FILE, TINY_LLAMA};
 use crate::{root, run};
 
 /// The real model the images' extract comes from, in the cache `cargo xtask fetch` fills.
@@ -92,9 +98,36 @@ pub fn firmware() -> Result<(), String> {
         let log = run_in_qemu(&elf)?;
         reports.push((image, elf, log));
     }
+    let mut model_reports = Vec::new();
+    // The Cortex-A image runs the tiny llama after SmolLM2: the same file on all three machines.
+    for (image, model_run, checked) in [
+        (&SMOLLM2_IMAGE, &SMOLLM2, [&SMOLLM2, &TINY_LLAMA].as_slice()),
+        (&TINY_LLAMA_IMAGE, &TINY_LLAMA, [&TINY_LLAMA].as_slice()),
+    ] {
+        let elf = build(image, &[])?;
+        let started = Instant::now();
+        let log = run_in_qemu(&elf)?;
+        let seconds = started.elapsed().as_secs_f64();
+        for run in checked {
+            let host = if run.stem == SMOLLM2.stem {
+                &inputs.smollm2
+            } else {
+                &inputs.tiny_llama
+            };
+            firmware_model::compare(&log, host, run, image.bin)?;
+        }
+        model_reports.push(ModelReport {
+            image,
+            run: model_run,
+            elf,
+            log,
+            seconds,
+        });
+    }
     let minimal = minimal_images(&inputs)?;
     let c_image = crate::capi::c_firmware(&inputs.dir)?;
     let mut exceeded = print_budgets(&reports, &inputs, &minimal)?;
+    print_model_budgets(&model_reports, &inputs)?;
     exceeded.extend(crate::capi::print_c_budget(&c_image)?);
     // The nightly cross-check rebuilds the image (about 2.5 minutes here): on request only.
     if std::env::args().any(|a| a == "--frames") {
@@ -207,6 +240,9 @@ pub(crate) fn install() -> Result<(), String> {
 struct Inputs {
     dir: PathBuf,
     files: Vec<PathBuf>,
+    /// The host's runs of the model images' models.
+    tiny_llama: Vec<Step>,
+    smollm2: Vec<Step>,
 }
 
 pub(crate) fn cache_dir() -> PathBuf {
@@ -267,13 +303,50 @@ fn generate_inputs() -> Result<Inputs, String> {
         update(&dir.join(format!("x{i}.f32")), &x)?;
         update(&dir.join(format!("y{i}.f32")), &read(&y_path)?)?;
     }
+    let (tiny_llama, smollm2) = model_inputs(&dir, &scratch)?;
     let files = fs::read_dir(&dir)
         .map_err(|e| e.to_string())?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.is_file())
         .collect();
-    Ok(Inputs { dir, files })
+    Ok(Inputs {
+        dir,
+        files,
+        tiny_llama,
+        smollm2,
+    })
+}
+
+/// The model images' inputs: the tiny llama (checked by `miniquant validate`) and the host's runs
+/// of it and of SmolLM2, as `{stem}.expected`.
+fn model_inputs(dir: &Path, scratch: &Path) -> Result<(Vec<Step>, Vec<Step>), String> {
+    let started = Instant::now();
+    let tiny = scratch.join("tiny-llama.gguf");
+    fs::write(&tiny, firmware_model::tiny_llama()?)
+        .map_err(|e| format!("{}: {e}", tiny.display()))?;
+    let tiny_s = tiny.to_str().ok_or("non-UTF-8 path")?;
+    miniquant(&["validate", tiny_s])?;
+    update(&dir.join("tiny-llama.gguf"), &read(&tiny)?)?;
+    let smollm2 = cache_dir().join(SMOLLM2_FILE);
+    if !smollm2.is_file() {
+        return Err(format!(
+            "{} is missing: run `cargo xtask fetch` first",
+            smollm2.display()
+        ));
+    }
+    let mut runs = Vec::new();
+    for (model, run) in [(&tiny, &TINY_LLAMA), (&smollm2, &SMOLLM2)] {
+        let steps = firmware_model::host_steps(model, run, scratch, miniquant_output)?;
+        update(
+            &dir.join(format!("{}.expected", run.stem)),
+            &firmware_model::expected_file(run, &steps),
+        )?;
+        runs.push(steps);
+    }
+    eprintln!("  (model inputs: {:.1} s)", started.elapsed().as_secs_f64());
+    let smollm2_steps = runs.pop().unwrap_or_default();
+    Ok((runs.pop().unwrap_or_default(), smollm2_steps))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -369,6 +442,25 @@ fn miniquant(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The host's `miniquant` command with `args`, echoed; its standard output, or an error if it fails.
+fn miniquant_output(args: &[&str]) -> Result<String, String> {
+    let mut cmd = host_cli();
+    cmd.args(args).stderr(Stdio::inherit());
+    eprintln!("+ {cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run miniquant: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`miniquant {}` failed: {}",
+            args.join(" "),
+            out.status
+        ))
+    }
+}
+
 /// `cargo build --release` of one image in `firmware-example/` (its own workspace and target dir).
 fn build(image: &Image, extra: &[&str]) -> Result<PathBuf, String> {
     let mut args = vec![
@@ -391,11 +483,16 @@ fn build(image: &Image, extra: &[&str]) -> Result<PathBuf, String> {
     if !status.success() {
         return Err(format!("building {} failed", image.bin));
     }
-    Ok(fw_dir()
+    Ok(elf_path(image))
+}
+
+/// Where `build` puts an image's ELF.
+fn elf_path(image: &Image) -> PathBuf {
+    fw_dir()
         .join("target")
         .join(image.target)
         .join("release")
-        .join(image.bin))
+        .join(image.bin)
 }
 
 /// A cargo command for the firmware workspace: its own target dir, and no RUSTFLAGS (they would
@@ -431,6 +528,31 @@ fn run_in_qemu(elf: &Path) -> Result<String, String> {
     }
 }
 
+/// The model images: SmolLM2 loaded into the Cortex-A image's RAM, the tiny llama in the M4F's
+/// flash.
+const SMOLLM2_IMAGE: Image = Image {
+    package: "cortex-a",
+    bin: "smollm2",
+    target: "aarch64-unknown-none",
+    microcontroller: false,
+};
+const TINY_LLAMA_IMAGE: Image = Image {
+    package: "cortex-m4f",
+    bin: "tiny-llama",
+    target: "thumbv7em-none-eabihf",
+    microcontroller: true,
+};
+
+/// A model image's run.
+struct ModelReport {
+    image: &'static Image,
+    run: &'static ModelRun,
+    elf: PathBuf,
+    log: String,
+    /// Wall time of the QEMU run (TCG on this host).
+    seconds: f64,
+}
+
 const MINIMAL_M4F: Image = Image {
     package: "cortex-m4f",
     bin: "minimal",
@@ -457,8 +579,9 @@ struct Minimal {
 const PARSER_M4F: &str = "M4F: parser + Catalog";
 const PARSER_RISCV: &str = "RISC-V: parser + Catalog";
 
-/// Builds `minimal` without and with the kernels, runs each in QEMU (exit 0: the parse succeeded and,
-/// with kernels, every output matched the host's bits), then tries each with `no-panic-link`.
+/// Builds `minimal` without and with the kernels (and with the tiny llama), each with
+/// `no-panic-link` first, and runs each in QEMU (exit 0: the parse succeeded and, with kernels,
+/// every output matched the host's bits; with the model, every step matched the host's).
 fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
     let mut out = Vec::new();
     for (image, what, features) in [
@@ -468,6 +591,11 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
             "M4F: parser + Catalog + Q8_0/Q4_K matvec",
             "kernels",
         ),
+        (
+            MINIMAL_M4F,
+            "M4F: tiny llama forward pass (Q8_0, Q4_K; the model aside)",
+            "model",
+        ),
         (MINIMAL_RISCV, PARSER_RISCV, ""),
         (
             MINIMAL_RISCV,
@@ -475,9 +603,9 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
             "kernels",
         ),
     ] {
-        let elf = build(&image, &["--features", features])?;
-        run_silent(&elf, image.target)?;
-        let flash = flash_without_inputs(&elf, inputs)?;
+        // Built first with the undefined panic handler: if it links, no panic is reachable, the
+        // handler is gone, and that image is the one to run and measure (one build, not two);
+        // if not, the linker's lines name the reference and the ordinary build is run instead.
         let with_check = format!("{features} no-panic-link");
         let args = [
             "build",
@@ -492,11 +620,13 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
             &with_check,
         ];
         eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
+        let started = Instant::now();
         let built = fw_cargo(&args)
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
-        let no_panic_link = if built.status.success() {
-            Ok(())
+        eprintln!("  ({:.1} s)", started.elapsed().as_secs_f64());
+        let (elf, no_panic_link) = if built.status.success() {
+            (elf_path(&image), Ok(()))
         } else {
             let stderr = String::from_utf8_lossy(&built.stderr);
             let lines: Vec<&str> = stderr
@@ -504,8 +634,13 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
                 .filter(|l| l.contains("undefined symbol") || l.contains(">>> referenced by"))
                 .take(4)
                 .collect();
-            Err(lines.join("\n"))
+            (
+                build(&image, &["--features", features])?,
+                Err(lines.join("\n")),
+            )
         };
+        run_silent(&elf, image.target)?;
+        let flash = flash_without_inputs(&elf, inputs)?;
         out.push(Minimal {
             what,
             flash,
@@ -849,4 +984,65 @@ fn print_budgets(
         );
     }
     Ok(exceeded)
+}
+
+/// The model images' figures: flash (code without the embedded model), the model file, static RAM,
+/// the working memory and stack they logged, and the instructions and QEMU wall time per forward
+/// pass.
+fn print_model_budgets(reports: &[ModelReport], inputs: &Inputs) -> Result<(), String> {
+    eprintln!();
+    eprintln!("model images (flash without the embedded model; working memory = the model's Layout + logits):");
+    eprintln!(
+        "{:<26} {:>8} {:>10} {:>10} {:>12} {:>11} {:>12}  M instructions per pass; QEMU wall time",
+        "image", "flash B", "model B", "static RAM", "working mem", "load stack", "gen. stack"
+    );
+    for r in reports {
+        let (_, ram) = flash_and_ram(&r.elf)?;
+        let flash = flash_without_inputs(&r.elf, inputs)?;
+        // The image's own model's lines (`{stem} ...`).
+        let stem = r.run.stem;
+        let line_with = |key: &str| {
+            let key = format!("{stem}{key}");
+            r.log.lines().find(move |l| l.contains(&key))
+        };
+        let model_bytes = r
+            .log
+            .lines()
+            .find(|l| l.contains(" B in flash") || l.contains("SmolLM2 file"))
+            .and_then(|l| figure(l, "tiny llama ").or_else(|| figure(l, "SmolLM2 file ")));
+        let work = line_with(" working memory").and_then(|l| figure(l, "): "));
+        let load = line_with(": ").and_then(|l| figure(l, "load stack "));
+        let generate = line_with(" generate:").and_then(|l| {
+            let at = l.find("stack ")? + "stack ".len();
+            figure(&l[at..].replace("at least ", ""), "")
+        });
+        // `{stem} step i: ..., N ticks = T ns`: millions of instructions (1 ns each under -icount).
+        let per_pass: Vec<String> = r
+            .log
+            .lines()
+            .filter(|l| l.contains(&format!("{stem} step ")))
+            .filter_map(|l| figure(l, "ticks = "))
+            .map(|ns| format!("{:.1}", ns as f64 / 1e6))
+            .collect();
+        let shown = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
+        eprintln!(
+            "{:<26} {:>8} {:>10} {:>10} {:>12} {:>11} {:>12}  {}; {:.1} s for {} passes",
+            format!(
+                "{} ({})",
+                r.image.bin,
+                r.image.target.split('-').next().unwrap_or("")
+            ),
+            flash,
+            shown(model_bytes),
+            ram,
+            shown(work),
+            shown(load),
+            shown(generate),
+            per_pass.join(", "),
+            r.seconds,
+            r.run.steps
+        );
+    }
+    eprintln!("(per forward pass, the prompt's first: millions of instructions, 1 ns of QEMU's virtual time each under -icount shift=0)");
+    Ok(())
 }

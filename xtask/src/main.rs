@@ -18,8 +18,9 @@
 //!   (part of `ci`).
 //! - `capi`: the C API: header current with cbindgen's, a C test program under ASan and UBSan
 //!   compared with the Rust API (see `capi.rs`; part of `ci`).
-//! - `firmware`: build the Cortex-M4F and Cortex-A images, run them in QEMU, print their budgets
-//!   (part of `ci`).
+//! - `firmware`: build the Cortex-M4F, Cortex-A and RISC-V images, run them in QEMU, print their
+//!   budgets; run SmolLM2 on the Cortex-A and a tiny llama on the M4F and compare their logits'
+//!   digests with the host's (part of `ci`).
 //! - `scalar-only`: the core's tests built with no SIMD at all (`--cfg miniquant_disable_simd`;
 //!   part of `ci`).
 //! - `levels`: which kernel levels this CPU runs (and so tests); `ci` and `test` print it.
@@ -34,6 +35,7 @@ mod aarch64;
 mod ab;
 mod capi;
 mod firmware;
+mod firmware_model;
 mod miri;
 mod msrv;
 mod overflow;

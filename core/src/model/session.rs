@@ -214,16 +214,15 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 found: logits.len(),
             });
         }
-        for batch in tokens.chunks(self.layout.max_batch) {
+        // At least 1 by construction (`Layout::new`); `max` shows it to the optimizer, so that
+        // no division-by-zero panic is linked (firmware checks that none is).
+        let max_batch = self.layout.max_batch.max(1);
+        for batch in tokens.chunks(max_batch) {
             self.batch(mm, batch)?;
             self.position += batch.len();
         }
         if !tokens.is_empty() {
-            self.head(
-                mm,
-                tokens.len().saturating_sub(1) % self.layout.max_batch,
-                logits,
-            )?;
+            self.head(mm, tokens.len().saturating_sub(1) % max_batch, logits)?;
         }
         Ok(())
     }
@@ -233,7 +232,9 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         let model = self.model;
         let c = *model.config();
         let n = tokens.len();
+        // Each at least 1 (`Config`): `max` shows it to the optimizer (no panic path in chunking).
         let (d, qd, kvd, ff, hd) = (c.d_model, c.q_dim(), c.kv_dim(), c.d_ff, c.head_dim);
+        let (d, qd, kvd, hd) = (d.max(1), qd.max(1), kvd.max(1), hd.max(1));
         let level = mm.level();
         let embd = model.embedding();
         let row_bytes = bytes_for(embd.ggml_type, d)?;
@@ -248,7 +249,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 ops::scale(x, c.embedding_scale);
             }
         }
-        let group = c.n_heads / c.n_kv_heads;
+        let group = (c.n_heads / c.n_kv_heads.max(1)).max(1);
         let layer_cache = mul(&[self.layout.max_context, kvd])?;
         let (pos, rope_freqs) = (self.position, model.rope_freqs);
         for (l, layer) in model.layers().iter().enumerate() {
@@ -375,7 +376,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
     fn head(&mut self, mm: &impl MatMul, j: usize, logits: &mut [f32]) -> Result<(), ModelError> {
         let model = self.model;
         let c = model.config();
-        let d = c.d_model;
+        let d = c.d_model.max(1);
         let x = self.x.chunks_exact(d).nth(j).ok_or(ModelError::TooLarge)?;
         let xb = prefix_mut(self.xb, d)?;
         ops::rms_norm(x, model.output_norm, c.rms_eps, xb);

@@ -322,7 +322,8 @@ pub fn matmul_quantized_at<B: Kernels>(
         return Ok(());
     }
     let xq = blocks::<B::Activation>(xq)?;
-    let column_blocks = row_blocks * B::ACTIVATION_BLOCKS;
+    // Not 0 (row_blocks is not): `max` shows it to the optimizer, so chunking links no panic.
+    let column_blocks = (row_blocks * B::ACTIVATION_BLOCKS).max(1);
     let tile_rows = if n == 1 {
         rows
     } else {
@@ -331,7 +332,10 @@ pub fn matmul_quantized_at<B: Kernels>(
     let tile_2x2 = B::vec_dot_2x2_kernel(level);
     // One column gains nothing from a matmul kernel's tiles of columns: the rows kernel serves it.
     let matmul_kernel = B::matmul_kernel(level).filter(|_| n > 1);
-    for (tile, w_tile) in w.chunks(tile_rows.saturating_mul(row_blocks)).enumerate() {
+    for (tile, w_tile) in w
+        .chunks(tile_rows.saturating_mul(row_blocks).max(1))
+        .enumerate()
+    {
         let first_row = tile.saturating_mul(tile_rows);
         if let Some(matmul_kernel) = matmul_kernel {
             let y_tile = y.get_mut(first_row..).unwrap_or_default();
@@ -340,7 +344,11 @@ pub fn matmul_quantized_at<B: Kernels>(
         }
         let tile_len = w_tile.len() / row_blocks;
         let tile_range = first_row..first_row.saturating_add(tile_len);
-        let mut columns = xq.chunks_exact(column_blocks).zip(
+        // Zipped through `&mut`: the zip of two slice-chunk iterators is specialized, and its
+        // out-of-line constructor divides by their run-time chunk sizes (a panic path firmware
+        // would link); this way the sizes are divided here, where they are known not to be 0.
+        let mut xq_columns = xq.chunks_exact(column_blocks);
+        let mut columns = (&mut xq_columns).zip(
             y.chunks_exact_mut(rows)
                 .map(|column| column.get_mut(tile_range.clone()).unwrap_or_default()),
         );

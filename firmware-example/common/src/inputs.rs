@@ -36,3 +36,22 @@ pub fn tensor_names() -> [&'static str; TENSORS] {
     }
     names
 }
+
+/// The tiny llama `cargo xtask firmware` writes with the core's GGUF writer (the M4F model
+/// image's model), in flash.
+#[cfg(feature = "model")]
+pub static TINY_LLAMA: &[u8] = include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/tiny-llama.gguf"));
+
+/// The layer table the images keep for the tiny llama (it has 4 blocks).
+#[cfg(feature = "model")]
+pub const TINY_LLAMA_MAX_LAYERS: usize = 8;
+
+/// The host's run of the tiny llama (see [`crate::model::Expected`]).
+#[cfg(feature = "model")]
+pub static TINY_LLAMA_EXPECTED: &[u8] =
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/tiny-llama.expected"));
+
+/// The host's run of SmolLM2-135M Q4_1, whose file QEMU loads into the Cortex-A image's RAM.
+#[cfg(feature = "model")]
+pub static SMOLLM2_EXPECTED: &[u8] =
+    include_bytes!(concat!(env!("FIRMWARE_INPUTS"), "/smollm2.expected"));

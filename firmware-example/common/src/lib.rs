@@ -3,13 +3,18 @@
 //! returns short reads), find keys and tensors with `Catalog`, run one matvec per tensor and compare
 //! its bits with the host's, and check that hostile headers give their expected errors. Each step
 //! is timed by the board's tick counter and its stack high-water mark measured by stack painting.
-//! The board crates supply the clock, the logger transport and the exit.
+//! With feature `model`, the model images' greedy generation and its digest (`model`,
+//! `model_report`). The board crates supply the clock, the logger transport and the exit.
 #![no_std]
 
 pub mod checks;
 pub mod hostile;
 pub mod inputs;
 pub mod minimal;
+#[cfg(feature = "model")]
+pub mod model;
+#[cfg(feature = "model")]
+pub mod model_report;
 pub mod readme;
 pub mod short_reads;
 pub mod stack;

@@ -1,6 +1,7 @@
 //! The minimal images' work, shared by the M4F and RISC-V ones (`cortex-m4f/src/bin/minimal.rs`,
 //! `riscv32/src/bin/minimal.rs`): the `&[u8]` driver and `Catalog` over the embedded extract and,
 //! with feature `kernels`, the Q8_0 and Q4_K matvec compared with the host's bits; no logging.
+//! With feature `model`, [`run_model`]: the tiny llama's greedy run compared with the host's.
 
 use crate::inputs::{tensor_names, MODEL};
 use miniquant::gguf::{Catalog, Limits, SliceParser};
@@ -29,6 +30,37 @@ pub fn run() -> bool {
         };
     }
     ok
+}
+
+/// Whether the tiny llama's greedy run from the host's prompt equals the host's, step for step;
+/// its working memory is the start of `free` (the board's free RAM).
+#[cfg(feature = "model")]
+pub fn run_model(free: &mut [f32]) -> bool {
+    use crate::inputs::{TINY_LLAMA, TINY_LLAMA_EXPECTED, TINY_LLAMA_MAX_LAYERS};
+    use crate::model::{generate, work_words, Expected, Step, MAX_STEPS};
+    use miniquant::model::{Layout, Model, SingleThread};
+
+    let Some(expected) = Expected::parse(TINY_LLAMA_EXPECTED) else {
+        return false;
+    };
+    let Ok(model) = Model::<TINY_LLAMA_MAX_LAYERS>::from_gguf(TINY_LLAMA) else {
+        return false;
+    };
+    let (prompt, steps) = (expected.prompt(), expected.steps().len());
+    let Ok(layout) = Layout::new(&model, prompt.len() + steps, prompt.len()) else {
+        return false;
+    };
+    let Some(work) = work_words(&model, &layout).and_then(|words| free.get_mut(..words)) else {
+        return false;
+    };
+    let mut got = [Step::default(); MAX_STEPS];
+    let Some(got) = got.get_mut(..steps) else {
+        return false;
+    };
+    let mm = SingleThread {
+        level: miniquant::quant::level::current(),
+    };
+    generate(&model, layout, &mm, || 0, prompt, work, got).is_ok() && expected.matches(got)
 }
 
 #[cfg(feature = "kernels")]

@@ -4,83 +4,17 @@
 #![no_std]
 #![no_main]
 
-use aarch64_rt::{
-    entry, exception_handlers, initial_pagetable, ExceptionHandlers, InitialPagetable,
-};
+mod board;
+
+use aarch64_rt::entry;
 use defmt_semihosting as _;
-use firmware_common::Board;
 
-/// Masks interrupts through DAIF; the restore state is the previous DAIF.
-struct DaifCriticalSection;
-critical_section::set_impl!(DaifCriticalSection);
-
-// SAFETY: one core; masking every exception class makes the section exclusive, and `release`
-// restores exactly the mask `acquire` saw.
-unsafe impl critical_section::Impl for DaifCriticalSection {
-    unsafe fn acquire() -> u64 {
-        let daif: u64;
-        // SAFETY: reads DAIF, then masks D, A, I and F; touches no memory.
-        unsafe { core::arch::asm!("mrs {0}, daif", "msr daifset, #0xf", out(reg) daif) };
-        daif
-    }
-
-    unsafe fn release(daif: u64) {
-        // SAFETY: writes back the DAIF value `acquire` read.
-        unsafe { core::arch::asm!("msr daif, {0}", in(reg) daif) };
-    }
-}
-
-// Identity map in 1 GiB blocks: [0] device memory (UART, GIC), [1] normal RAM (the image).
-// Bits: valid | AttrIndx << 2 | SH << 8 | AF << 10 | nG << 11 | UXN << 54.
-initial_pagetable!({
-    let mut table = [0; 512];
-    table[0] = 1 | (1 << 10) | (1 << 54);
-    table[1] = 1 | (1 << 2) | (3 << 8) | (1 << 10) | (1 << 11) | 0x4000_0000;
-    InitialPagetable(table)
-});
-
-/// The default handlers report an unexpected exception as a panic.
-struct Exceptions;
-impl ExceptionHandlers for Exceptions {}
-exception_handlers!(Exceptions);
-
-/// Boot stack pages (4 KiB each): room for the checks and the painted measuring window.
-const STACK_PAGES: usize = 64;
-entry!(main, STACK_PAGES);
-
-struct Virt;
-
-impl Board for Virt {
-    const NAME: &'static str = "Cortex-A (virt, -cpu max)";
-    /// QEMU's generic timer frequency (CNTFRQ_EL0).
-    const TICK_HZ: u32 = 62_500_000;
-
-    fn ticks(&self) -> u64 {
-        let count: u64;
-        // SAFETY: reads the virtual counter (EL0/EL1 readable); the ISB keeps the read in order
-        // with the code being timed.
-        unsafe {
-            core::arch::asm!("isb", "mrs {0}, cntvct_el0", out(reg) count, options(nomem, nostack))
-        };
-        count
-    }
-}
+entry!(main, { board::STACK_PAGES });
 
 fn main(_x0: u64, _x1: u64, _x2: u64, _x3: u64) -> ! {
-    let code = match firmware_common::checks::run(&Virt) {
+    let code = match firmware_common::checks::run(&board::Virt) {
         Ok(()) => 0,
         Err(_) => 1,
     };
     semihosting::process::exit(code)
-}
-
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    defmt::error!("{}", defmt::Display2Format(info));
-    semihosting::process::exit(101)
-}
-
-#[defmt::panic_handler]
-fn defmt_panic() -> ! {
-    semihosting::process::exit(102)
 }

@@ -1,6 +1,7 @@
 //! The minimal images, for the budgets: `firmware_common::minimal` (the `&[u8]` driver and
 //! `Catalog` over the embedded extract and, with feature `kernels`, the Q8_0 and Q4_K matvec
-//! compared with the host's bits); no logging.
+//! compared with the host's bits; with feature `model` instead, the tiny llama's greedy run
+//! compared with the host's); no logging.
 //! Exit code 0 if everything matches, 1 if not.
 //!
 //! With feature `no-panic-link`, the panic handler calls a symbol that exists nowhere, so the image
@@ -8,15 +9,19 @@
 #![no_std]
 #![no_main]
 
+#[cfg(feature = "model")]
+#[path = "../free_ram.rs"]
+mod free_ram;
+
 use cortex_m_rt::entry;
 
 #[entry]
 fn main() -> ! {
-    semihosting::process::exit(if firmware_common::minimal::run() {
-        0
-    } else {
-        1
-    })
+    #[cfg(not(feature = "model"))]
+    let ok = firmware_common::minimal::run();
+    #[cfg(feature = "model")]
+    let ok = free_ram::take().is_some_and(firmware_common::minimal::run_model);
+    semihosting::process::exit(if ok { 0 } else { 1 })
 }
 
 #[cfg(not(feature = "no-panic-link"))]
