@@ -1012,7 +1012,7 @@ fn print_model_budgets(reports: &[ModelReport], inputs: &Inputs) -> Result<(), S
             .and_then(|l| figure(l, "tiny llama ").or_else(|| figure(l, "SmolLM2 file ")));
         let work = line_with(" working memory").and_then(|l| figure(l, "): "));
         let load = line_with(": ").and_then(|l| figure(l, "load stack "));
-        let generate = line_with(" generate:").and_then(|l| {
+        let generate = line_with(" generate (").and_then(|l| {
             let at = l.find("stack ")? + "stack ".len();
             figure(&l[at..].replace("at least ", ""), "")
         });

@@ -5,17 +5,19 @@
 
 use defmt::{error, info};
 use miniquant::model::{Layout, Model, ModelError, SingleThread};
+use miniquant::quant::Level;
 
 use crate::model::{generate, work_words, Expected, Step, MAX_STEPS};
 use crate::stack::{measure, WINDOW};
 use crate::Board;
 
-/// Runs `file` (`name` in the log) and checks it against `expected`, with its working memory at
-/// the start of `free` (the board's free RAM). Logs everything; returns whether every step matched
-/// the host's.
+/// Runs `file` (`name` in the log) with the kernels of `level` and checks it against `expected`,
+/// with its working memory at the start of `free` (the board's free RAM). Logs everything; returns
+/// whether every step matched the host's.
 pub fn run<B: Board, const L: usize>(
     board: &B,
     name: &str,
+    level: Level,
     file: &[u8],
     expected: &Expected,
     free: &mut [f32],
@@ -73,9 +75,7 @@ pub fn run<B: Board, const L: usize>(
         return false;
     };
     work.fill(0.0);
-    let mm = SingleThread {
-        level: miniquant::quant::level::current(),
-    };
+    let mm = SingleThread { level };
     let mut all = [Step::default(); MAX_STEPS];
     let Some(got) = all.get_mut(..=steps) else {
         error!("more than {=usize} steps", MAX_STEPS);
@@ -102,8 +102,9 @@ pub fn run<B: Board, const L: usize>(
     }
     let at = if stack >= WINDOW { "at least " } else { "" };
     info!(
-        "{=str} generate: prompt of {=usize} tokens, {=usize} generated, stack {=str}{=usize} B",
+        "{=str} generate ({=str}): prompt of {=usize} tokens, {=usize} generated, stack {=str}{=usize} B",
         name,
+        level.name(),
         prompt.len(),
         steps,
         at,

@@ -19,6 +19,7 @@ use firmware_common::inputs::{
 };
 use firmware_common::model::Expected;
 use firmware_common::Board;
+use miniquant::quant::{level, Level};
 
 entry!(main, { board::STACK_PAGES });
 
@@ -28,6 +29,13 @@ entry!(main, { board::STACK_PAGES });
 const LENGTH_ADDR: usize = 0x4300_0000;
 const MODEL_ADDR: usize = 0x4400_0000;
 const RAM_END: usize = 0x5000_0000;
+
+/// The levels below i8mm the tiny llama also runs at, with their names in the log.
+const LOWER_LEVELS: [(Level, &str); 3] = [
+    (Level::Scalar, "tiny-llama/scalar"),
+    (Level::Neon, "tiny-llama/neon"),
+    (Level::Dotprod, "tiny-llama/dotprod"),
+];
 
 /// SmolLM2-135M has 30 blocks.
 const MAX_LAYERS: usize = 32;
@@ -62,7 +70,7 @@ fn run() -> bool {
         board::Virt::NAME,
         length,
         MODEL_ADDR,
-        miniquant::quant::level::current().name()
+        level::current().name()
     );
     let work_start = model_end.next_multiple_of(64);
     let free_words = RAM_END.saturating_sub(work_start) / 4;
@@ -73,6 +81,7 @@ fn run() -> bool {
     let smollm2 = firmware_common::model_report::run::<_, MAX_LAYERS>(
         &board::Virt,
         "smollm2",
+        level::current(),
         file,
         &expected,
         free,
@@ -86,9 +95,26 @@ fn run() -> bool {
     let tiny = firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
         &board::Virt,
         "tiny-llama",
+        level::current(),
         TINY_LLAMA,
         &tiny_expected,
         free,
     );
-    smollm2 && tiny
+    // And at the lower levels (a few million instructions each): every AArch64 kernel family
+    // gives the host's bits. `cargo xtask firmware` compares the current level's steps; these
+    // check themselves.
+    let mut lower = true;
+    for (other, name) in LOWER_LEVELS {
+        if other != level::current() && other.is_available() {
+            lower &= firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
+                &board::Virt,
+                name,
+                other,
+                TINY_LLAMA,
+                &tiny_expected,
+                free,
+            );
+        }
+    }
+    smollm2 && tiny && lower
 }

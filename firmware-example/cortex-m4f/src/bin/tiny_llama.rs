@@ -36,6 +36,7 @@ fn main() -> ! {
         firmware_common::model_report::run::<_, TINY_LLAMA_MAX_LAYERS>(
             &board::Mps2An386,
             "tiny-llama",
+            miniquant::quant::level::current(),
             TINY_LLAMA,
             &expected,
             free,
