@@ -13,12 +13,13 @@
 use core::arch::x86_64::*;
 
 use super::rows::{
-    q5_block_masked, rows_q4_0_vnni, rows_q4_1_vnni, rows_q5_0_vnni, rows_q5_1_vnni, rows_q8_0_vnni,
+    q5_block_masked, rows_q4_0, rows_q4_0_vnni, rows_q4_1, rows_q4_1_vnni, rows_q5_0,
+    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0_vnni,
 };
 use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
-use crate::quant::arch::x86_64::tokens::{kernel, Avx512Vnni};
+use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
 use crate::quant::arch::x86_64::vector::{hsum_i32, load16, load32, q4_0_nibbles};
 use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
@@ -651,5 +652,396 @@ kernel! {
             },
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+    }
+}
+
+/// Rows of an AVX2 strip (the i32 lanes of a ymm).
+const STRIP_ROWS_AVX2: usize = 8;
+
+/// Columns of an AVX2 tile.
+const TILE_COLUMNS_AVX2: usize = 4;
+
+/// An AVX2 strip decoded for one chunk: per block, the eight transposed quant vectors and the
+/// rows' scales as f32 lanes.
+struct Strip8 {
+    quants: [[__m256i; 8]; CHUNK_BLOCKS],
+    d: [__m256; CHUNK_BLOCKS],
+    m: [__m256; CHUNK_BLOCKS],
+}
+
+/// Eight rows of 32 bytes as eight vectors: vector `j` holds bytes `4j..4j + 4` of row `r` in
+/// i32 lane `r` (unpacks, then the 128-bit halves put in row order).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8(rows: &[__m256i; STRIP_ROWS_AVX2]) -> [__m256i; 8] {
+    let t: [__m256i; 8] = core::array::from_fn(|i| {
+        let (a, b) = (rows[i & !1], rows[i | 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_epi32(a, b)
+        } else {
+            _mm256_unpackhi_epi32(a, b)
+        }
+    });
+    let u: [__m256i; 8] = core::array::from_fn(|i| {
+        let (h, j) = (i / 4, i % 4);
+        let (a, b) = (t[4 * h + j / 2], t[4 * h + 2 + j / 2]);
+        if j % 2 == 0 {
+            _mm256_unpacklo_epi64(a, b)
+        } else {
+            _mm256_unpackhi_epi64(a, b)
+        }
+    });
+    core::array::from_fn(|j| {
+        if j < 4 {
+            _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j])
+        } else {
+            _mm256_permute2x128_si256::<0x31>(u[j - 4], u[j])
+        }
+    })
+}
+
+/// [`decode_strip`] for eight rows.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn decode_strip8<W>(
+    strip: &mut Strip8,
+    w: &[W],
+    row_blocks: usize,
+    rows: core::ops::Range<usize>,
+    first_block: usize,
+    blocks: usize,
+    decode: &impl Fn(&W) -> __m256i,
+    w_scales: &impl Fn(&W) -> (f32, f32),
+) {
+    for k in 0..blocks.min(CHUNK_BLOCKS) {
+        let mut quants = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut d = [0f32; STRIP_ROWS_AVX2];
+        let mut m = [0f32; STRIP_ROWS_AVX2];
+        for (lane, row) in rows.clone().take(STRIP_ROWS_AVX2).enumerate() {
+            let at = row
+                .saturating_mul(row_blocks)
+                .saturating_add(first_block + k);
+            if let Some(b) = w.get(at) {
+                quants[lane] = decode(b);
+                (d[lane], m[lane]) = w_scales(b);
+            }
+        }
+        strip.quants[k] = transpose8(&quants);
+        // SAFETY: `d` and `m` hold eight f32; `loadu` has no alignment requirement.
+        unsafe {
+            strip.d[k] = _mm256_loadu_ps(d.as_ptr());
+            strip.m[k] = _mm256_loadu_ps(m.as_ptr());
+        }
+    }
+}
+
+/// The eight rows' `Σ q·y` over one block for quants below 32 (unsigned) against activation
+/// dwords `x[j]`: `maddubs` pairs (below 2·31·128) summed four at a time in i16 (below 2^15),
+/// each half widened by `madd`: exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn block_sums8(q: &[__m256i; 8], x: &[__m256i; 8]) -> __m256i {
+    let half = |h: usize| {
+        let mut s = _mm256_maddubs_epi16(q[4 * h], x[4 * h]);
+        for j in 1..4 {
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[4 * h + j], x[4 * h + j]));
+        }
+        _mm256_madd_epi16(s, _mm256_set1_epi16(1))
+    };
+    _mm256_add_epi32(half(0), half(1))
+}
+
+/// The strip's rows against `C` columns over one chunk, as [`tile_columns`] for one strip.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_columns8<X, const C: usize>(
+    strip: &Strip8,
+    blocks: usize,
+    columns: [&[X]; C],
+    summaries: [&ColumnChunk; C],
+    outputs: [usize; C],
+    y: &mut [f32],
+    lanes: usize,
+    first: bool,
+    x_quants: &impl Fn(&X) -> &[i8; 32],
+    term: &impl Fn(__m256, __m256, __m256, __m256, __m256) -> __m256,
+) {
+    let lanes = lanes.min(STRIP_ROWS_AVX2);
+    let mut sumf = [_mm256_setzero_ps(); C];
+    if !first {
+        for (sum, &at) in sumf.iter_mut().zip(&outputs) {
+            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
+                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                lanes8[..lanes].copy_from_slice(out);
+                // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
+                *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+            }
+        }
+    }
+    let blocks = columns
+        .iter()
+        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    for k in 0..blocks {
+        let q = &strip.quants[k];
+        for c in 0..C {
+            let qs = x_quants(&columns[c][k]);
+            let xj: [__m256i; 8] =
+                core::array::from_fn(|j| _mm256_set1_epi32(broadcast_dword(qs, j)));
+            let sums = _mm256_add_epi32(
+                block_sums8(q, &xj),
+                _mm256_set1_epi32(summaries[c].neg_bias_sum[k]),
+            );
+            let dx = _mm256_set1_ps(summaries[c].d[k]);
+            let sx = _mm256_set1_ps(summaries[c].s[k]);
+            let t = term(_mm256_cvtepi32_ps(sums), strip.d[k], strip.m[k], dx, sx);
+            sumf[c] = _mm256_add_ps(sumf[c], t);
+        }
+    }
+    for (sum, &at) in sumf.iter().zip(&outputs) {
+        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
+            let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+            // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+            out.copy_from_slice(&lanes8[..lanes]);
+        }
+    }
+}
+
+/// The AVX2 matmul driver: [`gemm_vnni`]'s loops with eight-row strips, one strip against four
+/// columns at a time, and `maddubs` sums ([`block_sums8`]), so only for quants below 32.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gemm_avx2<W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W) -> __m256i,
+        impl Fn(&W) -> (f32, f32),
+        impl Fn(&X) -> (f32, f32),
+        impl Fn(&X) -> &[i8; 32],
+        impl Fn(__m256, __m256, __m256, __m256, __m256) -> __m256,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    let blocks = row_blocks.min(column_blocks);
+    let rows = w.len() / row_blocks;
+    if n < MIN_COLUMNS {
+        for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
+            let start = c.saturating_mul(y_stride);
+            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+                (kit.rows)(w, row_blocks, column, out);
+            }
+        }
+        return;
+    }
+    let mut strip = Strip8 {
+        quants: [[_mm256_setzero_si256(); 8]; CHUNK_BLOCKS],
+        d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+        m: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+    };
+    let empty = ColumnChunk {
+        d: [0.0; CHUNK_BLOCKS],
+        s: [0.0; CHUNK_BLOCKS],
+        neg_bias_sum: [0; CHUNK_BLOCKS],
+    };
+    let mut summaries = [empty; GROUP_COLUMNS];
+    let bias = _mm256_set1_epi8(kit.bias);
+    let (x_quants, term) = (&kit.x_quants, &kit.term);
+    let mut first_block = 0;
+    while first_block == 0 || first_block < blocks {
+        let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+        let first = first_block == 0;
+        let mut first_column = 0;
+        while first_column < n {
+            let group = GROUP_COLUMNS.min(n - first_column);
+            let column_chunk = |c: usize| {
+                let start = (first_column + c)
+                    .saturating_mul(column_blocks)
+                    .saturating_add(first_block);
+                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+            };
+            for (c, summary) in summaries.iter_mut().take(group).enumerate() {
+                for (k, xb) in column_chunk(c).iter().enumerate() {
+                    let (d, s) = (kit.x_scales)(xb);
+                    summary.d[k] = d;
+                    summary.s[k] = s;
+                    // `bias · Σ y`, the bias below 32: `maddubs` pairs fit i16.
+                    let by = _mm256_maddubs_epi16(bias, load32(x_quants(xb)));
+                    let by = _mm256_madd_epi16(by, _mm256_set1_epi16(1));
+                    summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
+                }
+            }
+            let output = |c: usize, row: usize| {
+                (first_column + c)
+                    .saturating_mul(y_stride)
+                    .saturating_add(row)
+            };
+            let mut first_row = 0;
+            while first_row < rows {
+                let lanes = STRIP_ROWS_AVX2.min(rows - first_row);
+                let range = first_row..first_row + lanes;
+                let (decode, scales) = (&kit.decode, &kit.w_scales);
+                decode_strip8(
+                    &mut strip,
+                    w,
+                    row_blocks,
+                    range,
+                    first_block,
+                    chunk,
+                    decode,
+                    scales,
+                );
+                let mut c = 0;
+                while c < group {
+                    macro_rules! tile {
+                        ($cols:tt) => {{
+                            tile_columns8::<X, $cols>(
+                                &strip,
+                                chunk,
+                                core::array::from_fn(|i| column_chunk(c + i)),
+                                core::array::from_fn(|i| &summaries[c + i]),
+                                core::array::from_fn(|i| output(c + i, first_row)),
+                                y,
+                                lanes,
+                                first,
+                                x_quants,
+                                term,
+                            );
+                            c += $cols;
+                        }};
+                    }
+                    if group - c >= TILE_COLUMNS_AVX2 {
+                        tile!(TILE_COLUMNS_AVX2);
+                    } else {
+                        tile!(1);
+                    }
+                }
+                first_row += STRIP_ROWS_AVX2;
+            }
+            first_column += group;
+        }
+        first_block += CHUNK_BLOCKS;
+    }
+}
+
+/// `(d_w · d_x) · sumi + m_w · s_x` on eight rows.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn term_with_min8(sumi: __m256, dw: __m256, mw: __m256, dx: __m256, sx: __m256) -> __m256 {
+    _mm256_add_ps(
+        _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+        _mm256_mul_ps(mw, sx),
+    )
+}
+
+/// The 32 quants of one Q5 block in element order, below 32 (AVX2).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_block(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    _mm256_or_si256(q4_0_nibbles(qs), super::fifth_bits(qh))
+}
+
+kernel! {
+    /// Q4_0 matmul, AVX2: `sumf += (sumi * d_w) * d_x`, quants `q - 8`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q4_0(
+        t: Avx2,
+        w: &[BlockQ4_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 8,
+            decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
+            w_scales: |b: &BlockQ4_0| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
+            rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q4_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q4_1(
+        t: Avx2,
+        w: &[BlockQ4_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
+            w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
+            x_scales: q8_1_scales,
+            x_quants: q8_1_quants,
+            term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q5_0 matmul, AVX2: `sumf += (d_w * d_x) * sumi`, quants `q - 16`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q5_0(
+        t: Avx2,
+        w: &[BlockQ5_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 16,
+            decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
+            w_scales: |b: &BlockQ5_0| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+            rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q5_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q5_1(
+        t: Avx2,
+        w: &[BlockQ5_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            decode: |b: &BlockQ5_1| q5_block(&b.qs, b.qh),
+            w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
+            x_scales: q8_1_scales,
+            x_quants: q8_1_quants,
+            term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
     }
 }
