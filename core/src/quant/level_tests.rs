@@ -715,7 +715,7 @@ fn one_signed_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
 
 /// Each level's matmul kernel called directly, as `typed` calls it, against the scalar vec_dot of
 /// every row and column: row counts around the kernels' strips (8k ± 1, 16k ± 1), column counts
-/// around their column tiles (4k ± 1), rows of 1 to 33 blocks (past a chunk of blocks), weights
+/// around their column tiles (4k ± 1, past a group of 32), rows of 1 to 33 blocks (past a chunk of blocks), weights
 /// of random bytes, quantized data, repeated special bytes and one-signed blocks, activations of
 /// random bytes, quantized data, all quants -128 or 127 and random quants of large magnitude;
 /// outputs `y_stride = rows + 3` apart,
@@ -752,7 +752,7 @@ impl Visitor for MatmulKernelCheck {
                     columns.push(row);
                 }
                 for rows in [1usize, 7, 8, 9, 15, 16, 17, 33] {
-                    for n in [1usize, 2, 3, 4, 5, 9] {
+                    for n in [1usize, 2, 5, 6, 7, 9, 13, 35] {
                         let w: Vec<u8> = (0..rows)
                             .flat_map(|r| pool[(r * 5 + n) % pool.len()].iter().copied())
                             .collect();

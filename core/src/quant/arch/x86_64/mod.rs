@@ -80,22 +80,26 @@ pub(crate) const AVX2: ArchKernels = {
             dequantize: legacy::dequantize_q4_0,
             quantize: legacy::quantize_q4_0,
             rows: legacy::rows::rows_q4_0,
+            matmul: legacy::matmul::matmul_q4_0,
         },
         q4_1: {
             vec_dot: legacy::vec_dot_q4_1,
             dequantize: legacy::dequantize_q4_1,
             rows: legacy::rows::rows_q4_1,
+            matmul: legacy::matmul::matmul_q4_1,
         },
         q5_0: {
             vec_dot: legacy::vec_dot_q5_0,
             dequantize: legacy::dequantize_q5_0,
             quantize: legacy::quantize_q5_0,
             rows: legacy::rows::rows_q5_0,
+            matmul: legacy::matmul::matmul_q5_0,
         },
         q5_1: {
             vec_dot: legacy::vec_dot_q5_1,
             dequantize: legacy::dequantize_q5_1,
             rows: legacy::rows::rows_q5_1,
+            matmul: legacy::matmul::matmul_q5_1,
         },
         iq4_nl: {
             vec_dot: legacy::vec_dot_iq4_nl,

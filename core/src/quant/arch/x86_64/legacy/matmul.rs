@@ -12,10 +12,14 @@
 
 use core::arch::x86_64::*;
 
-use super::rows::q5_block_masked;
+use super::rows::{
+    q5_block_masked, rows_q4_0, rows_q4_0_vnni, rows_q4_1, rows_q4_1_vnni, rows_q5_0,
+    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0_vnni,
+};
+use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
-use crate::quant::arch::x86_64::tokens::{kernel, Avx512Vnni};
+use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
 use crate::quant::arch::x86_64::vector::{hsum_i32, load16, load32, q4_0_nibbles};
 use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
@@ -32,6 +36,10 @@ const CHUNK_BLOCKS: usize = 16;
 
 /// Columns that share a decoded strip.
 const GROUP_COLUMNS: usize = 32;
+
+/// Fewer columns than this run the rows kernel once per column: a strip's decoding, shared by
+/// too few columns, costs more than the rows kernel's per-column work (docs/kernel-experiments.md).
+const MIN_COLUMNS: usize = 6;
 
 /// A strip of rows decoded for one chunk: per block, the eight transposed quant vectors and the
 /// rows' scales (`d`, and `m` where the type has a minimum) as f32 lanes.
@@ -51,14 +59,16 @@ struct ColumnChunk {
 
 /// What a legacy type's matmul takes from the type: its weight blocks as unsigned bytes in element
 /// order (quant plus `bias`) with their scales `(d, m)`, its activation blocks' `(d, s)` and
-/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, sixteen rows wide.
-struct Kit<DW, SW, SX, QX, T> {
+/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, sixteen rows wide;
+/// `rows`, the type's rows kernel at the level (`(w, row_blocks, x, out)`), for few columns.
+struct Kit<DW, SW, SX, QX, T, R> {
     bias: i8,
     decode: DW,
     w_scales: SW,
     x_scales: SX,
     x_quants: QX,
     term: T,
+    rows: R,
 }
 
 /// Sixteen rows of 32 bytes, `rows[r]` in element order, as eight vectors: vector `j` holds
@@ -137,62 +147,133 @@ fn decode_strip<W>(
 /// Dword `j` of an activation block's quants, in every lane.
 #[inline(always)]
 fn broadcast_dword(qs: &[i8; 32], j: usize) -> i32 {
-    let bytes = qs.get(4 * j..).and_then(|rest| rest.first_chunk::<4>());
-    i32::from_le_bytes(bytes.copied().unwrap_or([0; 4]).map(|b| b as u8))
+    match qs.get(4 * j..4 * j + 4) {
+        Some(&[a, b, c, d]) => i32::from_le_bytes([a as u8, b as u8, c as u8, d as u8]),
+        _ => 0,
+    }
 }
 
-/// The strip's rows against `C` columns over one chunk: `columns[c]` the column's blocks of the
-/// chunk, `summaries[c]` their [`ColumnChunk`], `outputs[c]` the index in `y` of the strip's
-/// first row in that column. `first` says whether this is the row's first chunk (else `sumf`
-/// continues from `y`).
-#[allow(clippy::too_many_arguments)]
+/// `S` strips' rows against `C` columns over one chunk: `columns[c]` the column's blocks of the
+/// chunk, `summaries[c]` their [`ColumnChunk`], `outputs[s][c]` the index in `y` of strip `s`'s
+/// first row in column `c`, `strip_rows[s]` its row count (0 for none). `first` says whether
+/// this is the rows' first chunk (else each `sumf` continues from `y`). Per block and dword, the
+/// `C` activation broadcasts serve all `S` strips and each strip's quant vector all `C` columns.
+// Block `k` indexes the columns, their summaries and the strips alike.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn strip_columns<X, const C: usize>(
-    strip: &Strip,
+fn tile_columns<X, const S: usize, const C: usize>(
+    strips: [&Strip; S],
     blocks: usize,
     columns: [&[X]; C],
     summaries: [&ColumnChunk; C],
-    outputs: [usize; C],
+    outputs: [[usize; C]; S],
     y: &mut [f32],
-    strip_rows: usize,
+    strip_rows: [usize; S],
     first: bool,
     x_quants: &impl Fn(&X) -> &[i8; 32],
     term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
 ) {
-    let mask: __mmask16 = ((1u32 << strip_rows.min(STRIP_ROWS)) - 1) as __mmask16;
-    let lanes = strip_rows.min(STRIP_ROWS);
-    let mut sumf = [_mm512_setzero_ps(); C];
+    let lanes = strip_rows.map(|r| r.min(STRIP_ROWS));
+    let masks = lanes.map(|l| ((1u32 << l) - 1) as __mmask16);
+    let mut sumf = [[_mm512_setzero_ps(); C]; S];
     if !first {
-        for (s, &at) in sumf.iter_mut().zip(&outputs) {
-            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
-                // SAFETY: `out` holds `lanes` f32 and the mask reads only those.
-                *s = unsafe { _mm512_maskz_loadu_ps(mask, out.as_ptr()) };
+        for s in 0..S {
+            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
+                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+                    // SAFETY: `out` holds `lanes[s]` f32 and the mask reads only those.
+                    *sum = unsafe { _mm512_maskz_loadu_ps(masks[s], out.as_ptr()) };
+                }
             }
         }
     }
-    let blocks = blocks.min(CHUNK_BLOCKS);
+    let blocks = columns
+        .iter()
+        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
     for k in 0..blocks {
-        let (q, dw, mw) = (&strip.quants[k], strip.d[k], strip.m[k]);
+        let qs: [&[i8; 32]; C] = core::array::from_fn(|c| x_quants(&columns[c][k]));
+        let mut acc = [[_mm512_setzero_si512(); C]; S];
         for c in 0..C {
-            let Some(xb) = columns[c].get(k) else {
-                continue;
-            };
-            let qs = x_quants(xb);
-            let summary = summaries[c];
-            let mut acc = _mm512_set1_epi32(summary.neg_bias_sum[k]);
-            for (j, qj) in q.iter().enumerate() {
-                acc = _mm512_dpbusd_epi32(acc, *qj, _mm512_set1_epi32(broadcast_dword(qs, j)));
+            let bias = _mm512_set1_epi32(summaries[c].neg_bias_sum[k]);
+            for a in acc.iter_mut() {
+                a[c] = bias;
             }
-            let dx = _mm512_set1_ps(summary.d[k]);
-            let sx = _mm512_set1_ps(summary.s[k]);
-            sumf[c] = _mm512_add_ps(sumf[c], term(_mm512_cvtepi32_ps(acc), dw, mw, dx, sx));
+        }
+        for j in 0..8 {
+            let xj: [__m512i; C] = qs.map(|q| _mm512_set1_epi32(broadcast_dword(q, j)));
+            for s in 0..S {
+                let wj = strips[s].quants[k][j];
+                for c in 0..C {
+                    acc[s][c] = _mm512_dpbusd_epi32(acc[s][c], wj, xj[c]);
+                }
+            }
+        }
+        for c in 0..C {
+            let dx = _mm512_set1_ps(summaries[c].d[k]);
+            let sx = _mm512_set1_ps(summaries[c].s[k]);
+            for s in 0..S {
+                let (dw, mw) = (strips[s].d[k], strips[s].m[k]);
+                let sumi = _mm512_cvtepi32_ps(acc[s][c]);
+                sumf[s][c] = _mm512_add_ps(sumf[s][c], term(sumi, dw, mw, dx, sx));
+            }
         }
     }
-    for (s, &at) in sumf.iter().zip(&outputs) {
-        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
-            // SAFETY: `out` holds `lanes` f32 and the mask writes only those.
-            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), mask, *s) };
+    for s in 0..S {
+        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
+            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+                // SAFETY: `out` holds `lanes[s]` f32 and the mask writes only those.
+                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), masks[s], *sum) };
+            }
+        }
+    }
+}
+
+/// One pass of `S` strips (rows from `first_row`, `strip_rows[s]` each) over a group of columns,
+/// `C` columns at a time (then 2, then 1).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn strips_over_group<'x, X: 'x, const S: usize, const C: usize>(
+    strips: [&Strip; S],
+    strip_rows: [usize; S],
+    first_row: usize,
+    chunk: usize,
+    group: usize,
+    column_chunk: &impl Fn(usize) -> &'x [X],
+    summaries: &[ColumnChunk; GROUP_COLUMNS],
+    output: &impl Fn(usize, usize) -> usize,
+    y: &mut [f32],
+    first: bool,
+    x_quants: &impl Fn(&X) -> &[i8; 32],
+    term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+) {
+    let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
+    let mut c = 0;
+    while c < group.min(GROUP_COLUMNS) {
+        let left = group - c;
+        macro_rules! tile {
+            ($cols:tt) => {{
+                tile_columns::<X, S, $cols>(
+                    strips,
+                    chunk,
+                    core::array::from_fn(|i| column_chunk(c + i)),
+                    core::array::from_fn(|i| &summaries[c + i]),
+                    offsets.map(|row| core::array::from_fn(|i| output(c + i, row))),
+                    y,
+                    strip_rows,
+                    first,
+                    x_quants,
+                    term,
+                );
+                c += $cols;
+            }};
+        }
+        if left >= C {
+            tile!(C);
+        } else if left >= 2 {
+            tile!(2);
+        } else {
+            tile!(1);
         }
     }
 }
@@ -215,6 +296,7 @@ fn gemm_vnni<W, X>(
         impl Fn(&X) -> (f32, f32),
         impl Fn(&X) -> &[i8; 32],
         impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
     if row_blocks == 0 || n == 0 {
@@ -223,11 +305,21 @@ fn gemm_vnni<W, X>(
     let column_blocks = x.len() / n;
     let blocks = row_blocks.min(column_blocks);
     let rows = w.len() / row_blocks;
-    let mut strip = Strip {
+    if n < MIN_COLUMNS {
+        for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
+            let start = c.saturating_mul(y_stride);
+            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+                (kit.rows)(w, row_blocks, column, out);
+            }
+        }
+        return;
+    }
+    let new_strip = || Strip {
         quants: [[_mm512_setzero_si512(); 8]; CHUNK_BLOCKS],
         d: [_mm512_setzero_ps(); CHUNK_BLOCKS],
         m: [_mm512_setzero_ps(); CHUNK_BLOCKS],
     };
+    let mut strips = [new_strip(), new_strip()];
     let empty = ColumnChunk {
         d: [0.0; CHUNK_BLOCKS],
         s: [0.0; CHUNK_BLOCKS],
@@ -235,10 +327,12 @@ fn gemm_vnni<W, X>(
     };
     let mut summaries = [empty; GROUP_COLUMNS];
     let bias = _mm256_set1_epi8(kit.bias);
+    let (x_quants, term) = (&kit.x_quants, &kit.term);
     // At least one chunk, so that rows of no blocks still get their zero.
     let mut first_block = 0;
     while first_block == 0 || first_block < blocks {
         let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+        let first = first_block == 0;
         let mut first_column = 0;
         while first_column < n {
             let group = GROUP_COLUMNS.min(n - first_column);
@@ -253,82 +347,88 @@ fn gemm_vnni<W, X>(
                     let (d, s) = (kit.x_scales)(xb);
                     summary.d[k] = d;
                     summary.s[k] = s;
-                    let by = dpbusd(_mm256_setzero_si256(), bias, load32((kit.x_quants)(xb)));
+                    let by = dpbusd(_mm256_setzero_si256(), bias, load32(x_quants(xb)));
                     summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
                 }
             }
+            let output = |c: usize, row: usize| {
+                (first_column + c)
+                    .saturating_mul(y_stride)
+                    .saturating_add(row)
+            };
             let mut first_row = 0;
             while first_row < rows {
-                let strip_rows = STRIP_ROWS.min(rows - first_row);
-                decode_strip(
-                    &mut strip,
-                    w,
-                    row_blocks,
-                    first_row..first_row + strip_rows,
-                    first_block,
-                    chunk,
-                    &kit.decode,
-                    &kit.w_scales,
-                );
-                let output = |c: usize| {
-                    (first_column + c)
-                        .saturating_mul(y_stride)
-                        .saturating_add(first_row)
-                };
-                let mut c = 0;
-                while c < group {
-                    let left = group - c;
-                    let first = first_block == 0;
-                    let (x_quants, term) = (&kit.x_quants, &kit.term);
-                    if left >= 4 {
-                        strip_columns::<X, 4>(
-                            &strip,
+                let left = rows - first_row;
+                let strip_rows = [left.min(STRIP_ROWS), left.saturating_sub(STRIP_ROWS)];
+                let [a, b] = &mut strips;
+                for (strip, (s, &count)) in [a, b].into_iter().zip(strip_rows.iter().enumerate()) {
+                    if count > 0 {
+                        let start = first_row + s * STRIP_ROWS;
+                        let range = start..start + count.min(STRIP_ROWS);
+                        let (decode, scales) = (&kit.decode, &kit.w_scales);
+                        decode_strip(
+                            strip,
+                            w,
+                            row_blocks,
+                            range,
+                            first_block,
                             chunk,
-                            core::array::from_fn(|i| column_chunk(c + i)),
-                            core::array::from_fn(|i| &summaries[c + i]),
-                            core::array::from_fn(|i| output(c + i)),
-                            y,
-                            strip_rows,
-                            first,
-                            x_quants,
-                            term,
+                            decode,
+                            scales,
                         );
-                        c += 4;
-                    } else if left >= 2 {
-                        strip_columns::<X, 2>(
-                            &strip,
-                            chunk,
-                            core::array::from_fn(|i| column_chunk(c + i)),
-                            core::array::from_fn(|i| &summaries[c + i]),
-                            core::array::from_fn(|i| output(c + i)),
-                            y,
-                            strip_rows,
-                            first,
-                            x_quants,
-                            term,
-                        );
-                        c += 2;
-                    } else {
-                        strip_columns::<X, 1>(
-                            &strip,
-                            chunk,
-                            [column_chunk(c)],
-                            [&summaries[c]],
-                            [output(c)],
-                            y,
-                            strip_rows,
-                            first,
-                            x_quants,
-                            term,
-                        );
-                        c += 1;
                     }
                 }
-                first_row += strip_rows;
+                let [a, b] = &strips;
+                if strip_rows[1] > 0 {
+                    strips_over_group::<X, 2, 4>(
+                        [a, b],
+                        strip_rows.map(|r| r.min(STRIP_ROWS)),
+                        first_row,
+                        chunk,
+                        group,
+                        &column_chunk,
+                        &summaries,
+                        &output,
+                        y,
+                        first,
+                        x_quants,
+                        term,
+                    );
+                } else {
+                    strips_over_group::<X, 1, 4>(
+                        [a],
+                        [strip_rows[0]],
+                        first_row,
+                        chunk,
+                        group,
+                        &column_chunk,
+                        &summaries,
+                        &output,
+                        y,
+                        first,
+                        x_quants,
+                        term,
+                    );
+                }
+                first_row += 2 * STRIP_ROWS;
             }
             first_column += group;
         }
         first_block += CHUNK_BLOCKS;
+    }
+}
+
+/// `out[r]` = `dot(row r, x)` for each row of `w` (`row_blocks` blocks each).
+#[inline(always)]
+fn each_row<W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    out: &mut [f32],
+    dot: impl Fn(&[W], &[X]) -> f32,
+) {
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(row_blocks.max(1))) {
+        *o = dot(row, x);
     }
 }
 
@@ -392,7 +492,7 @@ kernel! {
     /// Q8_0 matmul, AVX-512 VNNI: `sumf += sumi * (d_w * d_x)`, weights biased by 128.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_q8_0_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockQ8_0],
         row_blocks: usize,
         x: &[BlockQ8_0],
@@ -407,6 +507,7 @@ kernel! {
             x_scales: q8_0_scales,
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
+            rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0_vnni(t, w, rb, x, out),
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -414,7 +515,7 @@ kernel! {
     /// Q4_0 matmul, AVX-512 VNNI: `sumf += (sumi * d_w) * d_x`, quants `q - 8`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_q4_0_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockQ4_0],
         row_blocks: usize,
         x: &[BlockQ8_0],
@@ -429,6 +530,7 @@ kernel! {
             x_scales: q8_0_scales,
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
+            rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0_vnni(t, w, rb, x, out),
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -436,7 +538,7 @@ kernel! {
     /// Q4_1 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_q4_1_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockQ4_1],
         row_blocks: usize,
         x: &[BlockQ8_1],
@@ -451,6 +553,7 @@ kernel! {
             x_scales: q8_1_scales,
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1_vnni(t, w, rb, x, out),
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -458,7 +561,7 @@ kernel! {
     /// Q5_0 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi`, quants `q - 16`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_q5_0_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockQ5_0],
         row_blocks: usize,
         x: &[BlockQ8_0],
@@ -473,6 +576,7 @@ kernel! {
             x_scales: q8_0_scales,
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
+            rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0_vnni(t, w, rb, x, out),
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -480,7 +584,7 @@ kernel! {
     /// Q5_1 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_q5_1_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockQ5_1],
         row_blocks: usize,
         x: &[BlockQ8_1],
@@ -495,6 +599,7 @@ kernel! {
             x_scales: q8_1_scales,
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1_vnni(t, w, rb, x, out),
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -502,7 +607,7 @@ kernel! {
     /// IQ4_NL matmul, AVX-512 VNNI: `sumf += (d_x * d_w) * sumi`, levels biased by 128.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_iq4_nl_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockIq4Nl],
         row_blocks: usize,
         x: &[BlockQ8_0],
@@ -517,6 +622,9 @@ kernel! {
             x_scales: q8_0_scales,
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
+            rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
+                each_row(w, rb, x, out, |row, x| vec_dot_iq4_nl(t.avx2(), row, x))
+            },
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -524,7 +632,7 @@ kernel! {
     /// MXFP4 matmul, AVX-512 VNNI: `sumf += (d_x * scale_w) * sumi`, levels biased by 128.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_mxfp4_vnni(
-        _t: Avx512Vnni,
+        t: Avx512Vnni,
         w: &[BlockMxfp4],
         row_blocks: usize,
         x: &[BlockQ8_0],
@@ -539,7 +647,401 @@ kernel! {
             x_scales: q8_0_scales,
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
+            rows: |w: &[BlockMxfp4], rb, x: &[BlockQ8_0], out: &mut [f32]| {
+                each_row(w, rb, x, out, |row, x| vec_dot_mxfp4(t.avx2(), row, x))
+            },
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+    }
+}
+
+/// Rows of an AVX2 strip (the i32 lanes of a ymm).
+const STRIP_ROWS_AVX2: usize = 8;
+
+/// Columns of an AVX2 tile.
+const TILE_COLUMNS_AVX2: usize = 4;
+
+/// An AVX2 strip decoded for one chunk: per block, the eight transposed quant vectors and the
+/// rows' scales as f32 lanes.
+struct Strip8 {
+    quants: [[__m256i; 8]; CHUNK_BLOCKS],
+    d: [__m256; CHUNK_BLOCKS],
+    m: [__m256; CHUNK_BLOCKS],
+}
+
+/// Eight rows of 32 bytes as eight vectors: vector `j` holds bytes `4j..4j + 4` of row `r` in
+/// i32 lane `r` (unpacks, then the 128-bit halves put in row order).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8(rows: &[__m256i; STRIP_ROWS_AVX2]) -> [__m256i; 8] {
+    let t: [__m256i; 8] = core::array::from_fn(|i| {
+        let (a, b) = (rows[i & !1], rows[i | 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_epi32(a, b)
+        } else {
+            _mm256_unpackhi_epi32(a, b)
+        }
+    });
+    let u: [__m256i; 8] = core::array::from_fn(|i| {
+        let (h, j) = (i / 4, i % 4);
+        let (a, b) = (t[4 * h + j / 2], t[4 * h + 2 + j / 2]);
+        if j % 2 == 0 {
+            _mm256_unpacklo_epi64(a, b)
+        } else {
+            _mm256_unpackhi_epi64(a, b)
+        }
+    });
+    core::array::from_fn(|j| {
+        if j < 4 {
+            _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j])
+        } else {
+            _mm256_permute2x128_si256::<0x31>(u[j - 4], u[j])
+        }
+    })
+}
+
+/// [`decode_strip`] for eight rows.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn decode_strip8<W>(
+    strip: &mut Strip8,
+    w: &[W],
+    row_blocks: usize,
+    rows: core::ops::Range<usize>,
+    first_block: usize,
+    blocks: usize,
+    decode: &impl Fn(&W) -> __m256i,
+    w_scales: &impl Fn(&W) -> (f32, f32),
+) {
+    for k in 0..blocks.min(CHUNK_BLOCKS) {
+        let mut quants = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut d = [0f32; STRIP_ROWS_AVX2];
+        let mut m = [0f32; STRIP_ROWS_AVX2];
+        for (lane, row) in rows.clone().take(STRIP_ROWS_AVX2).enumerate() {
+            let at = row
+                .saturating_mul(row_blocks)
+                .saturating_add(first_block + k);
+            if let Some(b) = w.get(at) {
+                quants[lane] = decode(b);
+                (d[lane], m[lane]) = w_scales(b);
+            }
+        }
+        strip.quants[k] = transpose8(&quants);
+        // SAFETY: `d` and `m` hold eight f32; `loadu` has no alignment requirement.
+        unsafe {
+            strip.d[k] = _mm256_loadu_ps(d.as_ptr());
+            strip.m[k] = _mm256_loadu_ps(m.as_ptr());
+        }
+    }
+}
+
+/// The eight rows' `Σ q·y` over one block for quants below 32 (unsigned) against activation
+/// dwords `x[j]`: `maddubs` pairs (below 2·31·128) summed four at a time in i16 (below 2^15),
+/// each half widened by `madd`: exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn block_sums8(q: &[__m256i; 8], x: &[__m256i; 8]) -> __m256i {
+    let half = |h: usize| {
+        let mut s = _mm256_maddubs_epi16(q[4 * h], x[4 * h]);
+        for j in 1..4 {
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[4 * h + j], x[4 * h + j]));
+        }
+        _mm256_madd_epi16(s, _mm256_set1_epi16(1))
+    };
+    _mm256_add_epi32(half(0), half(1))
+}
+
+/// The strip's rows against `C` columns over one chunk, as [`tile_columns`] for one strip.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_columns8<X, const C: usize>(
+    strip: &Strip8,
+    blocks: usize,
+    columns: [&[X]; C],
+    summaries: [&ColumnChunk; C],
+    outputs: [usize; C],
+    y: &mut [f32],
+    lanes: usize,
+    first: bool,
+    x_quants: &impl Fn(&X) -> &[i8; 32],
+    term: &impl Fn(__m256, __m256, __m256, __m256, __m256) -> __m256,
+) {
+    let lanes = lanes.min(STRIP_ROWS_AVX2);
+    let mut sumf = [_mm256_setzero_ps(); C];
+    if !first {
+        for (sum, &at) in sumf.iter_mut().zip(&outputs) {
+            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
+                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                lanes8[..lanes].copy_from_slice(out);
+                // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
+                *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+            }
+        }
+    }
+    let blocks = columns
+        .iter()
+        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    for k in 0..blocks {
+        let q = &strip.quants[k];
+        for c in 0..C {
+            let qs = x_quants(&columns[c][k]);
+            let xj: [__m256i; 8] =
+                core::array::from_fn(|j| _mm256_set1_epi32(broadcast_dword(qs, j)));
+            let sums = _mm256_add_epi32(
+                block_sums8(q, &xj),
+                _mm256_set1_epi32(summaries[c].neg_bias_sum[k]),
+            );
+            let dx = _mm256_set1_ps(summaries[c].d[k]);
+            let sx = _mm256_set1_ps(summaries[c].s[k]);
+            let t = term(_mm256_cvtepi32_ps(sums), strip.d[k], strip.m[k], dx, sx);
+            sumf[c] = _mm256_add_ps(sumf[c], t);
+        }
+    }
+    for (sum, &at) in sumf.iter().zip(&outputs) {
+        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
+            let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+            // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+            out.copy_from_slice(&lanes8[..lanes]);
+        }
+    }
+}
+
+/// The AVX2 matmul driver: [`gemm_vnni`]'s loops with eight-row strips, one strip against four
+/// columns at a time, and `maddubs` sums ([`block_sums8`]), so only for quants below 32.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gemm_avx2<W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W) -> __m256i,
+        impl Fn(&W) -> (f32, f32),
+        impl Fn(&X) -> (f32, f32),
+        impl Fn(&X) -> &[i8; 32],
+        impl Fn(__m256, __m256, __m256, __m256, __m256) -> __m256,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    let blocks = row_blocks.min(column_blocks);
+    let rows = w.len() / row_blocks;
+    if n < MIN_COLUMNS {
+        for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
+            let start = c.saturating_mul(y_stride);
+            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+                (kit.rows)(w, row_blocks, column, out);
+            }
+        }
+        return;
+    }
+    let mut strip = Strip8 {
+        quants: [[_mm256_setzero_si256(); 8]; CHUNK_BLOCKS],
+        d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+        m: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+    };
+    let empty = ColumnChunk {
+        d: [0.0; CHUNK_BLOCKS],
+        s: [0.0; CHUNK_BLOCKS],
+        neg_bias_sum: [0; CHUNK_BLOCKS],
+    };
+    let mut summaries = [empty; GROUP_COLUMNS];
+    let bias = _mm256_set1_epi8(kit.bias);
+    let (x_quants, term) = (&kit.x_quants, &kit.term);
+    let mut first_block = 0;
+    while first_block == 0 || first_block < blocks {
+        let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+        let first = first_block == 0;
+        let mut first_column = 0;
+        while first_column < n {
+            let group = GROUP_COLUMNS.min(n - first_column);
+            let column_chunk = |c: usize| {
+                let start = (first_column + c)
+                    .saturating_mul(column_blocks)
+                    .saturating_add(first_block);
+                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+            };
+            for (c, summary) in summaries.iter_mut().take(group).enumerate() {
+                for (k, xb) in column_chunk(c).iter().enumerate() {
+                    let (d, s) = (kit.x_scales)(xb);
+                    summary.d[k] = d;
+                    summary.s[k] = s;
+                    // `bias · Σ y`, the bias below 32: `maddubs` pairs fit i16.
+                    let by = _mm256_maddubs_epi16(bias, load32(x_quants(xb)));
+                    let by = _mm256_madd_epi16(by, _mm256_set1_epi16(1));
+                    summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
+                }
+            }
+            let output = |c: usize, row: usize| {
+                (first_column + c)
+                    .saturating_mul(y_stride)
+                    .saturating_add(row)
+            };
+            let mut first_row = 0;
+            while first_row < rows {
+                let lanes = STRIP_ROWS_AVX2.min(rows - first_row);
+                let range = first_row..first_row + lanes;
+                let (decode, scales) = (&kit.decode, &kit.w_scales);
+                decode_strip8(
+                    &mut strip,
+                    w,
+                    row_blocks,
+                    range,
+                    first_block,
+                    chunk,
+                    decode,
+                    scales,
+                );
+                let mut c = 0;
+                while c < group {
+                    macro_rules! tile {
+                        ($cols:tt) => {{
+                            tile_columns8::<X, $cols>(
+                                &strip,
+                                chunk,
+                                core::array::from_fn(|i| column_chunk(c + i)),
+                                core::array::from_fn(|i| &summaries[c + i]),
+                                core::array::from_fn(|i| output(c + i, first_row)),
+                                y,
+                                lanes,
+                                first,
+                                x_quants,
+                                term,
+                            );
+                            c += $cols;
+                        }};
+                    }
+                    if group - c >= TILE_COLUMNS_AVX2 {
+                        tile!(TILE_COLUMNS_AVX2);
+                    } else {
+                        tile!(1);
+                    }
+                }
+                first_row += STRIP_ROWS_AVX2;
+            }
+            first_column += group;
+        }
+        first_block += CHUNK_BLOCKS;
+    }
+}
+
+/// `(d_w · d_x) · sumi + m_w · s_x` on eight rows.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn term_with_min8(sumi: __m256, dw: __m256, mw: __m256, dx: __m256, sx: __m256) -> __m256 {
+    _mm256_add_ps(
+        _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+        _mm256_mul_ps(mw, sx),
+    )
+}
+
+/// The 32 quants of one Q5 block in element order, below 32 (AVX2).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q5_block(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    _mm256_or_si256(q4_0_nibbles(qs), super::fifth_bits(qh))
+}
+
+kernel! {
+    /// Q4_0 matmul, AVX2: `sumf += (sumi * d_w) * d_x`, quants `q - 8`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q4_0(
+        t: Avx2,
+        w: &[BlockQ4_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 8,
+            decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
+            w_scales: |b: &BlockQ4_0| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
+            rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q4_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q4_1(
+        t: Avx2,
+        w: &[BlockQ4_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
+            w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
+            x_scales: q8_1_scales,
+            x_quants: q8_1_quants,
+            term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q5_0 matmul, AVX2: `sumf += (d_w * d_x) * sumi`, quants `q - 16`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q5_0(
+        t: Avx2,
+        w: &[BlockQ5_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 16,
+            decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
+            w_scales: |b: &BlockQ5_0| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+            rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q5_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q5_1(
+        t: Avx2,
+        w: &[BlockQ5_1],
+        row_blocks: usize,
+        x: &[BlockQ8_1],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            decode: |b: &BlockQ5_1| q5_block(&b.qs, b.qh),
+            w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
+            x_scales: q8_1_scales,
+            x_quants: q8_1_quants,
+            term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
+            rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
+        };
+        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
     }
 }
