@@ -33,6 +33,10 @@ const ROWS: usize = 4;
 /// decoded rows live on the stack. Longer rows run the rows kernel once per column.
 pub(super) const TILE_MAX_BLOCKS: usize = 40;
 
+/// Columns below which a call runs the rows kernel per column instead: decoding a group of rows
+/// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
+const TILE_MIN_COLUMNS: usize = 8;
+
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
 pub(super) trait TileLevel: Copy {
@@ -309,8 +313,8 @@ fn rows_against_columns<
 
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
-/// Rows longer than [`TILE_MAX_BLOCKS`], or columns not `row_blocks` long, run `rows_kernel` per
-/// column instead.
+/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
+/// `row_blocks` long, run `rows_kernel` per column instead.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -327,6 +331,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
 ) {
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
+        && n >= TILE_MIN_COLUMNS
         && Some(x.len()) == n.checked_mul(row_blocks);
     if !fits {
         let rows = w.len() / row_blocks.max(1);

@@ -72,7 +72,7 @@ pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
         n,
         y,
         y_stride,
-        |b| decode(p, parts(b)),
+        |b| decode(p.avx2(), parts(b)),
         |w, row_blocks, x, out| mins_rows(p, w, row_blocks, x, out, parts, single),
     )
 }

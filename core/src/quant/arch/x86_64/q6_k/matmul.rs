@@ -80,7 +80,7 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         n,
         y,
         y_stride,
-        |b| decode(p, b),
+        |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
     )
 }
