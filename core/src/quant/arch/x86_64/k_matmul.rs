@@ -33,11 +33,17 @@ const ROWS: usize = 4;
 /// decoded rows live on the stack. Longer rows run the rows kernel once per column.
 pub(super) const TILE_MAX_BLOCKS: usize = 40;
 
-/// The columns of a tile at each level: as many accumulators as the level has vector registers for
-/// (16 outputs need 16 of AVX-512's 32; AVX2 has 16 in all).
-pub(super) trait TileColumns: Copy {
-    /// Whether the tile is 4 columns wide (else 2).
-    const WIDE: bool;
+/// Columns below which a call runs the rows kernel per column instead: decoding a group of rows
+/// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
+const TILE_MIN_COLUMNS: usize = 8;
+
+/// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
+/// runs.
+pub(super) trait TileLevel: Copy {
+    /// The 256-bit tiles run at AVX2 on every level: compiled apart from the level's entry (they
+    /// are too large to inline into it), a tile only has its own target features, and one built
+    /// for AVX-512 would call its `vpdpwssd` and `vpermb` helpers out of line.
+    fn avx2(self) -> Avx2;
 
     /// The token of the 512-bit tiles ([`k_matmul_zmm`](super::k_matmul_zmm)), at the level
     /// that runs them.
@@ -46,16 +52,22 @@ pub(super) trait TileColumns: Copy {
     }
 }
 
-impl TileColumns for Avx2 {
-    const WIDE: bool = false;
+impl TileLevel for Avx2 {
+    fn avx2(self) -> Avx2 {
+        self
+    }
 }
 
-impl TileColumns for Avx512Vnni {
-    const WIDE: bool = true;
+impl TileLevel for Avx512Vnni {
+    fn avx2(self) -> Avx2 {
+        Avx512Vnni::avx2(self)
+    }
 }
 
-impl TileColumns for Avx512Vbmi {
-    const WIDE: bool = true;
+impl TileLevel for Avx512Vbmi {
+    fn avx2(self) -> Avx2 {
+        self.vnni().avx2()
+    }
 
     fn zmm(self) -> Option<Avx512Vbmi> {
         Some(self)
@@ -235,12 +247,18 @@ fn tile<P: Primitives, const R: usize, const C: usize, const SIGNED: bool, const
         // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
     }
-    core::array::from_fn(|r| {
-        core::array::from_fn(|c| {
-            let o = r * C + c;
-            add_lanes(sumf_out[o / 8][o % 8], sums[r][c])
-        })
-    })
+    let mut out = [[0.0f32; C]; R];
+    for (r, (out_r, sums_r)) in out.iter_mut().zip(&sums).enumerate() {
+        for (c, (o, &sums)) in out_r.iter_mut().zip(sums_r).enumerate() {
+            let sumf = sumf_out
+                .as_flattened()
+                .get(r * C + c)
+                .copied()
+                .unwrap_or(0.0);
+            *o = add_lanes(sumf, sums);
+        }
+    }
+    out
 }
 
 /// `R` decoded rows (the first is row `first_row` of `y`) against every column, `C` at a time and
@@ -295,12 +313,12 @@ fn rows_against_columns<
 
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
-/// Rows longer than [`TILE_MAX_BLOCKS`], or columns not `row_blocks` long, run `rows_kernel` per
-/// column instead.
+/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
+/// `row_blocks` long, run `rows_kernel` per column instead.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn k_matmul<P: Primitives + TileColumns, W, const SIGNED: bool, const MINS: bool>(
+pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const MINS: bool>(
     p: P,
     w: &[W],
     row_blocks: usize,
@@ -313,6 +331,7 @@ pub(super) fn k_matmul<P: Primitives + TileColumns, W, const SIGNED: bool, const
 ) {
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
+        && n >= TILE_MIN_COLUMNS
         && Some(x.len()) == n.checked_mul(row_blocks);
     if !fits {
         let rows = w.len() / row_blocks.max(1);
@@ -343,15 +362,15 @@ pub(super) fn k_matmul<P: Primitives + TileColumns, W, const SIGNED: bool, const
         // SAFETY: the first `filled` slots were written just above, and `MaybeUninit<Decoded>`
         // has the layout of `Decoded`.
         let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        if P::WIDE {
-            rows_against_columns::<P, ROWS, 4, SIGNED, MINS>(
-                p, rows, row_blocks, x, y, y_stride, first_row,
-            );
-        } else {
-            rows_against_columns::<P, ROWS, 2, SIGNED, MINS>(
-                p, rows, row_blocks, x, y, y_stride, first_row,
-            );
-        }
+        rows_against_columns::<Avx2, ROWS, 2, SIGNED, MINS>(
+            p.avx2(),
+            rows,
+            row_blocks,
+            x,
+            y,
+            y_stride,
+            first_row,
+        );
         first_row += ROWS;
     }
     for row in groups.remainder().chunks_exact(row_blocks) {
@@ -362,15 +381,15 @@ pub(super) fn k_matmul<P: Primitives + TileColumns, W, const SIGNED: bool, const
         }
         // SAFETY: as above.
         let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        if P::WIDE {
-            rows_against_columns::<P, 1, 4, SIGNED, MINS>(
-                p, rows, row_blocks, x, y, y_stride, first_row,
-            );
-        } else {
-            rows_against_columns::<P, 1, 2, SIGNED, MINS>(
-                p, rows, row_blocks, x, y, y_stride, first_row,
-            );
-        }
+        rows_against_columns::<Avx2, 1, 2, SIGNED, MINS>(
+            p.avx2(),
+            rows,
+            row_blocks,
+            x,
+            y,
+            y_stride,
+            first_row,
+        );
         first_row += 1;
     }
 }

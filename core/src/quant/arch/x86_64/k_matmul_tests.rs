@@ -1,7 +1,8 @@
 //! The K-quant matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
 //! x86_64 level (and at VNNI without VBMI): rows of 1 to 16 super-blocks (the 512-bit tiles'
-//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tile's 4 and column counts around its 2 and 4,
-//! quantized rows, random-byte rows, rows of extreme bytes with finite scales, and activations of
+//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tile's 4,
+//! column counts of 8 (the fewest the tiles take) and more around its 2 and 4 (and fewer: the
+//! fallback), quantized rows, random-byte rows, rows of extreme bytes with finite scales, and activations of
 //! all -128, all 127, alternating extremes and extreme `bsums`.
 
 extern crate std;
@@ -181,21 +182,22 @@ fn check_type<B: Kernels<Activation = BlockQ8K>>(
     let mut rng = Rng(seed);
     let mut failures = Vec::new();
     for (rows, row_blocks, n) in [
-        (1, 1, 2),
+        (1, 1, 9),
         (3, 2, 3),
-        (4, 3, 4),
-        (5, 1, 5),
-        (7, 8, 7),
+        (3, 2, 11),
+        (4, 3, 8),
+        (5, 1, 13),
+        (7, 8, 15),
         (8, 2, 9),
         (9, 5, 8),
         (13, 3, 17),
         (17, 1, 15),
         (12, 16, 9),
-        (6, 17, 5),
-        (4, 40, 5),
+        (6, 17, 10),
+        (4, 40, 9),
         (5, 40, 3),
-        (3, 41, 4),
-        (21, 24, 6),
+        (3, 41, 11),
+        (21, 24, 8),
     ] {
         failures.append(&mut check::<B>(
             &mut rng,

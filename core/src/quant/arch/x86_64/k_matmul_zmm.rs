@@ -29,6 +29,25 @@ struct PairDecoded {
     dmin: [f32; 2],
 }
 
+/// `vpdpwssd acc, a, b` on 512 bits, through `asm!` for the reason `primitives::dpwssd` gives (LLVM
+/// splits a chain of them into `vpmaddwd` + `vpaddd`).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn dpwssd512(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: one register-only instruction of an enabled feature (AVX-512 VNNI); it touches no
+    // memory, stack or flags.
+    unsafe {
+        core::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
 /// `a` in the low half, `b` in the high one.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
@@ -128,7 +147,7 @@ fn tile<const C: usize, const SIGNED: bool, const MINS: bool>(
                         } else {
                             _mm512_maddubs_epi16(quants, xv[c][half])
                         };
-                        acc[i][c] = _mm512_dpwssd_epi32(acc[i][c], products, scales);
+                        acc[i][c] = dpwssd512(acc[i][c], products, scales);
                     }
                 }
             }
@@ -178,18 +197,27 @@ fn tile<const C: usize, const SIGNED: bool, const MINS: bool>(
         // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
     }
-    core::array::from_fn(|r| {
-        core::array::from_fn(|c| {
-            let both = sums[r / 2][c];
-            let half = if r % 2 == 0 {
-                _mm512_castps512_ps256(both)
-            } else {
-                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(both)))
-            };
-            let o = r * C + c;
-            add_lanes(sumf_out[o / 8][o % 8], half)
-        })
-    })
+    let mut out = [[0.0f32; C]; 4];
+    for (i, sums_i) in sums.iter().enumerate() {
+        for (c, &both) in sums_i.iter().enumerate() {
+            let halves = [
+                _mm512_castps512_ps256(both),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(both))),
+            ];
+            for (h, half) in halves.into_iter().enumerate() {
+                let r = 2 * i + h;
+                let sumf = sumf_out
+                    .as_flattened()
+                    .get(r * C + c)
+                    .copied()
+                    .unwrap_or(0.0);
+                if let Some(o) = out.get_mut(r).and_then(|o| o.get_mut(c)) {
+                    *o = add_lanes(sumf, half);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Every whole group of four rows of `w` (`row_blocks` ≤ [`ZMM_MAX_BLOCKS`] each) against every

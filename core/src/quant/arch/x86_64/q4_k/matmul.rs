@@ -3,7 +3,7 @@
 
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileColumns};
+use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileLevel};
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
 use super::{mins_rows, q5_k_fifth_bits, MinsBlock};
@@ -53,7 +53,7 @@ fn decode<P: Primitives>(p: P, (packed, qs, qh, d_dmin): MinsBlock<'_>) -> Decod
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn mins_matmul<P: Primitives + TileColumns, W>(
+pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
     p: P,
     w: &[W],
     row_blocks: usize,
@@ -72,7 +72,7 @@ pub(super) fn mins_matmul<P: Primitives + TileColumns, W>(
         n,
         y,
         y_stride,
-        |b| decode(p, parts(b)),
+        |b| decode(p.avx2(), parts(b)),
         |w, row_blocks, x, out| mins_rows(p, w, row_blocks, x, out, parts, single),
     )
 }

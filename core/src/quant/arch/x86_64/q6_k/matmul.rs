@@ -3,7 +3,7 @@
 
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileColumns};
+use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
 use super::{q6_k_high_bits, q6_k_rows};
@@ -62,7 +62,7 @@ fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn q6_k_matmul<P: Primitives + TileColumns>(
+pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
     p: P,
     w: &[BlockQ6K],
     row_blocks: usize,
@@ -80,7 +80,7 @@ pub(super) fn q6_k_matmul<P: Primitives + TileColumns>(
         n,
         y,
         y_stride,
-        |b| decode(p, b),
+        |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
     )
 }
