@@ -325,10 +325,19 @@ fn share(
             });
         }
         run(0);
-        // A worker still on its last piece ends within a piece's time: wait for it here rather
-        // than sleep in the scope and be woken. One that has not started is waited for by the
-        // scope.
-        while finished.load(Ordering::Acquire) < joined.load(Ordering::Acquire) {
+        // Wait for the workers here, spinning, rather than sleep in the scope and be woken (a
+        // wake-up that, on a loaded machine, waits for a time slice): a worker on its last piece
+        // ends within a piece's time; one not started yet (so with nothing left to do) is
+        // spun for up to LINGER, then left to the scope.
+        let spawned = threads - 1;
+        let deadline = Instant::now() + LINGER;
+        loop {
+            let done = finished.load(Ordering::Acquire);
+            if done == spawned
+                || (joined.load(Ordering::Acquire) == done && Instant::now() >= deadline)
+            {
+                break;
+            }
             std::hint::spin_loop();
         }
     });
