@@ -296,6 +296,7 @@ fn share(
     count: usize,
     work: impl Fn(usize) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
+    let started = Instant::now();
     CALLS.fetch_add(1, Ordering::AcqRel);
     let shares = Shares::new(count, threads);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
@@ -325,10 +326,20 @@ fn share(
             });
         }
         run(0);
-        // A worker still on its last piece ends within a piece's time: wait for it here rather
-        // than sleep in the scope and be woken. One that has not started is waited for by the
-        // scope.
-        while finished.load(Ordering::Acquire) < joined.load(Ordering::Acquire) {
+        // Wait for the workers here, spinning, rather than sleep in the scope and be woken (a
+        // wake-up that, on a loaded machine, waits for a time slice): a worker on its last piece
+        // ends within a piece's time; one not started yet (so with nothing left to do) is spun
+        // for as long as the call has taken so far (at most LINGER), then left to the scope: a
+        // worker that late is descheduled, and spinning would only take the core it needs.
+        let spawned = threads - 1;
+        let deadline = Instant::now() + started.elapsed().min(LINGER);
+        loop {
+            let done = finished.load(Ordering::Acquire);
+            if done == spawned
+                || (joined.load(Ordering::Acquire) == done && Instant::now() >= deadline)
+            {
+                break;
+            }
             std::hint::spin_loop();
         }
     });

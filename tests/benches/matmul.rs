@@ -15,11 +15,16 @@
 //! of `std::thread::hardware_concurrency()`, so for `t` threads it runs with `get_nprocs()`
 //! answering `2t` (a shim preloaded with `LD_PRELOAD`, compiled here with `cc`). ggml's weights
 //! sit in the CPU backend's default buffer: no repacked layout (that needs the `CPU_REPACK`
-//! buffer type) and no AMX buffer. Which ggml path ran is in the header (by type).
+//! buffer type) and no AMX buffer. The path each ggml figure took (tinyBLAS or ggml's own
+//! mul_mat) is in its row, from the type, `n` and the build's `CMakeCache.txt`. ggml's lines are
+//! matched to the cases by the shapes and type they print, and a case without a timing is an
+//! error, so a figure is never attributed to another case.
 //!
 //! Run: `cargo bench -p miniquant-tests --bench matmul` (a short grid: 2048², Q8_0 and Q4_K, n =
-//! 1, 32, 512); `-- --full` for every shape, type and n; further arguments pick types (`Q4_0`).
-//! Build with `RUSTFLAGS="-C target-cpu=native"` for candle's AVX2 kernels (the header says which).
+//! 1, 32, 512, one and two threads); `-- --full` for every shape, type and n. Narrow either with
+//! comma-separated lists: `--type Q4_0,Q6_K` (or bare type names), `--shape 576x1536,2048x2048`,
+//! `--n 1,32`, `--threads 2`; `--no-candle` and `--no-ggml` leave those sides out. Build with
+//! `RUSTFLAGS="-C target-cpu=native"` for candle's AVX2 kernels (the header says which).
 
 #[path = "../tests/candle_common/mod.rs"]
 mod candle_common;
@@ -88,40 +93,81 @@ struct Grid {
     shapes: Vec<(usize, usize)>,
     types: Vec<GgmlType>,
     ns: Vec<usize>,
+    threads: Vec<usize>,
+    no_candle: bool,
+}
+
+/// The values of `--name a,b` (or `--name=a,b`) in `args`, each parsed by `parse`; `None` if the
+/// option is absent. An unparsable value stops the bench with a message.
+fn option_values<T>(
+    args: &[String],
+    name: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<Vec<T>> {
+    let mut found: Option<Vec<T>> = None;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let list = if word == name {
+            words.next().map(String::as_str).unwrap_or("")
+        } else if let Some(list) = word.strip_prefix(name).and_then(|w| w.strip_prefix('=')) {
+            list
+        } else {
+            continue;
+        };
+        for value in list.split(',').filter(|v| !v.is_empty()) {
+            let parsed = parse(value)
+                .unwrap_or_else(|| panic!("{name}: cannot read {value:?} (see the module docs)"));
+            found.get_or_insert_with(Vec::new).push(parsed);
+        }
+    }
+    found
 }
 
 impl Grid {
+    /// The grid of `args`: `--full` or the short grid, narrowed by `--type`, `--shape`, `--n` and
+    /// `--threads` (comma-separated lists; a bare type name also picks a type).
     fn from_args(args: &[String]) -> Grid {
         let full = args.iter().any(|a| a == "--full");
-        let picked: Vec<GgmlType> = FULL_TYPES
-            .iter()
-            .copied()
-            .filter(|t| args.iter().any(|a| a.eq_ignore_ascii_case(t.name())))
-            .collect();
-        let types = match (picked.is_empty(), full) {
-            (false, _) => picked,
-            (true, true) => FULL_TYPES.to_vec(),
-            (true, false) => QUICK_TYPES.to_vec(),
-        };
-        if full {
-            Grid {
-                shapes: FULL_SHAPES.to_vec(),
-                types,
-                ns: FULL_NS.to_vec(),
+        let mut types = option_values(args, "--type", GgmlType::from_name).unwrap_or_default();
+        for t in args.iter().filter_map(|a| GgmlType::from_name(a)) {
+            if !types.contains(&t) {
+                types.push(t);
             }
+        }
+        let shapes = option_values(args, "--shape", |v| {
+            let (rows, cols) = v.split_once(['x', 'X', '×'])?;
+            Some((rows.trim().parse().ok()?, cols.trim().parse().ok()?))
+        });
+        let ns = option_values(args, "--n", |v| v.parse().ok());
+        let threads = option_values(args, "--threads", |v| v.parse().ok().filter(|&t| t > 0));
+        let (all_shapes, all_types, all_ns): (&[_], &[_], &[_]) = if full {
+            (&FULL_SHAPES, &FULL_TYPES, &FULL_NS)
         } else {
-            Grid {
-                shapes: QUICK_SHAPES.to_vec(),
-                types,
-                ns: QUICK_NS.to_vec(),
-            }
+            (&QUICK_SHAPES, &QUICK_TYPES, &QUICK_NS)
+        };
+        Grid {
+            shapes: shapes.unwrap_or_else(|| all_shapes.to_vec()),
+            types: if types.is_empty() {
+                all_types.to_vec()
+            } else {
+                types
+            },
+            ns: ns.unwrap_or_else(|| all_ns.to_vec()),
+            threads: threads.unwrap_or_else(|| vec![1, 2]),
+            no_candle: args.iter().any(|a| a == "--no-candle"),
         }
     }
 
+    /// Every case of the grid a type can run: the K-quants' 256-value blocks must divide the
+    /// columns (they do not divide SmolLM2's 576 or Gemma 3's 640, whose files use other types
+    /// there).
     fn cases(&self) -> Vec<Case> {
         let mut cases = Vec::new();
         for &(rows, cols) in &self.shapes {
             for &t in &self.types {
+                if cols % t.block_size() as usize != 0 {
+                    continue;
+                }
                 for &n in &self.ns {
                     cases.push(Case { t, rows, cols, n });
                 }
@@ -158,9 +204,11 @@ fn main() {
         measure_ours_and_candle(&grid, threads);
         return;
     }
-    print_header();
+    let build = GgmlBuild::read(&test_backend_ops());
+    print_header(&build);
+    let no_ggml = args.iter().any(|a| a == "--no-ggml");
     let mut figures: BTreeMap<(Case, usize), BTreeMap<String, f64>> = BTreeMap::new();
-    for threads in [1, 2] {
+    for &threads in &grid.threads {
         // Ours and candle in a child process per thread count (candle's count is per process).
         let exe = std::env::current_exe().expect("bench executable");
         let output = Command::new(exe)
@@ -183,6 +231,10 @@ fn main() {
                     .insert(name, case.flop() / seconds / 1e9);
             }
         }
+        if no_ggml {
+            continue;
+        }
+        println!("ggml, {threads} thread(s): load average {}", load_average());
         match ggml_times(&grid.cases(), threads) {
             Ok(times) => {
                 for (case, seconds) in times {
@@ -195,10 +247,18 @@ fn main() {
             Err(why) => println!("ggml, {threads} thread(s): not run ({why})"),
         }
     }
-    print_table(&figures);
+    print_table(&figures, &build);
+    println!("load average at the end: {}", load_average());
 }
 
-fn print_header() {
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn print_header(build: &GgmlBuild) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |name: &str| {
         cpuinfo
@@ -230,22 +290,24 @@ fn print_header() {
             .count()
     });
     println!("flags of interest: {}", has.join(" "));
-    println!(
-        "load average at start: {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
+    println!("load average at start: {}", load_average());
     println!(
         "ours: detected level {}; candle 0.11 kernels in this build: {}",
         level::current(),
         candle_simd_in_build()
     );
     println!(
-        "ggml: test-backend-ops perf -o MUL_MAT -b CPU --test-file, weights in the default CPU \
-         buffer (no repack, no AMX); ggml quantizes the F32 activations to the vec_dot type, then \
-         runs llamafile's tinyBLAS for Q8_0, Q4_0, Q5_0 (and IQ4_NL) from n = 2, and for n = 1, \
-         Q4_1 and the K-quants its own mul_mat: 16 x 16 tiles of outputs, each its SIMD vec_dot"
+        "ggml: {} perf -o MUL_MAT -b CPU --test-file; build: {}",
+        test_backend_ops().display(),
+        build.summary
+    );
+    println!(
+        "ggml's weights sit in the default CPU buffer, so neither its repacked GEMMs (CPU_REPACK \
+         buffer type) nor AMX (its own buffer type) run; it quantizes the F32 activations to the \
+         vec_dot type inside the op, then takes the path in the \"ggml path\" column: tinyBLAS \
+         (llamafile's sgemm: Q8_0, Q4_0, Q5_0, IQ4_NL from n = 2, when built with \
+         GGML_LLAMAFILE), else its own mul_mat (\"vec_dot 16×16\": 16 × 16 blocks of outputs, \
+         each one SIMD vec_dot; \"vec_dot\" for n = 1)"
     );
     println!("GFLOP/s = 2 · rows · cols · n / best time of a call\n");
 }
@@ -269,10 +331,18 @@ fn measure_ours_and_candle(grid: &Grid, threads: usize) {
     for &(rows, cols) in &grid.shapes {
         let values = gaussian_rows(&mut rng, rows, cols);
         for &t in &grid.types {
+            let cases: Vec<Case> = grid
+                .cases()
+                .into_iter()
+                .filter(|c| (c.t, c.rows, c.cols) == (t, rows, cols))
+                .collect();
+            if cases.is_empty() {
+                continue;
+            }
             let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
             quant::quantize(t, &values, &mut w).unwrap();
-            for &n in &grid.ns {
-                let case = Case { t, rows, cols, n };
+            for case in cases {
+                let n = case.n;
                 let x = gaussian_rows(&mut rng, n, cols);
                 let report = |name: &str, time: Duration| {
                     println!(
@@ -294,7 +364,7 @@ fn measure_ours_and_candle(grid: &Grid, threads: usize) {
                     "n×matvec",
                     time_matvecs(level::current(), &case, &w, &x, threads, &mut y),
                 );
-                if candle_dtype(t).is_some() {
+                if candle_dtype(t).is_some() && !grid.no_candle {
                     let mut run = with_candle_block!(t, candle_forward(t, &w, rows, cols, n, &x));
                     report("candle", best_time(&mut *run));
                 }
@@ -457,31 +527,116 @@ fn ggml_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, f64)>, String
         .output()
         .map_err(|e| format!("{}: {e}", binary.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let times: Vec<f64> = stdout
-        .lines()
-        .filter(|l| l.contains("MUL_MAT") && l.contains("us/run"))
-        .filter_map(|l| {
-            let before = l.split(" us/run").next()?;
-            before.rsplit(' ').next()?.trim().parse::<f64>().ok()
-        })
+    let measured: BTreeMap<Case, f64> = stdout.lines().filter_map(parse_ggml_line).collect();
+    let missing: Vec<String> = cases
+        .iter()
+        .filter(|c| !measured.contains_key(c))
+        .map(|c| format!("{} {}x{} n={}", c.t.name(), c.rows, c.cols, c.n))
         .collect();
-    if times.len() != cases.len() {
+    if !output.status.success() || !missing.is_empty() {
         return Err(format!(
-            "{} timings for {} cases; output:\n{stdout}{}",
-            times.len(),
-            cases.len(),
+            "{} exited with {}, no timing for {}; output:\n{stdout}{}",
+            binary.display(),
+            output.status,
+            missing.join(", "),
             String::from_utf8_lossy(&output.stderr)
         ));
     }
     let _ = std::fs::remove_dir_all(dir);
-    Ok(cases
-        .iter()
-        .copied()
-        .zip(times.into_iter().map(|us| us / 1e6))
-        .collect())
+    Ok(cases.iter().map(|c| (*c, measured[c] / 1e6)).collect())
 }
 
-fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>) {
+/// A `test-backend-ops perf` line of a `MUL_MAT` case: the case it timed, read from its own
+/// shapes (`sources=<type>[cols,rows,1,1]...,f32[cols,n,1,1]`), and its microseconds per run.
+/// Lines of other ops, unsupported cases and anything else give `None`.
+fn parse_ggml_line(line: &str) -> Option<(Case, f64)> {
+    let line = line.trim_start();
+    let rest = line.strip_prefix("MUL_MAT(")?;
+    let sources = rest.split_once("sources=")?.1;
+    let (type_name, after) = sources.split_once('[')?;
+    let (weight_dims, after) = after.split_once(']')?;
+    let (_, activation) = after.split_once("f32[")?;
+    let (activation_dims, after) = activation.split_once(']')?;
+    let dims =
+        |d: &str| -> Option<Vec<usize>> { d.split(',').map(|v| v.trim().parse().ok()).collect() };
+    let (w, a) = (dims(weight_dims)?, dims(activation_dims)?);
+    let (cols, rows, n) = (*w.first()?, *w.get(1)?, *a.get(1)?);
+    if a.first() != Some(&cols) {
+        return None;
+    }
+    let t = GgmlType::from_name(type_name.trim())?;
+    let (before_unit, _) = after.split_once(" us/run")?;
+    let us: f64 = before_unit.rsplit(' ').next()?.trim().parse().ok()?;
+    (us > 0.0).then_some((Case { t, rows, cols, n }, us))
+}
+
+/// The path ggml's CPU backend takes for a case, from its source (`ggml_compute_forward_mul_mat`
+/// and `llamafile_sgemm` in the 0.3.36 sdist) and the build: with `GGML_LLAMAFILE` on,
+/// llamafile's tinyBLAS takes Q8_0, Q4_0, Q5_0 and IQ4_NL (against Q8_0 activations) from n = 2
+/// on x86; everything else is ggml's own mul_mat, outputs in 16 × 16 blocks each one SIMD
+/// vec_dot (for n = 1 a row of vec_dots). Weights in the default CPU buffer: neither the repacked
+/// GEMMs (`CPU_REPACK` buffer type) nor AMX (its own buffer type) can run.
+fn ggml_path(t: GgmlType, n: usize, build: &GgmlBuild) -> &'static str {
+    let tinyblas_type = matches!(
+        t,
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::IQ4_NL
+    );
+    if build.llamafile && tinyblas_type && n >= 2 {
+        "tinyBLAS"
+    } else if n == 1 {
+        "vec_dot"
+    } else {
+        "vec_dot 16×16"
+    }
+}
+
+/// What the `test-backend-ops` build was configured with (its `CMakeCache.txt`, two directories
+/// up from the binary).
+struct GgmlBuild {
+    llamafile: bool,
+    summary: String,
+}
+
+impl GgmlBuild {
+    fn read(binary: &Path) -> GgmlBuild {
+        let cache = binary
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| d.join("CMakeCache.txt"))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let option = |name: &str| {
+            cache.lines().find_map(|l| {
+                let (key, value) = l.split_once('=')?;
+                (key.split(':').next()? == name).then(|| value.trim().to_string())
+            })
+        };
+        let names = [
+            "GGML_NATIVE",
+            "GGML_LLAMAFILE",
+            "GGML_OPENMP",
+            "GGML_CPU_REPACK",
+            "GGML_AMX_TILE",
+            "GGML_AMX_INT8",
+        ];
+        let summary = if cache.is_empty() {
+            "build configuration unknown (no CMakeCache.txt beside the binary)".to_string()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("{n}={}", option(n).unwrap_or_else(|| "?".into())))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        GgmlBuild {
+            // LLAMAFILE defaults to on in ggml's CMake.
+            llamafile: option("GGML_LLAMAFILE").is_none_or(|v| v != "OFF"),
+            summary,
+        }
+    }
+}
+
+fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: &GgmlBuild) {
     let level_names: Vec<String> = level::available()
         .filter(|&l| l != Level::Scalar)
         .map(|l| format!("matmul@{l}"))
@@ -491,13 +646,13 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>) {
         print!(" {} |", name.trim_start_matches("matmul"));
     }
     println!(
-        " ours n × matvec | candle | ggml | ours / ggml | ours / candle | matmul / n×matvec |"
+        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ours / candle | matmul / n×matvec |"
     );
     print!("|---|---|--:|--:|--:|");
     for _ in &level_names {
         print!("--:|");
     }
-    println!("--:|--:|--:|--:|--:|--:|");
+    println!("--:|--:|--:|---|--:|--:|--:|");
     let mut by_row: Vec<_> = figures.iter().collect();
     by_row.sort_by_key(|((case, threads), _)| {
         (case.rows, case.cols, case.t.code(), *threads, case.n)
@@ -522,10 +677,11 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>) {
             print!(" {} |", show(get(name)));
         }
         println!(
-            " {} | {} | {} | {} | {} | {} |",
+            " {} | {} | {} | {} | {} | {} | {} |",
             show(get("n×matvec")),
             show(get("candle")),
             show(get("ggml")),
+            get("ggml").map_or("–", |_| ggml_path(case.t, case.n, build)),
             ratio(ours, get("ggml")),
             ratio(ours, get("candle")),
             ratio(ours, get("n×matvec")),
