@@ -1,38 +1,48 @@
 #!/usr/bin/env bash
-# Rough prompt and generation speed of `miniquant run` against llama.cpp's (scripts/llama-logits.c)
-# on the same file, ids and thread count, in one script: each side's time for a 1-token prompt
-# (load + one step) is subtracted from its time for a P-token prompt (prefill) and for a 1-token
-# prompt with N generated tokens (generation). Prints tokens/s and ratios (ours / llama.cpp).
-# A stand-in until `miniquant bench` sits beside llama-bench; not part of CI.
-#   bench-run-vs-llama.sh [MODEL] [THREADS] [P] [N]
+# Prompt and generation speed of `miniquant bench` beside llama.cpp's `llama-bench` on the same
+# file, test sizes, repetitions and thread counts, in one script: for each thread count, ours then
+# theirs, each table printed as it comes, then the ratios (ours / llama.cpp, mean t/s). The load
+# average before each run is printed too (a loaded machine slows llama.cpp's spinning threads far
+# more than ours: read ratios taken under load with that in mind). Not part of CI.
+#   bench-run-vs-llama.sh [MODEL] [P] [N] [REPS] [THREADS...]   (defaults: SmolLM2 Q4_1 512 128 5 1 2)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}"
 model="${1:-$cache/SmolLM2-135M-Instruct.Q4_1.gguf}"
-threads="${2:-1}" p="${3:-128}" n="${4:-64}"
-driver="$("$here/llama-logits.sh")"
+p="${2:-512}" n="${3:-128}" reps="${4:-5}"
+shift $(($# < 4 ? $# : 4))
+threads=(1 2)
+[ $# -eq 0 ] || threads=("$@")
+llama_bench="$cache/llama-build-0.3.36/bin/llama-bench"
+[ -x "$llama_bench" ] || { echo "no $llama_bench: run scripts/build-llama.sh" >&2; exit 1; }
 (cd "$here/.." && cargo build --release -q -p miniquant-std)
 ours="$here/../target/release/miniquant"
-ids="$(seq 100 $((100 + p - 1)) | tr '\n' ' ')"
-best() { # best of 3 wall-clock seconds of "$@"
-  local b=""
-  for _ in 1 2 3; do
-    local s e
-    s=$(date +%s.%N); "$@" >/dev/null; e=$(date +%s.%N)
-    b=$(echo "$s $e ${b:-1e9}" | awk '{t = $2 - $1; print (t < $3 ? t : $3)}')
-  done
-  echo "$b"
-}
-o_base=$(best "$ours" run "$model" --prompt-ids 100 -n 1 --threads "$threads" --batch "$p")
-o_pp=$(best "$ours" run "$model" --prompt-ids "$ids" -n 1 --threads "$threads" --batch "$p")
-o_tg=$(best "$ours" run "$model" --prompt-ids 100 -n $((n + 1)) --threads "$threads")
-l_base=$(best "$driver" "$model" -ids 100 -n 0 -t "$threads")
-l_pp=$(best "$driver" "$model" -ids "$ids" -n 0 -t "$threads")
-l_tg=$(best "$driver" "$model" -ids 100 -n "$n" -t "$threads")
-awk -v p="$p" -v n="$n" -v t="$threads" -v ob="$o_base" -v op="$o_pp" -v og="$o_tg" \
-  -v lb="$l_base" -v lp="$l_pp" -v lg="$l_tg" 'BEGIN {
-  opp = (p - 1) / (op - ob); lpp = (p - 1) / (lp - lb)
-  otg = n / (og - ob); ltg = n / (lg - lb)
-  printf "threads %d  prompt %d: ours %.1f t/s, llama.cpp %.1f t/s, ratio %.2f\n", t, p, opp, lpp, opp / lpp
-  printf "threads %d  generate %d: ours %.1f t/s, llama.cpp %.1f t/s, ratio %.2f\n", t, n, otg, ltg, otg / ltg
-}'
+grep -m1 "model name" /proc/cpuinfo || true
+echo "model $model, -p $p -n $n -r $reps, threads ${threads[*]}"
+rows=""
+for t in "${threads[@]}"; do
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  table=$("$ours" bench "$model" -p "$p" -n "$n" -r "$reps" -t "$t")
+  echo "$table"
+  rows+=$(echo "$table" | awk -v who=ours '/±/ {print who "|" $0}')$'\n'
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  table=$("$llama_bench" -m "$model" -p "$p" -n "$n" -r "$reps" -t "$t" 2>/dev/null)
+  echo "$table"
+  rows+=$(echo "$table" | awk -v who=llama '/±/ {print who "|" $0}')$'\n'
+done
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+# Fields of a row after the "who|" prefix: | model | size | params | backend | threads | test | t/s |
+printf '%s' "$rows" | awk -F'|' '
+  NF > 8 {
+    gsub(/ /, "", $7); gsub(/ /, "", $8); split($9, r, "±"); gsub(/ /, "", r[1])
+    key = $7 " " $8; if (!(key in seen)) { seen[key] = 1; order[++k] = key }
+    mean[$1, key] = r[1]
+  }
+  END {
+    printf "%-8s %-8s %12s %12s %7s\n", "threads", "test", "ours t/s", "llama t/s", "ratio"
+    for (i = 1; i <= k; i++) {
+      split(order[i], f, " "); o = mean["ours", order[i]]; l = mean["llama", order[i]]
+      printf "%-8s %-8s %12.2f %12.2f %6.2fx\n", f[1], f[2], o, l, (l > 0 ? o / l : 0)
+    }
+  }'

@@ -27,6 +27,7 @@ pub fn install() {
 /// Tells the SIGINT/SIGTERM handler whether a progress bar is drawn on stderr: then, on a
 /// terminal, it clears the bar's line before the process dies, so the shell's prompt does not
 /// follow a half-drawn bar. (Only then: a line of streamed text must stay.)
+#[cfg(feature = "cli")]
 pub(crate) fn progress_bar_shown(shown: bool) {
     #[cfg(unix)]
     unix::BAR_SHOWN.store(shown, std::sync::atomic::Ordering::SeqCst);

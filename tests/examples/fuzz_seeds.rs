@@ -175,5 +175,9 @@ fn main() {
             .collect();
         write(&root.join("roundtrip"), &format!("pattern-{seed}"), &data);
     }
+    // model: small llamas, valid and each with one thing wrong.
+    for (name, bytes) in miniquant_fuzz_checks::model::seeds() {
+        write(&root.join("model"), &name, &bytes);
+    }
     println!("seeds written under {}", root.display());
 }

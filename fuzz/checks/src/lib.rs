@@ -8,6 +8,7 @@ pub mod drive;
 
 pub mod header;
 pub mod kernels;
+pub mod model;
 pub mod roundtrip;
 pub mod validate;
 
@@ -15,9 +16,10 @@ pub mod validate;
 pub type Check = fn(&[u8]);
 
 /// The fuzz targets, by name, with their checks.
-pub const TARGETS: [(&str, Check); 4] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("header", header::check),
     ("validate", validate::check),
     ("roundtrip", roundtrip::check),
     ("kernels", kernels::check),
+    ("model", model::check),
 ];
