@@ -103,6 +103,37 @@ fn chat_wraps_the_prompt_in_chatml() {
 }
 
 #[test]
+fn chat_wraps_the_prompt_in_gemmas_turns_without_a_template_key() {
+    // Gemma 3 270M's file has no tokenizer.chat_template: its turn tokens choose the template.
+    let Some(model) = common::cached_model("gemma-3-270m-q4_k_m.gguf") else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    let question = "What is the capital of France?";
+    let chat = miniquant(&[
+        "run", model, "--chat", "-p", question, "-n", "32", "--tokens",
+    ]);
+    assert_eq!(chat.code, 0, "{}", chat.stderr);
+    // As for SmolLM2: llama.cpp's prompt lacks the last "\n" (107), which it generates first.
+    let list = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-gemma3/prompts.txt"),
+    )
+    .unwrap();
+    let line = list.lines().find(|l| l.starts_with("chat ")).unwrap();
+    let fields: Vec<&str> = line.split('|').map(str::trim).collect();
+    let text = chat.stdout_text();
+    let lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    assert!(n >= 3, "{text}");
+    assert_eq!(lines[n - 2], format!("{} 107", fields[2]));
+    assert_eq!(lines[n - 1].split(' ').count(), 32, "{text}");
+    assert!(
+        fields[3].starts_with(&format!("107 {} ", lines[n - 1])),
+        "{text}"
+    );
+}
+
+#[test]
 fn logits_file_is_written_as_npy_or_raw() {
     let Some(model) = smollm2() else { return };
     let dir = scratch_dir();

@@ -76,24 +76,41 @@ fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
 }
 
 /// `text` as one user turn and the start of the assistant's, in the template
-/// `tokenizer.chat_template` is.
-fn chat_turn(file: &crate::GgufFile, text: &str) -> Result<String, CliError> {
+/// `tokenizer.chat_template` is; a file without one (Gemma 3 270M's) by the turn tokens its
+/// vocabulary has.
+fn chat_turn(
+    file: &crate::GgufFile,
+    tokenizer: &Tokenizer,
+    text: &str,
+) -> Result<String, CliError> {
     let template = file
         .index()
         .get("tokenizer.chat_template")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default();
-    if template.contains("<|im_start|>") {
+        .and_then(|v| v.as_str());
+    let (chatml, gemma) = match template {
+        Some(t) => (t.contains("<|im_start|>"), t.contains("<start_of_turn>")),
+        None => (
+            tokenizer.token_id("<|im_start|>").is_some(),
+            tokenizer.token_id("<start_of_turn>").is_some()
+                && tokenizer.token_id("<end_of_turn>").is_some(),
+        ),
+    };
+    if chatml {
         Ok(format!(
             "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
         ))
-    } else if template.contains("<start_of_turn>") {
+    } else if gemma {
         Ok(format!(
             "<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n"
         ))
-    } else {
+    } else if template.is_some() {
         Err(CliError::Message(
             "--chat: the file's tokenizer.chat_template is neither ChatML nor Gemma's".into(),
+        ))
+    } else {
+        Err(CliError::Message(
+            "--chat: the file has no tokenizer.chat_template and no ChatML or Gemma turn tokens"
+                .into(),
         ))
     }
 }
@@ -129,7 +146,7 @@ pub(super) fn run<O: Write, E: Write>(
                 .map_err(|e| CliError::Message(format!("{}: use --prompt-ids", e.kind())))?;
             let text = text.as_deref().unwrap_or_default();
             let text = if args.chat {
-                chat_turn(&file, text)?
+                chat_turn(&file, tokenizer, text)?
             } else {
                 text.to_owned()
             };
