@@ -156,7 +156,8 @@ pub enum Command {
     ///
     /// Streams the generated text (the ids, for a file without a tokenizer); stops early at an
     /// end-of-generation token. Every thread count, kernel level and batch size gives the same
-    /// tokens.
+    /// tokens. On a terminal, a prompt of more than one batch that takes over a second shows a
+    /// progress bar on stderr while it is processed (nothing in a pipe).
     Run(run::Args),
     /// Prompt and generation tokens per second, in llama-bench's table (`pp512`, `tg128`).
     ///
