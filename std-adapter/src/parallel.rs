@@ -321,8 +321,9 @@ fn share(
         for _ in 1..threads {
             scope.spawn(|_| {
                 let mine = joined.fetch_add(1, Ordering::AcqRel) + 1;
+                // Counted even if a piece panics, so the caller's wait below ends.
+                let _finish = CountOnDrop(&finished);
                 run(mine);
-                finished.fetch_add(1, Ordering::AcqRel);
             });
         }
         run(0);
@@ -350,6 +351,15 @@ fn share(
         }
     }
     Ok(())
+}
+
+/// Adds one to its counter when dropped (also when a panic unwinds through its scope).
+struct CountOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Keeps `workers` workers of `pool` spinning for up to [`LINGER`] or until the next pooled call
@@ -675,6 +685,34 @@ mod tests {
         let shares = Shares::new(7, 2);
         shares.drain();
         assert_eq!((shares.next(0), shares.next(1)), (None, None));
+    }
+
+    #[test]
+    fn a_panicking_piece_ends_the_call_instead_of_hanging_it() {
+        let (sent, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = pool(1).expect("pool of 1");
+            for panicking in [1, 3] {
+                // Pieces 0 and 1 are the caller's share, 2 and 3 the worker's: the caller's slow
+                // first piece leaves the worker time to start and take its own.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    share(&pool, 2, 4, |piece| {
+                        if piece == 0 {
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                        assert_ne!(piece, panicking, "piece {piece} fails");
+                        Ok(())
+                    })
+                }));
+                sent.send(outcome.is_err()).unwrap();
+            }
+        });
+        for _ in 0..2 {
+            let panicked = received
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the call returned");
+            assert!(panicked, "the piece's panic reaches the caller");
+        }
     }
 
     #[test]
