@@ -62,7 +62,7 @@ struct ColumnChunk {
 
 /// What a legacy type's matmul takes from the type: its weight blocks as unsigned bytes in element
 /// order (quant plus `bias`) with their scales `(d, m)`, its activation blocks' `(d, s)` and
-/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, sixteen rows wide;
+/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, a strip's rows wide;
 /// `rows`, the type's rows kernel at the level (`(w, row_blocks, x, out)`), for fewer columns than
 /// `min_columns`.
 struct Kit<DW, SW, SX, QX, T, R> {
