@@ -41,6 +41,9 @@ const GROUP_COLUMNS: usize = 32;
 /// too few columns, costs more than the rows kernel's per-column work (docs/kernel-experiments.md).
 const MIN_COLUMNS: usize = 6;
 
+/// [`MIN_COLUMNS`] for Q4_1, whose rows kernels are the fastest of the legacy types.
+const MIN_COLUMNS_Q4_1: usize = 12;
+
 /// A strip of rows decoded for one chunk: per block, the eight transposed quant vectors and the
 /// rows' scales (`d`, and `m` where the type has a minimum) as f32 lanes.
 struct Strip {
@@ -59,10 +62,12 @@ struct ColumnChunk {
 
 /// What a legacy type's matmul takes from the type: its weight blocks as unsigned bytes in element
 /// order (quant plus `bias`) with their scales `(d, m)`, its activation blocks' `(d, s)` and
-/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, sixteen rows wide;
-/// `rows`, the type's rows kernel at the level (`(w, row_blocks, x, out)`), for few columns.
+/// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, a strip's rows wide;
+/// `rows`, the type's rows kernel at the level (`(w, row_blocks, x, out)`), for fewer columns than
+/// `min_columns`.
 struct Kit<DW, SW, SX, QX, T, R> {
     bias: i8,
+    min_columns: usize,
     decode: DW,
     w_scales: SW,
     x_scales: SX,
@@ -305,7 +310,7 @@ fn gemm_vnni<W, X>(
     let column_blocks = x.len() / n;
     let blocks = row_blocks.min(column_blocks);
     let rows = w.len() / row_blocks;
-    if n < MIN_COLUMNS {
+    if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
             let start = c.saturating_mul(y_stride);
             if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
@@ -502,6 +507,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ8_0| _mm256_xor_si256(load32(&b.qs), _mm256_set1_epi8(-128)),
             w_scales: |b: &BlockQ8_0| d_only(b.d),
             x_scales: q8_0_scales,
@@ -525,6 +531,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 8,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
             x_scales: q8_0_scales,
@@ -548,6 +555,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
+            min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: q8_1_scales,
@@ -571,6 +579,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 16,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
             x_scales: q8_0_scales,
@@ -594,6 +603,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: q8_1_scales,
@@ -617,6 +627,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockIq4Nl| table_biased(&b.qs, &KVALUES_IQ4NL),
             w_scales: |b: &BlockIq4Nl| d_only(b.d),
             x_scales: q8_0_scales,
@@ -642,6 +653,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockMxfp4| table_biased(&b.qs, &KVALUES_FP4),
             w_scales: |b: &BlockMxfp4| (e8m0_to_f32_half(b.e), 0.0),
             x_scales: q8_0_scales,
@@ -836,7 +848,7 @@ fn gemm_avx2<W, X>(
     let column_blocks = x.len() / n;
     let blocks = row_blocks.min(column_blocks);
     let rows = w.len() / row_blocks;
-    if n < MIN_COLUMNS {
+    if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
             let start = c.saturating_mul(y_stride);
             if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
@@ -966,6 +978,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 8,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
             x_scales: q8_0_scales,
@@ -989,6 +1002,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
+            min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: q8_1_scales,
@@ -1012,6 +1026,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 16,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
             x_scales: q8_0_scales,
@@ -1035,6 +1050,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
+            min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: q8_1_scales,

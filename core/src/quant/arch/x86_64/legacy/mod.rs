@@ -1,5 +1,6 @@
 //! The 32-value block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 (vec_dot, dequantize,
-//! the Q4_0 and Q5_0 quantizers), and their multi-row kernels in [`rows`].
+//! the Q4_0 and Q5_0 quantizers), their multi-row kernels in [`rows`] and their many-row,
+//! many-column kernels in [`matmul`].
 //!
 //! Integer sums are taken exactly (AVX2: products widened to i16 before any pairwise add, so no
 //! `maddubs` saturation and no sign trick that breaks on -128; VNNI: `vpdpbusd` of unsigned
