@@ -56,6 +56,7 @@ pub mod npy;
 pub mod output_file;
 pub mod parallel;
 pub mod requantize;
+pub mod sampling;
 pub mod signals;
 pub mod stats;
 pub mod tensor;

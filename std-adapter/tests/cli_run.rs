@@ -69,6 +69,46 @@ fn ids_threads_levels_and_batches_give_the_same_output() {
 }
 
 #[test]
+fn temperature_draws_repeat_with_their_seed_and_zero_is_greedy() {
+    let Some(model) = smollm2() else { return };
+    let (ids, _) = counting();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", &model, "--prompt-ids", &ids, "-n", "8", "--tokens"];
+        args.extend_from_slice(extra);
+        let run = miniquant(&args);
+        assert_eq!(run.code, 0, "{extra:?}: {}", run.stderr);
+        let stdout = String::from_utf8(run.stdout).unwrap();
+        let generated = stdout.lines().last().unwrap_or_default().to_owned();
+        (generated, run.stderr)
+    };
+    let (greedy, _) = run(&[]);
+    assert_eq!(run(&["--temp", "0", "--seed", "5"]).0, greedy);
+    assert_eq!(run(&["--temp", "1.5", "--top-k", "1"]).0, greedy);
+    let hot = ["--temp", "1.5", "--top-k", "0"];
+    let (a, a_err) = run(&[&hot[..], &["--seed", "7"]].concat());
+    assert!(a_err.is_empty(), "{a_err}");
+    assert_eq!(
+        run(&[&hot[..], &["--seed", "7", "--threads", "1"]].concat()).0,
+        a
+    );
+    assert_ne!(a, greedy, "a hot draw of 8 tokens took the greedy ones");
+    assert_ne!(run(&[&hot[..], &["--seed", "8"]].concat()).0, a);
+    // Without --seed the seed is on stderr, and passing it repeats the run.
+    let (b, b_err) = run(&hot);
+    let seed = b_err
+        .trim()
+        .strip_prefix("sampling with --seed ")
+        .unwrap_or_else(|| panic!("{b_err}"));
+    assert_eq!(run(&[&hot[..], &["--seed", seed]].concat()).0, b);
+    for bad in ["-1", "nan", "inf", "warm"] {
+        let flag = format!("--temp={bad}");
+        let r = miniquant(&["run", &model, "--prompt-ids", &ids, &flag]);
+        assert_eq!(r.code, 2, "--temp {bad}: {}", r.stderr);
+        assert!(r.stderr.contains("--temp"), "{}", r.stderr);
+    }
+}
+
+#[test]
 fn chat_wraps_the_prompt_in_chatml() {
     let Some(model) = smollm2() else { return };
     let chat = miniquant(&[

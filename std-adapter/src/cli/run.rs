@@ -1,6 +1,7 @@
-//! `miniquant run FILE -p PROMPT [-n N]`: greedy generation with the core's forward pass
-//! (`miniquant::model`), the rows of every product split over threads, the text streamed as it
-//! is generated. `--prompt-ids` takes the prompt as token ids instead.
+//! `miniquant run FILE -p PROMPT [-n N]`: generation with the core's forward pass
+//! (`miniquant::model`), greedy unless `--temp` asks for a seeded draw, the rows of every product
+//! split over threads, the text streamed as it is generated. `--prompt-ids` takes the prompt as
+//! token ids instead.
 
 use std::io::Write;
 use std::num::NonZeroUsize;
@@ -15,6 +16,7 @@ use super::progress::Progress;
 use super::{open_gguf, threads_arg, CliError};
 use crate::model::Threaded;
 use crate::npy;
+use crate::sampling::Sampler;
 use crate::tokenizer::{TextStream, Tokenizer};
 
 /// `run`'s arguments.
@@ -35,10 +37,22 @@ pub struct Args {
     /// The prompt as token ids, separated by spaces or commas.
     #[arg(long, value_name = "IDS")]
     pub prompt_ids: Option<String>,
-    /// Tokens to generate (greedy: the most likely one each time); generation also stops when the
-    /// model's context (`context_length`) is full.
+    /// Tokens to generate (greedy unless --temp: the most likely one each time); generation also
+    /// stops when the model's context (`context_length`) is full.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 32)]
     pub n_predict: usize,
+    /// Sampling temperature: 0 is greedy (the default, deterministic); above 0 each token is
+    /// drawn from the softmax of logits / X over the --top-k largest, by a generator seeded with
+    /// --seed.
+    #[arg(long = "temp", value_name = "X", default_value_t = 0.0, value_parser = parse_temperature)]
+    pub temperature: f32,
+    /// With --temp: draw among the K largest logits only (0: the whole vocabulary).
+    #[arg(long, value_name = "K", default_value_t = 40)]
+    pub top_k: usize,
+    /// With --temp: the generator's seed; the same seed gives the same tokens [default: from the
+    /// clock, printed on stderr so that a run can be repeated].
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
     /// Threads to split each product's rows over [default: all cores]. Any count gives the same
     /// tokens and logits.
     #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
@@ -65,6 +79,21 @@ fn parse_level(name: &str) -> Result<Level, String> {
 }
 
 /// Parses `"1 2, 3"` into ids.
+/// A seed for a run without --seed: the clock's nanoseconds.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn parse_temperature(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Ok(_) => Err("a finite number of 0 or more".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
     text.split(|c: char| c.is_whitespace() || c == ',')
         .filter(|s| !s.is_empty())
@@ -115,22 +144,11 @@ fn chat_turn(
     }
 }
 
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 pub(super) fn run<O: Write, E: Write>(
     args: &Args,
     out: &mut O,
     err: &mut E,
 ) -> Result<(), CliError> {
-    let _ = err;
     let given_ids = args.prompt_ids.as_deref().map(parse_ids).transpose()?;
     // Before any work: the logits file is written only at the end, and never onto the model.
     if let Some(path) = &args.logits {
@@ -184,11 +202,17 @@ pub(super) fn run<O: Write, E: Write>(
     let io = |e| CliError::io("cannot write the output", e);
     let mut logits = vec![0f32; model.config().vocab];
     run_prompt(&mut session, &mm, &prompt, batch, &mut logits).map_err(model_error)?;
+    let seed = args.seed.unwrap_or_else(clock_seed);
+    let mut sampler = Sampler::new(args.temperature, args.top_k, seed);
+    if !sampler.is_greedy() && args.seed.is_none() {
+        // On stderr, so stdout stays the model's text; with it the run can be repeated.
+        writeln!(err, "sampling with --seed {seed}").map_err(io)?;
+    }
     let mut generated = Vec::new();
     let tokenizer = tokenizer.as_ref().ok();
     let mut text = tokenizer.map(TextStream::new);
     for i in 0..n_predict {
-        let next = argmax(&logits);
+        let next = sampler.choose(&logits);
         if tokenizer.is_some_and(|t| t.is_end_of_generation(next)) {
             break;
         }
