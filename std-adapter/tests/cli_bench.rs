@@ -142,7 +142,7 @@ fn bad_arguments_and_files_are_clear_errors() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr_lines(),
-        ["error: architecture \"tiny\" is not supported (supported: llama)"]
+        ["error: architecture \"tiny\" is not supported (supported: llama, gemma3)"]
     );
     assert_eq!(run.stdout, b"", "no table for a model that cannot run");
     let missing = scratch_dir().join("no-such-model.gguf");

@@ -206,7 +206,7 @@ fn bad_tokens_files_and_arguments_are_errors() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr_lines(),
-        ["error: architecture \"tiny\" is not supported (supported: llama)"]
+        ["error: architecture \"tiny\" is not supported (supported: llama, gemma3)"]
     );
     let run = miniquant(&["run", tiny, "--prompt-ids", "1 x"]);
     assert_eq!(run.code, 2);
