@@ -12,16 +12,12 @@ pub struct Sampler {
     temperature: f64,
     top_k: usize,
     state: u64,
-    /// Candidate ids, reused between calls.
+    /// Candidate ids and their weights, reused between calls.
     order: Vec<u32>,
+    weights: Vec<f64>,
 }
 
 impl Sampler {
-    /// Always the largest logit.
-    pub fn greedy() -> Self {
-        Self::new(0.0, 1, 0)
-    }
-
     /// Drawn with `temperature` (0 or less: greedy) among the `top_k` largest logits (0: all of
     /// them), the generator seeded with `seed`.
     pub fn new(temperature: f32, top_k: usize, seed: u64) -> Self {
@@ -30,6 +26,7 @@ impl Sampler {
             top_k,
             state: seed,
             order: Vec::new(),
+            weights: Vec::new(),
         }
     }
 
@@ -62,12 +59,16 @@ impl Sampler {
         }
         self.order.sort_unstable_by(by_logit);
         let largest = key(logits, self.order[0]);
-        let (u, temperature) = (self.uniform(), self.temperature);
-        let weight = |id: u32| libm::exp((key(logits, id) - largest) / temperature);
-        let total: f64 = self.order.iter().map(|&id| weight(id)).sum();
-        let mut left = u * total;
-        for &id in &self.order {
-            left -= weight(id);
+        let u = self.uniform();
+        self.weights.clear();
+        self.weights.extend(
+            self.order
+                .iter()
+                .map(|&id| libm::exp((key(logits, id) - largest) / self.temperature)),
+        );
+        let mut left = u * self.weights.iter().sum::<f64>();
+        for (&id, &weight) in self.order.iter().zip(&self.weights) {
+            left -= weight;
             if left < 0.0 {
                 return id;
             }
