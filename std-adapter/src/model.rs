@@ -1,12 +1,24 @@
-//! The forward pass's matrix products over several threads: [`Threaded`] implements the core's
-//! [`MatMul`] with [`parallel::matmul`], whose every output is still one `vec_dot` of the level, so
-//! the logits have the same bits for any thread count.
+//! The forward pass over several threads: [`Threaded`] implements the core's [`MatMul`] with
+//! [`parallel::matmul`], whose every output is still one `vec_dot` of the level, and runs the
+//! attention's queries (and the feed-forward activation's rows) on the same pool through
+//! [`parallel::for_each_piece`]; each query's attention is computed whole by one thread, in the
+//! core's order, so the logits have the same bits for any thread count.
 
-use miniquant::model::MatMul;
+use std::sync::{Mutex, PoisonError};
+
+use miniquant::model::{serial_chunks, MatMul};
 use miniquant::quant::Level;
 use miniquant::{Error, GgmlType};
 
 use crate::parallel;
+
+/// Multiply-adds of chunk work per thread below which fewer threads are used (about the time of
+/// a few hand-offs to a spinning worker).
+pub const MIN_COST_PER_THREAD: usize = 1 << 16;
+
+/// Pieces per thread a [`MatMul::for_each_chunk`] call is cut into, so that the threads end close
+/// together (later queries of a prompt see more positions).
+const PIECES_PER_THREAD: usize = 8;
 
 /// [`MatMul`] on up to `threads` threads with the kernels of `level`, on the kept worker pool of
 /// [`parallel`]: a prompt batch's columns are quantized once and the rows split across threads.
@@ -36,5 +48,72 @@ impl MatMul for Threaded {
         y: &mut [f32],
     ) -> Result<(), Error> {
         parallel::matmul(self.level, t, w, rows, cols, n, x, self.threads, y)
+    }
+
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Contiguous runs of chunks as pieces of [`parallel::for_each_piece`]; a piece takes a free
+    /// lane for its run (at most as many pieces run at once as there are lanes).
+    fn for_each_chunk(
+        &self,
+        out: &mut [f32],
+        chunk: usize,
+        lanes: &mut [f32],
+        lane_len: usize,
+        cost: usize,
+        work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> Result<(), Error> + Sync),
+    ) -> Result<(), Error> {
+        let chunk = chunk.max(1);
+        let count = out.len().div_ceil(chunk);
+        let lane_count = lanes.len().checked_div(lane_len).unwrap_or(usize::MAX);
+        let threads = self
+            .threads
+            .min(lane_count)
+            .min(count)
+            .min(cost / MIN_COST_PER_THREAD)
+            .max(1);
+        if threads == 1 {
+            return serial_chunks(out, chunk, lanes, lane_len, work);
+        }
+        let per_piece = count.div_ceil(threads * PIECES_PER_THREAD);
+        let pieces: Vec<Mutex<Option<&mut [f32]>>> = out
+            .chunks_mut(chunk * per_piece)
+            .map(|c| Mutex::new(Some(c)))
+            .collect();
+        let lanes: Vec<Mutex<&mut [f32]>> = if lane_len == 0 {
+            (0..threads)
+                .map(|_| Mutex::new(Default::default()))
+                .collect()
+        } else {
+            lanes
+                .chunks_exact_mut(lane_len)
+                .take(threads)
+                .map(Mutex::new)
+                .collect()
+        };
+        parallel::for_each_piece(threads, pieces.len(), |p| {
+            let taken = pieces[p]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let Some(piece) = taken else {
+                return Ok(());
+            };
+            // One lane is free: no more pieces run at once than there are threads.
+            let mut lane =
+                lanes
+                    .iter()
+                    .find_map(|l| l.try_lock().ok())
+                    .ok_or(Error::LengthMismatch {
+                        expected: threads as u64,
+                        found: lanes.len() as u64,
+                    })?;
+            for (k, c) in piece.chunks_mut(chunk).enumerate() {
+                work(p * per_piece + k, c, &mut lane)?;
+            }
+            Ok(())
+        })
     }
 }

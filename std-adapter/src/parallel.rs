@@ -194,6 +194,22 @@ pub fn matmul(
     })
 }
 
+/// Runs `work(piece)` for every piece `0..count` on up to `threads` threads (the caller and
+/// `threads - 1` pool workers, the pieces shared as a matmul's are); on the caller alone when
+/// `threads` is 1 or the pool cannot be started. The first error is returned. For the forward
+/// pass's work between the products (`crate::model::Threaded`'s attention).
+pub fn for_each_piece(
+    threads: usize,
+    count: usize,
+    work: impl Fn(usize) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    let threads = threads.min(count).max(1);
+    match if threads > 1 { pool(threads - 1) } else { None } {
+        Some(pool) => share(&pool, threads, count, work),
+        None => (0..count).try_for_each(work),
+    }
+}
+
 /// The `n` columns of `x` quantized into `scratch`, split by columns across up to `threads`
 /// threads when there are at least [`PARALLEL_QUANTIZE_VALUES`] values.
 #[allow(clippy::too_many_arguments)]

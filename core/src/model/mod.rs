@@ -13,6 +13,7 @@
 //! `vec_dot`, so the logits have the same bits at every kernel level, for any split of the rows
 //! and for a prompt given in one batch or one token at a time.
 
+mod attention;
 mod config;
 mod error;
 mod ops;
@@ -55,6 +56,52 @@ pub trait MatMul {
         scratch: &mut [u8],
         y: &mut [f32],
     ) -> crate::Result<()>;
+
+    /// Lanes (threads) [`Self::for_each_chunk`] may use at once; a session gives it at most
+    /// [`Layout::threads`] lanes. The default is 1.
+    fn threads(&self) -> usize {
+        1
+    }
+
+    /// Runs `work(i, chunk, lane)` for every chunk `i` of `out` cut into `chunk` elements (the last
+    /// may be shorter), where `lane` is one of the `lane_len`-element lanes of `lanes`, used by one
+    /// call of `work` at a time. `cost` is the work's size in multiply-adds, for an implementation
+    /// to decide whether other threads are worth waking. Each call of `work` must depend only on
+    /// its arguments, so that any split across threads gives the same bits. The first error is
+    /// returned. The default runs every chunk in order on the caller with the first lane.
+    fn for_each_chunk(
+        &self,
+        out: &mut [f32],
+        chunk: usize,
+        lanes: &mut [f32],
+        lane_len: usize,
+        cost: usize,
+        work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> crate::Result<()> + Sync),
+    ) -> crate::Result<()> {
+        let _ = cost;
+        serial_chunks(out, chunk, lanes, lane_len, work)
+    }
+}
+
+/// [`MatMul::for_each_chunk`] on the caller alone, with the first lane.
+pub fn serial_chunks(
+    out: &mut [f32],
+    chunk: usize,
+    lanes: &mut [f32],
+    lane_len: usize,
+    work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> crate::Result<()> + Sync),
+) -> crate::Result<()> {
+    let found = lanes.len() as u64;
+    let lane = lanes
+        .get_mut(..lane_len)
+        .ok_or(crate::Error::LengthMismatch {
+            expected: lane_len as u64,
+            found,
+        })?;
+    for (i, c) in out.chunks_mut(chunk.max(1)).enumerate() {
+        work(i, c, lane)?;
+    }
+    Ok(())
 }
 
 /// The core's [`MatMul`]: one thread, [`matvec_at`] for one column and [`matmul`] for more.

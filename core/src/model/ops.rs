@@ -100,15 +100,6 @@ pub(super) fn rope_neox(head: &mut [f32], cache: &[f32]) {
     }
 }
 
-/// Serial f32 dot product.
-pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut sum = 0.0f32;
-    for (&x, &y) in a.iter().zip(b) {
-        sum += x * y;
-    }
-    sum
-}
-
 /// In-place softmax, as ggml's `soft_max`: subtract the maximum, `exp`, sum in f64, multiply by
 /// the f32 rounding of `1/sum`.
 pub(super) fn softmax(x: &mut [f32]) {

@@ -1,14 +1,16 @@
 //! The working memory of a forward pass ([`Layout`]) and the pass itself ([`Session`]).
 
+use super::attention::{rows_times, MAX_ROWS};
 use super::ops;
 use super::{Activation, Config, MatMul, Model, ModelError, RopeStyle, Weight};
 use crate::quant::bytes_for;
 use crate::quant::dequantize_at;
 use crate::quant::matvec::matmul_scratch_bytes;
 
-/// The sizes of a session's buffers for a context of `max_context` positions and batches of up to
-/// `max_batch` tokens: `floats` f32 (KV cache and activations) and `scratch_bytes` bytes (the
-/// quantized activations of one batch).
+/// The sizes of a session's buffers for a context of `max_context` positions, batches of up to
+/// `max_batch` tokens and attention on up to `threads` threads: `floats` f32 (KV cache,
+/// activations, each thread's attention scores) and `scratch_bytes` bytes (the quantized
+/// activations of one batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Layout {
@@ -16,6 +18,8 @@ pub struct Layout {
     pub max_context: usize,
     /// Tokens one matmul takes at most.
     pub max_batch: usize,
+    /// Threads the attention may run on at once (each has its own scores).
+    pub threads: usize,
     /// f32 elements of the float buffer.
     pub floats: usize,
     /// Bytes of the scratch buffer.
@@ -26,16 +30,29 @@ pub struct Layout {
 
 impl Layout {
     /// The buffers `model` needs for `max_context` positions and batches of `max_batch` tokens
-    /// (both at least 1). A context beyond the model's trained `context_length` is allowed (the
-    /// caller decides); sizes that overflow `usize` are [`ModelError::TooLarge`].
+    /// (both at least 1), attention on one thread. A context beyond the model's trained
+    /// `context_length` is allowed (the caller decides); sizes that overflow `usize` are
+    /// [`ModelError::TooLarge`].
     pub fn new<const L: usize>(
         model: &Model<'_, L>,
         max_context: usize,
         max_batch: usize,
     ) -> Result<Self, ModelError> {
+        Self::with_threads(model, max_context, max_batch, 1)
+    }
+
+    /// [`Layout::new`] with room for the attention of a batch to run on up to `threads` threads
+    /// (at least 1) through [`MatMul::for_each_chunk`].
+    pub fn with_threads<const L: usize>(
+        model: &Model<'_, L>,
+        max_context: usize,
+        max_batch: usize,
+        threads: usize,
+    ) -> Result<Self, ModelError> {
         let c = model.config();
         let max_context = max_context.max(1);
         let max_batch = max_batch.max(1);
+        let threads = threads.max(1);
         let kv_cache_floats = mul(&[2, c.n_layers, max_context, c.kv_dim()])?;
         let per_token = sum(&[
             mul(&[2, c.d_model])?, // x, xb
@@ -45,8 +62,8 @@ impl Layout {
         let floats = sum(&[
             kv_cache_floats,
             mul(&[max_batch, per_token])?,
-            max_context, // attention scores of one head
-            c.rope_dims, // cos/sin of one position
+            mul(&[threads, lane_len(c, max_context)?])?, // attention scores
+            c.rope_dims,                                 // cos/sin of one position
         ])?;
         // The head multiplies the last position only.
         let head = model.output();
@@ -58,6 +75,7 @@ impl Layout {
         Ok(Self {
             max_context,
             max_batch,
+            threads,
             floats,
             scratch_bytes,
             kv_cache_floats,
@@ -70,6 +88,17 @@ impl Layout {
             .saturating_mul(4)
             .saturating_add(self.scratch_bytes)
     }
+}
+
+/// The scores one attention thread keeps: one row of `max_context` per query head taken together
+/// (those of one KV head, up to [`MAX_ROWS`]).
+fn lane_len(c: &Config, max_context: usize) -> Result<usize, ModelError> {
+    mul(&[attention_rows(c), max_context])
+}
+
+/// Query heads whose scores are computed together: those sharing a KV head, up to [`MAX_ROWS`].
+fn attention_rows(c: &Config) -> usize {
+    (c.n_heads / c.n_kv_heads.max(1)).clamp(1, MAX_ROWS)
 }
 
 fn mul(factors: &[usize]) -> Result<usize, ModelError> {
@@ -121,7 +150,7 @@ pub struct Session<'m, 'a, 'b, const L: usize = 128> {
     att: &'b mut [f32],
     gate: &'b mut [f32],
     up: &'b mut [f32],
-    scores: &'b mut [f32],
+    lanes: &'b mut [f32],
     rope: &'b mut [f32],
     scratch: &'b mut [u8],
 }
@@ -135,7 +164,8 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         floats: &'b mut [f32],
         scratch: &'b mut [u8],
     ) -> Result<Self, ModelError> {
-        let expected = Layout::new(model, layout.max_context, layout.max_batch)?;
+        let expected =
+            Layout::with_threads(model, layout.max_context, layout.max_batch, layout.threads)?;
         let too_small = |buffer, needed: usize, found: usize| ModelError::BufferTooSmall {
             buffer,
             needed,
@@ -162,7 +192,10 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             att: take(&mut rest, mul(&[b, c.q_dim()])?)?,
             gate: take(&mut rest, mul(&[b, c.d_ff])?)?,
             up: take(&mut rest, mul(&[b, c.d_ff])?)?,
-            scores: take(&mut rest, expected.max_context)?,
+            lanes: take(
+                &mut rest,
+                mul(&[expected.threads, lane_len(c, expected.max_context)?])?,
+            )?,
             rope: take(&mut rest, c.rope_dims)?,
             scratch,
         })
@@ -249,7 +282,6 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 ops::scale(x, c.embedding_scale);
             }
         }
-        let group = (c.n_heads / c.n_kv_heads.max(1)).max(1);
         let layer_cache = mul(&[self.layout.max_context, kvd])?;
         let (pos, rope_freqs) = (self.position, model.rope_freqs);
         for (l, layer) in model.layers().iter().enumerate() {
@@ -265,16 +297,17 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 ops::rms_norm(x, layer.attn_norm, c.rms_eps, xb);
             }
             let xb = prefix(self.xb, n * d)?;
-            let cache_at = mul(&[l, layer_cache])?.saturating_add(pos * kvd);
-            let new_k = self
-                .k_cache
-                .get_mut(cache_at..cache_at.saturating_add(n * kvd))
-                .ok_or(ModelError::TooLarge)?;
+            let ctx = self.layout.max_context;
+            let layer_at = mul(&[l, layer_cache])?;
+            let cache_at = layer_at.saturating_add(pos * kvd);
             let new_v = self
                 .v_cache
                 .get_mut(cache_at..cache_at.saturating_add(n * kvd))
                 .ok_or(ModelError::TooLarge)?;
+            // The new keys wait in `att` (n × kv_dim <= n × q_dim) for their rope, then go to the
+            // transposed cache.
             let q = prefix_mut(self.q, n * qd)?;
+            let new_k = prefix_mut(self.att, n * kvd)?;
             product(mm, layer.q, n, xb, self.scratch, q)?;
             product(mm, layer.k, n, xb, self.scratch, new_k)?;
             product(mm, layer.v, n, xb, self.scratch, new_v)?;
@@ -304,36 +337,30 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             }
             let keys = self
                 .k_cache
-                .get(mul(&[l, layer_cache])?..)
+                .get_mut(layer_at..layer_at.saturating_add(layer_cache))
                 .ok_or(ModelError::TooLarge)?;
-            let values = self
-                .v_cache
-                .get(mul(&[l, layer_cache])?..)
-                .ok_or(ModelError::TooLarge)?;
-            for (j, (q, out)) in q
-                .chunks_exact(qd)
-                .zip(self.att.chunks_exact_mut(qd))
-                .enumerate()
-            {
-                // Positions first..=pos + j: all of them, or a local layer's window.
-                let first = c.first_seen(l, pos + j);
-                let scores = prefix_mut(self.scores, pos + j + 1 - first)?;
-                for (h, (qh, oh)) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)).enumerate() {
-                    let kv_off = (h / group) * hd;
-                    for (s, k) in scores.iter_mut().zip(keys.chunks_exact(kvd).skip(first)) {
-                        let kh = k.get(kv_off..kv_off + hd).ok_or(ModelError::TooLarge)?;
-                        *s = ops::dot(qh, kh) * c.score_scale;
-                    }
-                    ops::softmax(scores);
-                    oh.fill(0.0);
-                    for (&p, v) in scores.iter().zip(values.chunks_exact(kvd).skip(first)) {
-                        let vh = v.get(kv_off..kv_off + hd).ok_or(ModelError::TooLarge)?;
-                        for (o, &vv) in oh.iter_mut().zip(vh) {
-                            *o += p * vv;
-                        }
-                    }
+            // Key dimension `e` of position `p` at `e × max_context + p`.
+            for (j, k) in new_k.chunks_exact(kvd).enumerate() {
+                for (row, &value) in keys.chunks_exact_mut(ctx.max(1)).zip(k) {
+                    *row.get_mut(pos + j).ok_or(ModelError::TooLarge)? = value;
                 }
             }
+            let keys: &[f32] = keys;
+            let values = self
+                .v_cache
+                .get(layer_at..layer_at.saturating_add(layer_cache))
+                .ok_or(ModelError::TooLarge)?;
+            let q: &[f32] = q;
+            let attend = |j: usize, out: &mut [f32], lane: &mut [f32]| -> crate::Result<()> {
+                let q = q.get(j * qd..(j + 1) * qd).unwrap_or(&[]);
+                attend(&c, l, pos + j, q, keys, values, ctx, out, lane)
+            };
+            // Multiply-adds: scores and weighted values of every head over every seen position.
+            let seen: usize = (0..n).map(|j| pos + j + 1 - c.first_seen(l, pos + j)).sum();
+            let cost = seen.saturating_mul(2 * c.n_heads * hd);
+            let lane = lane_len(&c, ctx)?;
+            let att = prefix_mut(self.att, n * qd)?;
+            mm.for_each_chunk(att, qd, self.lanes, lane, cost, &attend)?;
             let xb = prefix_mut(self.xb, n * d)?;
             product(mm, layer.o, n, prefix(self.att, n * qd)?, self.scratch, xb)?;
             if let Some((attn_post, _)) = layer.post_norms {
@@ -356,10 +383,18 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             let up = prefix_mut(self.up, n * ff)?;
             product(mm, layer.gate, n, xb, self.scratch, gate)?;
             product(mm, layer.up, n, xb, self.scratch, up)?;
-            match c.activation {
-                Activation::Silu => ops::swiglu(gate, up),
-                Activation::GeluTanh => ops::geglu(gate, up),
-            }
+            let up: &[f32] = up;
+            let activation = |j: usize, g: &mut [f32], _: &mut [f32]| -> crate::Result<()> {
+                let u = up.get(j * ff..(j + 1) * ff).unwrap_or(&[]);
+                match c.activation {
+                    Activation::Silu => ops::swiglu(g, u),
+                    Activation::GeluTanh => ops::geglu(g, u),
+                }
+                Ok(())
+            };
+            // An exp (or a table-free GELU) per element: a few dozen multiply-adds each.
+            let cost = (n * ff).saturating_mul(ACTIVATION_COST);
+            mm.for_each_chunk(gate, ff.max(1), &mut [], 0, cost, &activation)?;
             let xb = prefix_mut(self.xb, n * d)?;
             product(mm, layer.down, n, gate, self.scratch, xb)?;
             if let Some((_, ffn_post)) = layer.post_norms {
@@ -387,6 +422,69 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         }
         Ok(())
     }
+}
+
+/// Multiply-adds one element of the feed-forward activation is counted as (an `exp` or `tanh`).
+const ACTIVATION_COST: usize = 32;
+
+/// The attention of the query `q` (all heads) at `position` of layer `layer` over the positions it
+/// sees, into `out` (`q_dim`), with `lane` for the scores. `keys` and `values` are the layer's
+/// caches: keys transposed (`kv_dim` rows of `max_context`), values one `kv_dim` row per
+/// position. Every score is the serial dot of the query head and the key head times
+/// `score_scale`, and every output the serial sum of the weighted values ([`rows_times`]).
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    c: &Config,
+    layer: usize,
+    position: usize,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    max_context: usize,
+    out: &mut [f32],
+    lane: &mut [f32],
+) -> crate::Result<()> {
+    let (hd, kvd) = (c.head_dim.max(1), c.kv_dim());
+    let group = (c.n_heads / c.n_kv_heads.max(1)).max(1);
+    let first = c.first_seen(layer, position);
+    let len = (position + 1).saturating_sub(first);
+    let short = |expected: usize, found: usize| crate::Error::LengthMismatch {
+        expected: expected as u64,
+        found: found as u64,
+    };
+    if q.len() < c.q_dim() || out.len() < c.q_dim() {
+        return Err(short(c.q_dim(), q.len().min(out.len())));
+    }
+    let mut h0 = 0;
+    while h0 < c.n_heads {
+        // Heads h0..end share KV head g.
+        let g = h0 / group;
+        let end = ((g + 1) * group).min(c.n_heads).min(h0 + MAX_ROWS);
+        let rows = end - h0;
+        if g >= c.n_kv_heads {
+            return Err(short(c.n_kv_heads, g + 1));
+        }
+        let qs = q.get(h0 * hd..end * hd).unwrap_or(&[]);
+        let kt = keys.get(g * hd * max_context + first..).unwrap_or(&[]);
+        let lane_floats = lane.len();
+        let scores = lane
+            .get_mut(..rows * len)
+            .ok_or(short(rows * len, lane_floats))?;
+        if !rows_times(rows, hd, len, qs, hd, kt, max_context, scores, len) {
+            return Err(short(hd * max_context, kt.len()));
+        }
+        for row in scores.chunks_exact_mut(len.max(1)) {
+            ops::scale(row, c.score_scale);
+            ops::softmax(row);
+        }
+        let vs = values.get(first * kvd + g * hd..).unwrap_or(&[]);
+        let o = out.get_mut(h0 * hd..end * hd).unwrap_or(&mut []);
+        if !rows_times(rows, len, hd, scores, len, vs, kvd, o, hd) {
+            return Err(short(len * kvd, vs.len()));
+        }
+        h0 = end;
+    }
+    Ok(())
 }
 
 /// `y = W x` for `n` columns through `mm`.

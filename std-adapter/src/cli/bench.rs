@@ -85,7 +85,13 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
     let batch = usize::try_from(args.batch)
         .unwrap_or(usize::MAX)
         .clamp(1, args.n_prompt.max(1));
-    let layout = Layout::new(&model, context, batch).map_err(model_error)?;
+    let threads = if args.threads.is_empty() {
+        vec![crate::parallel::default_threads()]
+    } else {
+        args.threads.iter().map(|t| t.get()).collect()
+    };
+    let most = threads.iter().copied().max().unwrap_or(1);
+    let layout = Layout::with_threads(&model, context, batch, most).map_err(model_error)?;
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];
     let mut session =
@@ -94,11 +100,6 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
     let summary = ModelSummary::of(&file);
     let mut ids = TokenIds::new(model.config().vocab, bos_of(&file));
     let level = args.level.unwrap_or_else(level::current);
-    let threads = if args.threads.is_empty() {
-        vec![crate::parallel::default_threads()]
-    } else {
-        args.threads.iter().map(|t| t.get()).collect()
-    };
     let io = |e| CliError::io("cannot write the output", e);
     out.write_all(table_header().as_bytes()).map_err(io)?;
     out.flush().map_err(io)?;

@@ -188,16 +188,17 @@ pub(super) fn run<O: Write, E: Write>(
     let n_predict = args.n_predict.min(trained - prompt.len() + 1);
     let context = (prompt.len() + n_predict).min(trained);
     let batch = args.batch.clamp(1, prompt.len());
-    let layout = Layout::new(&model, context, batch).map_err(model_error)?;
+    let threads = args
+        .threads
+        .map_or_else(crate::parallel::default_threads, NonZeroUsize::get);
+    let layout = Layout::with_threads(&model, context, batch, threads).map_err(model_error)?;
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];
     let mut session =
         Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
     let mm = Threaded {
         level: args.level.unwrap_or_else(level::current),
-        threads: args
-            .threads
-            .map_or_else(crate::parallel::default_threads, NonZeroUsize::get),
+        threads,
     };
     let io = |e| CliError::io("cannot write the output", e);
     let mut logits = vec![0f32; model.config().vocab];
