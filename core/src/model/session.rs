@@ -1,6 +1,6 @@
 //! The working memory of a forward pass ([`Layout`]) and the pass itself ([`Session`]).
 
-use super::attention::{rows_times, MAX_ROWS};
+use super::attention::{rows_times, Wide, MAX_ROWS};
 use super::ops;
 use super::{Activation, Config, MatMul, Model, ModelError, RopeStyle, Weight};
 use crate::quant::bytes_for;
@@ -351,9 +351,10 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 .get(layer_at..layer_at.saturating_add(layer_cache))
                 .ok_or(ModelError::TooLarge)?;
             let q: &[f32] = q;
+            let wide = Wide::of(level);
             let attend = |j: usize, out: &mut [f32], lane: &mut [f32]| -> crate::Result<()> {
                 let q = q.get(j * qd..(j + 1) * qd).unwrap_or(&[]);
-                attend(&c, l, pos + j, q, keys, values, ctx, out, lane)
+                attend(&c, wide, l, pos + j, q, keys, values, ctx, out, lane)
             };
             // Multiply-adds: scores and weighted values of every head over every seen position.
             let seen: usize = (0..n).map(|j| pos + j + 1 - c.first_seen(l, pos + j)).sum();
@@ -435,6 +436,7 @@ const ACTIVATION_COST: usize = 32;
 #[allow(clippy::too_many_arguments)]
 fn attend(
     c: &Config,
+    wide: Wide,
     layer: usize,
     position: usize,
     q: &[f32],
@@ -470,7 +472,7 @@ fn attend(
         let scores = lane
             .get_mut(..rows * len)
             .ok_or(short(rows * len, lane_floats))?;
-        if !rows_times(rows, hd, len, qs, hd, kt, max_context, scores, len) {
+        if !rows_times(wide, rows, hd, len, qs, hd, kt, max_context, scores, len) {
             return Err(short(hd * max_context, kt.len()));
         }
         for row in scores.chunks_exact_mut(len.max(1)) {
@@ -479,7 +481,7 @@ fn attend(
         }
         let vs = values.get(first * kvd + g * hd..).unwrap_or(&[]);
         let o = out.get_mut(h0 * hd..end * hd).unwrap_or(&mut []);
-        if !rows_times(rows, len, hd, scores, len, vs, kvd, o, hd) {
+        if !rows_times(wide, rows, len, hd, scores, len, vs, kvd, o, hd) {
             return Err(short(len * kvd, vs.len()));
         }
         h0 = end;
