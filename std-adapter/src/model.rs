@@ -117,3 +117,67 @@ impl MatMul for Threaded {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every chunk once, with its index and its own slice; a lane used by one call at a time; the
+    /// same result at every thread count, above and below the cost threshold.
+    #[test]
+    fn every_chunk_once_with_an_exclusive_lane() {
+        for threads in 1..=3 {
+            for (len, chunk) in [(100, 7), (64, 1), (5, 9), (0, 3)] {
+                for cost in [0, usize::MAX] {
+                    let mm = Threaded {
+                        level: Level::Scalar,
+                        threads,
+                    };
+                    let mut out = vec![0.0f32; len];
+                    let lane_len = 4;
+                    let mut lanes = vec![0.0f32; threads * lane_len];
+                    let calls = AtomicUsize::new(0);
+                    mm.for_each_chunk(&mut out, chunk, &mut lanes, lane_len, cost, &|i, c, lane| {
+                        calls.fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(lane.len(), lane_len);
+                        lane.fill(i as f32);
+                        for (k, v) in c.iter_mut().enumerate() {
+                            *v = (i * chunk + k) as f32;
+                        }
+                        std::hint::black_box(&*c);
+                        assert!(lane.iter().all(|&v| v == i as f32), "lane shared");
+                        Ok(())
+                    })
+                    .unwrap();
+                    assert_eq!(calls.load(Ordering::Relaxed), len.div_ceil(chunk));
+                    assert!(out.iter().enumerate().all(|(k, &v)| v == k as f32));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_is_returned_and_missing_lanes_refused() {
+        let mm = Threaded {
+            level: Level::Scalar,
+            threads: 2,
+        };
+        let mut out = vec![0.0f32; 64];
+        let failing = |i: usize, _: &mut [f32], _: &mut [f32]| {
+            if i == 40 {
+                Err(Error::LengthMismatch {
+                    expected: 1,
+                    found: 0,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let got = mm.for_each_chunk(&mut out, 1, &mut [0.0; 8], 4, usize::MAX, &failing);
+        assert!(got.is_err());
+        // No lane at all where lanes are asked for.
+        let ok = |_: usize, _: &mut [f32], _: &mut [f32]| Ok(());
+        assert!(mm.for_each_chunk(&mut out, 1, &mut [], 4, 0, &ok).is_err());
+    }
+}

@@ -30,7 +30,8 @@ fn run(
     batch: usize,
     generate: usize,
 ) -> Vec<Vec<f32>> {
-    let layout = Layout::new(model, prompt.len() + generate, batch).unwrap();
+    // Room for attention on up to 3 threads (what the tests below ask of `Threaded`).
+    let layout = Layout::with_threads(model, prompt.len() + generate, batch, 3).unwrap();
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];
     let mut session = Session::new(model, layout, &mut floats, &mut scratch).unwrap();
@@ -82,13 +83,13 @@ fn working_memory_of_smollm2() {
     assert_eq!((c.rope_freq_base, c.rms_eps), (100000.0, 1e-5));
     let layout = Layout::new(&model, 2048, 64).unwrap();
     // K and V of 30 layers x 2048 positions x 3 heads x 64; per batch slot the residual, its
-    // norm, the queries, the attention output and the two FFN halves; one head's scores; one
-    // position's rope table.
+    // norm, the queries, the attention output and the two FFN halves; the scores of the three
+    // query heads of one KV head; one position's rope table.
     let kv = 2 * 30 * 2048 * 192;
     assert_eq!(layout.kv_cache_floats, kv);
     assert_eq!(
         layout.floats,
-        kv + 64 * (2 * 576 + 2 * 576 + 2 * 1536) + 2048 + 64
+        kv + 64 * (2 * 576 + 2 * 576 + 2 * 1536) + 3 * 2048 + 64
     );
     // The widest product input (ffn_down, 1536 columns) as Q8_1 blocks for 64 columns.
     assert_eq!(layout.scratch_bytes, 64 * (1536 / 32) * 36);
@@ -128,6 +129,26 @@ fn logits_have_the_same_bits_at_every_level_thread_count_and_batch_size() {
                     "{level:?} batch {batch} on {threads} threads"
                 );
             }
+        }
+    }
+}
+
+/// A prompt long enough that `Threaded` spreads its attention (and FFN activation) over the
+/// threads: the same bits as one thread, in one batch and in uneven batches.
+#[test]
+fn threaded_attention_has_the_same_bits_as_one_thread() {
+    let Some(file) = smollm2() else { return };
+    let model: Model<'_> = Model::from_gguf(file.bytes()).unwrap();
+    let prompt: Vec<u32> = PROMPT.iter().cycle().take(48).copied().collect();
+    let level = level::current();
+    let reference = run(&model, &SingleThread { level }, &prompt, prompt.len(), 2);
+    for threads in [2, 3] {
+        for batch in [prompt.len(), 13] {
+            let got = run(&model, &Threaded { level, threads }, &prompt, batch, 2);
+            assert!(
+                same_bits(&got, &reference),
+                "batch {batch} on {threads} threads"
+            );
         }
     }
 }

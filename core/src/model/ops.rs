@@ -104,10 +104,13 @@ pub(super) fn rope_neox(head: &mut [f32], cache: &[f32]) {
 /// the f32 rounding of `1/sum`.
 pub(super) fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f64;
     for v in x.iter_mut() {
-        *v = libm::expf(*v - max);
-        sum += f64::from(*v);
+        *v -= max;
+    }
+    exp_in_place(x);
+    let mut sum = 0.0f64;
+    for &v in x.iter() {
+        sum += f64::from(v);
     }
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
@@ -117,9 +120,94 @@ pub(super) fn softmax(x: &mut [f32]) {
 
 /// `gate = silu(gate) * up` (SwiGLU), with ggml's `silu(x) = x / (1 + exp(-x))`.
 pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        *g = x / (1.0f32 + libm::expf(-x)) * u;
+    let mut e = [0.0f32; EXP_CHUNK];
+    for (g, u) in gate.chunks_mut(EXP_CHUNK).zip(up.chunks(EXP_CHUNK)) {
+        let e = &mut e[..g.len()];
+        for (e, &x) in e.iter_mut().zip(g.iter()) {
+            *e = -x;
+        }
+        exp_in_place(e);
+        for ((g, &u), &e) in g.iter_mut().zip(u).zip(e.iter()) {
+            let x = *g;
+            *g = x / (1.0f32 + e) * u;
+        }
+    }
+}
+
+/// Values [`swiglu`] exponentiates at a time (on the stack).
+const EXP_CHUNK: usize = 64;
+
+/// `x = exp(x)` for every element, each with the bits of `libm::expf` (checked for every f32 by
+/// an ignored test, on a sample in CI): its steps (FreeBSD's reduction by `k·ln 2` in a high and
+/// a low part, the degree-2 rational approximation, the scaling by `2^k` in at most two
+/// multiplications) written without branches, lane by lane, so the compiler can vectorize them.
+pub(super) fn exp_in_place(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = exp_lane(*v);
+    }
+}
+
+/// `libm::expf(x)` as selects.
+#[inline(always)]
+fn exp_lane(x: f32) -> f32 {
+    // libm's constants, by their bits.
+    let ln2_hi = f32::from_bits(0x3f31_7200);
+    let ln2_lo = f32::from_bits(0x35bf_be8e);
+    let inv_ln2 = f32::from_bits(0x3fb8_aa3b);
+    let p1 = f32::from_bits(0x3e2a_aa8f);
+    let p2 = f32::from_bits(0xbb35_5215);
+    let bits = x.to_bits();
+    let negative = bits >> 31 != 0;
+    let hx = bits & 0x7fff_ffff;
+    // Argument reduction: k = round(x / ln 2) beyond 1.5 ln 2, ±1 beyond 0.5 ln 2, else 0.
+    let half = if negative { -0.5f32 } else { 0.5 };
+    let k_far = (inv_ln2 * x + half) as i32;
+    let k_near = if negative { -1 } else { 1 };
+    let reduce = hx > 0x3eb1_7218;
+    let k = if !reduce {
+        0
+    } else if hx > 0x3f85_1592 {
+        k_far
+    } else {
+        k_near
+    };
+    let kf = k as f32;
+    let hi_r = x - kf * ln2_hi;
+    let lo_r = kf * ln2_lo;
+    let hi = if reduce { hi_r } else { x };
+    let lo = if reduce { lo_r } else { 0.0 };
+    let r = if reduce { hi_r - lo_r } else { x };
+    let rr = r * r;
+    let c = r - rr * (p1 + rr * p2);
+    let y = 1.0f32 + (r * c / (2.0f32 - c) - lo + hi);
+    // y · 2^k: k > 127 first by 2^127, k < -126 first by 2^-102 (never subnormal there), then by
+    // 2^n (the clamp only matters in lanes whose result is replaced below).
+    let (y, n) = if k > 127 {
+        (y * f32::from_bits(0x7f00_0000), k.wrapping_sub(127))
+    } else if k < -126 {
+        (y * f32::from_bits(0x0c80_0000), k.wrapping_add(102))
+    } else {
+        (y, k)
+    };
+    let n = n.clamp(-126, 127);
+    let scaled = y * f32::from_bits(((0x7f + n) as u32) << 23);
+    // |x| <= 2^-14: 1 + x.
+    let out = if hx <= 0x3900_0000 { 1.0f32 + x } else { scaled };
+    // Beyond the range: 0 below -103.97, x · 2^127 (overflow, or +inf) above 88.72, NaN as is.
+    let out = if negative && hx >= 0x42cf_f1b5 {
+        0.0
+    } else {
+        out
+    };
+    let out = if !negative && hx >= 0x42b1_7218 {
+        x * f32::from_bits(0x7f00_0000)
+    } else {
+        out
+    };
+    if hx > 0x7f80_0000 {
+        x
+    } else {
+        out
     }
 }
 
@@ -182,6 +270,64 @@ pub(super) fn f32_at(bytes: &[u8], i: usize) -> Option<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `step`-th f32 bit pattern from `start`, and the edges of every branch of libm's expf.
+    fn exp_matches_libm_on(start: u32, step: u32) {
+        let edges = [
+            0x3eb1_7218u32,
+            0x3f85_1592,
+            0x3900_0000,
+            0x42ae_ac50,
+            0x42b1_7218,
+            0x42cf_f1b5,
+            0x7f80_0000,
+            0x7f80_0001,
+            0x7fc0_0000,
+            0,
+            1,
+        ];
+        let mut inputs: std::vec::Vec<f32> = edges
+            .iter()
+            .flat_map(|&e| (0..=4).map(move |d| e.wrapping_add(d).wrapping_sub(2)))
+            .flat_map(|b| [b, b | 0x8000_0000])
+            .map(f32::from_bits)
+            .collect();
+        let check = |inputs: &[f32]| {
+            let mut got = inputs.to_vec();
+            exp_in_place(&mut got);
+            for (&x, &y) in inputs.iter().zip(&got) {
+                let want = libm::expf(x);
+                assert!(
+                    y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+                    "exp({x:e} = {:#010x}): {y:e}, libm {want:e}",
+                    x.to_bits()
+                );
+            }
+        };
+        check(&inputs);
+        let mut b = Some(start);
+        while b.is_some() {
+            inputs.clear();
+            while let Some(next) = b.filter(|_| inputs.len() < 1 << 20) {
+                inputs.push(f32::from_bits(next));
+                b = next.checked_add(step);
+            }
+            check(&inputs);
+        }
+    }
+
+    #[test]
+    fn exp_has_libm_s_bits_on_a_sample() {
+        exp_matches_libm_on(12_345, 4099);
+    }
+
+    /// Every f32 (seconds in release: `cargo test -p miniquant --release --features model --
+    /// --ignored exp_has_libm`).
+    #[test]
+    #[ignore]
+    fn exp_has_libm_s_bits_everywhere() {
+        exp_matches_libm_on(0, 1);
+    }
 
     #[test]
     fn softmax_sums_to_one_and_keeps_order() {
