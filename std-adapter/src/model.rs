@@ -138,17 +138,24 @@ mod tests {
                     let lane_len = 4;
                     let mut lanes = vec![0.0f32; threads * lane_len];
                     let calls = AtomicUsize::new(0);
-                    mm.for_each_chunk(&mut out, chunk, &mut lanes, lane_len, cost, &|i, c, lane| {
-                        calls.fetch_add(1, Ordering::Relaxed);
-                        assert_eq!(lane.len(), lane_len);
-                        lane.fill(i as f32);
-                        for (k, v) in c.iter_mut().enumerate() {
-                            *v = (i * chunk + k) as f32;
-                        }
-                        std::hint::black_box(&*c);
-                        assert!(lane.iter().all(|&v| v == i as f32), "lane shared");
-                        Ok(())
-                    })
+                    mm.for_each_chunk(
+                        &mut out,
+                        chunk,
+                        &mut lanes,
+                        lane_len,
+                        cost,
+                        &|i, c, lane| {
+                            calls.fetch_add(1, Ordering::Relaxed);
+                            assert_eq!(lane.len(), lane_len);
+                            lane.fill(i as f32);
+                            for (k, v) in c.iter_mut().enumerate() {
+                                *v = (i * chunk + k) as f32;
+                            }
+                            std::hint::black_box(&*c);
+                            assert!(lane.iter().all(|&v| v == i as f32), "lane shared");
+                            Ok(())
+                        },
+                    )
                     .unwrap();
                     assert_eq!(calls.load(Ordering::Relaxed), len.div_ceil(chunk));
                     assert!(out.iter().enumerate().all(|(k, &v)| v == k as f32));

@@ -11,6 +11,8 @@
 //! each broadcast `a` value and each loaded row of `b` used by `R` rows (the query heads that share
 //! a KV head, and their weights), instead of one latency-bound chain per score.
 
+use super::ops;
+
 /// Rows of one product at most: the query heads of one KV head taken together (more share a KV
 /// head only in blocks of this many).
 pub(super) const MAX_ROWS: usize = 4;
@@ -86,6 +88,17 @@ impl Wide {
         Wide::Portable
     }
 
+    /// `x = exp(x)` ([`ops::exp_lanes`]) in this compilation.
+    pub(super) fn exp(self, x: &mut [f32]) {
+        match self {
+            Wide::Portable => ops::exp_lanes(x),
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx2 => x86::exp_avx2(x),
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx512 => x86::exp_avx512(x),
+        }
+    }
+
     fn tiles<const R: usize>(self, s: Shape, a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
         match self {
             Wide::Portable => tiles::<R, NARROW>(s, a, b, out),
@@ -97,11 +110,33 @@ impl Wide {
     }
 }
 
-/// [`tiles`] compiled for AVX2 and AVX-512 F: the SIMD module of attention.
+/// [`tiles`] and [`ops::exp_lanes`] compiled for AVX2 and AVX-512 F: the model's SIMD module.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
-    use super::{tiles, Shape};
+    use super::{ops, tiles, Shape};
+
+    /// [`ops::exp_lanes`] in AVX2 code. Only for [`super::Wide::Avx2`].
+    pub(super) fn exp_avx2(x: &mut [f32]) {
+        #[target_feature(enable = "avx2")]
+        unsafe fn run(x: &mut [f32]) {
+            ops::exp_lanes(x)
+        }
+        // SAFETY: called only for `Wide::Avx2`, which `Wide::of` gives only when the Avx2 level
+        // is available on this CPU.
+        unsafe { run(x) }
+    }
+
+    /// [`ops::exp_lanes`] in AVX-512 code. Only for [`super::Wide::Avx512`].
+    pub(super) fn exp_avx512(x: &mut [f32]) {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn run(x: &mut [f32]) {
+            ops::exp_lanes(x)
+        }
+        // SAFETY: called only for `Wide::Avx512`, which `Wide::of` gives only when the
+        // Avx512Vnni level is available on this CPU.
+        unsafe { run(x) }
+    }
 
     /// [`tiles`] in AVX2 code, 16 columns per tile. Only [`super::Wide::of`] makes a
     /// [`super::Wide::Avx2`], for an available AVX2 level.

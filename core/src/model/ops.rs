@@ -4,6 +4,7 @@
 //! platform's. The steps follow ggml's CPU operators (named in each function), so the results stay
 //! close to llama.cpp's.
 
+use super::attention::Wide;
 use crate::quant::cast::{f16_le, f16_to_le};
 
 /// `out = x / sqrt(mean(x²) + eps) * weight`, as ggml's `rms_norm` then `mul`: the squares are
@@ -102,12 +103,12 @@ pub(super) fn rope_neox(head: &mut [f32], cache: &[f32]) {
 
 /// In-place softmax, as ggml's `soft_max`: subtract the maximum, `exp`, sum in f64, multiply by
 /// the f32 rounding of `1/sum`.
-pub(super) fn softmax(x: &mut [f32]) {
+pub(super) fn softmax(x: &mut [f32], wide: Wide) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for v in x.iter_mut() {
         *v -= max;
     }
-    exp_in_place(x);
+    wide.exp(x);
     let mut sum = 0.0f64;
     for &v in x.iter() {
         sum += f64::from(v);
@@ -119,14 +120,14 @@ pub(super) fn softmax(x: &mut [f32]) {
 }
 
 /// `gate = silu(gate) * up` (SwiGLU), with ggml's `silu(x) = x / (1 + exp(-x))`.
-pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
+pub(super) fn swiglu(gate: &mut [f32], up: &[f32], wide: Wide) {
     let mut e = [0.0f32; EXP_CHUNK];
     for (g, u) in gate.chunks_mut(EXP_CHUNK).zip(up.chunks(EXP_CHUNK)) {
         let e = &mut e[..g.len()];
         for (e, &x) in e.iter_mut().zip(g.iter()) {
             *e = -x;
         }
-        exp_in_place(e);
+        wide.exp(e);
         for ((g, &u), &e) in g.iter_mut().zip(u).zip(e.iter()) {
             let x = *g;
             *g = x / (1.0f32 + e) * u;
@@ -137,11 +138,13 @@ pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
 /// Values [`swiglu`] exponentiates at a time (on the stack).
 const EXP_CHUNK: usize = 64;
 
-/// `x = exp(x)` for every element, each with the bits of `libm::expf` (checked for every f32 by
+/// `x = exp(x)` for every element (compiled for the target's baseline, or inlined into the AVX2 and
+/// AVX-512 wrappers of [`Wide::exp`]), each with the bits of `libm::expf` (checked for every f32 by
 /// an ignored test, on a sample in CI): its steps (FreeBSD's reduction by `k·ln 2` in a high and
 /// a low part, the degree-2 rational approximation, the scaling by `2^k` in at most two
 /// multiplications) written without branches, lane by lane, so the compiler can vectorize them.
-pub(super) fn exp_in_place(x: &mut [f32]) {
+#[inline(always)]
+pub(super) fn exp_lanes(x: &mut [f32]) {
     for v in x.iter_mut() {
         *v = exp_lane(*v);
     }
@@ -192,7 +195,11 @@ fn exp_lane(x: f32) -> f32 {
     let n = n.clamp(-126, 127);
     let scaled = y * f32::from_bits(((0x7f + n) as u32) << 23);
     // |x| <= 2^-14: 1 + x.
-    let out = if hx <= 0x3900_0000 { 1.0f32 + x } else { scaled };
+    let out = if hx <= 0x3900_0000 {
+        1.0f32 + x
+    } else {
+        scaled
+    };
     // Beyond the range: 0 below -103.97, x · 2^127 (overflow, or +inf) above 88.72, NaN as is.
     let out = if negative && hx >= 0x42cf_f1b5 {
         0.0
@@ -292,16 +299,24 @@ mod tests {
             .flat_map(|b| [b, b | 0x8000_0000])
             .map(f32::from_bits)
             .collect();
+        // Every compilation this CPU runs.
+        let wides: std::vec::Vec<Wide> = crate::quant::Level::ALL
+            .into_iter()
+            .filter(|l| l.is_available())
+            .map(Wide::of)
+            .collect();
         let check = |inputs: &[f32]| {
-            let mut got = inputs.to_vec();
-            exp_in_place(&mut got);
-            for (&x, &y) in inputs.iter().zip(&got) {
-                let want = libm::expf(x);
-                assert!(
-                    y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
-                    "exp({x:e} = {:#010x}): {y:e}, libm {want:e}",
-                    x.to_bits()
-                );
+            let want: std::vec::Vec<f32> = inputs.iter().map(|&x| libm::expf(x)).collect();
+            for &wide in &wides {
+                let mut got = inputs.to_vec();
+                wide.exp(&mut got);
+                for ((&x, &y), &want) in inputs.iter().zip(&got).zip(&want) {
+                    assert!(
+                        y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+                        "{wide:?} exp({x:e} = {:#010x}): {y:e}, libm {want:e}",
+                        x.to_bits()
+                    );
+                }
             }
         };
         check(&inputs);
@@ -332,7 +347,7 @@ mod tests {
     #[test]
     fn softmax_sums_to_one_and_keeps_order() {
         let mut x = [1.0f32, 2.0, 3.0, f32::NEG_INFINITY];
-        softmax(&mut x);
+        softmax(&mut x, Wide::Portable);
         assert_eq!(x[3], 0.0);
         assert!(x[0] < x[1] && x[1] < x[2]);
         assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);

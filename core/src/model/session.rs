@@ -269,6 +269,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         let (d, qd, kvd, ff, hd) = (c.d_model, c.q_dim(), c.kv_dim(), c.d_ff, c.head_dim);
         let (d, qd, kvd, hd) = (d.max(1), qd.max(1), kvd.max(1), hd.max(1));
         let level = mm.level();
+        let wide = Wide::of(level);
         let embd = model.embedding();
         let row_bytes = bytes_for(embd.ggml_type, d)?;
         for (&token, x) in tokens.iter().zip(self.x.chunks_exact_mut(d)) {
@@ -351,7 +352,6 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 .get(layer_at..layer_at.saturating_add(layer_cache))
                 .ok_or(ModelError::TooLarge)?;
             let q: &[f32] = q;
-            let wide = Wide::of(level);
             let attend = |j: usize, out: &mut [f32], lane: &mut [f32]| -> crate::Result<()> {
                 let q = q.get(j * qd..(j + 1) * qd).unwrap_or(&[]);
                 attend(&c, wide, l, pos + j, q, keys, values, ctx, out, lane)
@@ -388,7 +388,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             let activation = |j: usize, g: &mut [f32], _: &mut [f32]| -> crate::Result<()> {
                 let u = up.get(j * ff..(j + 1) * ff).unwrap_or(&[]);
                 match c.activation {
-                    Activation::Silu => ops::swiglu(g, u),
+                    Activation::Silu => ops::swiglu(g, u, wide),
                     Activation::GeluTanh => ops::geglu(g, u),
                 }
                 Ok(())
@@ -477,7 +477,7 @@ fn attend(
         }
         for row in scores.chunks_exact_mut(len.max(1)) {
             ops::scale(row, c.score_scale);
-            ops::softmax(row);
+            ops::softmax(row, wide);
         }
         let vs = values.get(first * kvd + g * hd..).unwrap_or(&[]);
         let o = out.get_mut(h0 * hd..end * hd).unwrap_or(&mut []);
