@@ -6,7 +6,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use miniquant::model::{serial_chunks, MatMul};
+use miniquant::model::{serial_chunks, ChunkWork, MatMul};
 use miniquant::quant::Level;
 use miniquant::{Error, GgmlType};
 
@@ -63,7 +63,7 @@ impl MatMul for Threaded {
         lanes: &mut [f32],
         lane_len: usize,
         cost: usize,
-        work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> Result<(), Error> + Sync),
+        work: &ChunkWork<'_>,
     ) -> Result<(), Error> {
         let chunk = chunk.max(1);
         let count = out.len().div_ceil(chunk);

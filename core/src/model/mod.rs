@@ -76,12 +76,15 @@ pub trait MatMul {
         lanes: &mut [f32],
         lane_len: usize,
         cost: usize,
-        work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> crate::Result<()> + Sync),
+        work: &ChunkWork<'_>,
     ) -> crate::Result<()> {
         let _ = cost;
         serial_chunks(out, chunk, lanes, lane_len, work)
     }
 }
+
+/// The work of [`MatMul::for_each_chunk`]: `(chunk index, chunk, lane)`.
+pub type ChunkWork<'a> = dyn Fn(usize, &mut [f32], &mut [f32]) -> crate::Result<()> + Sync + 'a;
 
 /// [`MatMul::for_each_chunk`] on the caller alone, with the first lane.
 pub fn serial_chunks(
@@ -89,7 +92,7 @@ pub fn serial_chunks(
     chunk: usize,
     lanes: &mut [f32],
     lane_len: usize,
-    work: &(dyn Fn(usize, &mut [f32], &mut [f32]) -> crate::Result<()> + Sync),
+    work: &ChunkWork<'_>,
 ) -> crate::Result<()> {
     let found = lanes.len() as u64;
     let lane = lanes

@@ -123,7 +123,9 @@ pub(super) fn softmax(x: &mut [f32], wide: Wide) {
 pub(super) fn swiglu(gate: &mut [f32], up: &[f32], wide: Wide) {
     let mut e = [0.0f32; EXP_CHUNK];
     for (g, u) in gate.chunks_mut(EXP_CHUNK).zip(up.chunks(EXP_CHUNK)) {
-        let e = &mut e[..g.len()];
+        let Some(e) = e.get_mut(..g.len()) else {
+            return;
+        };
         for (e, &x) in e.iter_mut().zip(g.iter()) {
             *e = -x;
         }

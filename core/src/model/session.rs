@@ -358,7 +358,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             };
             // Multiply-adds: scores and weighted values of every head over every seen position.
             let seen: usize = (0..n).map(|j| pos + j + 1 - c.first_seen(l, pos + j)).sum();
-            let cost = seen.saturating_mul(2 * c.n_heads * hd);
+            let cost = seen.saturating_mul(c.n_heads.saturating_mul(2 * hd));
             let lane = lane_len(&c, ctx)?;
             let att = prefix_mut(self.att, n * qd)?;
             mm.for_each_chunk(att, qd, self.lanes, lane, cost, &attend)?;
