@@ -548,3 +548,86 @@ fn gemma3_logits_have_the_bits_recorded_on_x86_64() {
         }
     }
 }
+
+/// A [`MatMul`] that runs `for_each_chunk`'s chunks last first, each with the next of three lanes
+/// (whose old contents it poisons with NaN), as threads would in any order: the logits must keep
+/// their bits.
+struct Shuffled(SingleThread);
+
+impl MatMul for Shuffled {
+    fn level(&self) -> Level {
+        self.0.level
+    }
+
+    fn matmul(
+        &self,
+        t: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        x: &[f32],
+        scratch: &mut [u8],
+        y: &mut [f32],
+    ) -> crate::Result<()> {
+        self.0.matmul(t, w, rows, cols, n, x, scratch, y)
+    }
+
+    fn threads(&self) -> usize {
+        3
+    }
+
+    fn for_each_chunk(
+        &self,
+        out: &mut [f32],
+        chunk: usize,
+        lanes: &mut [f32],
+        lane_len: usize,
+        _cost: usize,
+        work: &ChunkWork<'_>,
+    ) -> crate::Result<()> {
+        let count = out.len().div_ceil(chunk);
+        let mut chunks: Vec<(usize, &mut [f32])> = out.chunks_mut(chunk).enumerate().collect();
+        chunks.reverse();
+        let lane_count = if lane_len == 0 {
+            1
+        } else {
+            lanes.len() / lane_len
+        };
+        assert!(lane_count >= 3 || lane_len == 0);
+        for (k, (i, c)) in chunks.into_iter().enumerate() {
+            assert!(i < count);
+            let lane = &mut lanes[(k % lane_count) * lane_len..][..lane_len];
+            lane.fill(f32::NAN);
+            work(i, c, lane)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn chunks_in_any_order_on_any_lane_give_the_same_bits() {
+    for tweak in [Tweak::default(), gemma(3)] {
+        let file = tiny(&tweak);
+        let model = load(&file).unwrap();
+        let tokens = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5];
+        let want = logits(&model, &tokens, tokens.len(), Level::Scalar);
+        for batch in [tokens.len(), 4] {
+            let layout = Layout::with_threads(&model, tokens.len(), batch, 3).unwrap();
+            let mut floats = vec![f32::NAN; layout.floats];
+            let mut scratch = vec![0u8; layout.scratch_bytes];
+            let mut session = Session::new(&model, layout, &mut floats, &mut scratch).unwrap();
+            let mut out = vec![0f32; model.config().vocab];
+            let mm = Shuffled(SingleThread {
+                level: Level::Scalar,
+            });
+            session.forward(&mm, &tokens, &mut out).unwrap();
+            assert!(
+                out.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "batch {batch}"
+            );
+        }
+    }
+}
