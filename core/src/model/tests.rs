@@ -589,11 +589,7 @@ impl MatMul for Shuffled {
         let count = out.len().div_ceil(chunk);
         let mut chunks: Vec<(usize, &mut [f32])> = out.chunks_mut(chunk).enumerate().collect();
         chunks.reverse();
-        let lane_count = if lane_len == 0 {
-            1
-        } else {
-            lanes.len() / lane_len
-        };
+        let lane_count = lanes.len().checked_div(lane_len).unwrap_or(1);
         assert!(lane_count >= 3 || lane_len == 0);
         for (k, (i, c)) in chunks.into_iter().enumerate() {
             assert!(i < count);
