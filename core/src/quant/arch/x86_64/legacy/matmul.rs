@@ -14,7 +14,7 @@ use core::arch::x86_64::*;
 
 use super::rows::{
     q5_block_masked, rows_q4_0, rows_q4_0_vnni, rows_q4_1, rows_q4_1_vnni, rows_q5_0,
-    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0_vnni,
+    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0, rows_q8_0_vnni,
 };
 use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
@@ -947,6 +947,245 @@ fn gemm_avx2<W, X>(
     }
 }
 
+/// An AVX2 strip of full-byte quants (Q8_0, IQ4_NL: products that `maddubs` pairs would
+/// saturate) decoded for one chunk: per block, sixteen transposed vectors of i16 pairs (vector
+/// `j` holds elements `2j, 2j + 1` of row `r`, sign-extended, in i32 lane `r`) and the rows' `d`.
+struct Strip8Wide {
+    quants: [[__m256i; 16]; CHUNK_BLOCKS],
+    d: [__m256; CHUNK_BLOCKS],
+}
+
+/// [`decode_strip8`] for [`Strip8Wide`]: `decode` gives a block's 32 signed quants.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn decode_strip8_wide<W>(
+    strip: &mut Strip8Wide,
+    w: &[W],
+    row_blocks: usize,
+    rows: core::ops::Range<usize>,
+    first_block: usize,
+    blocks: usize,
+    decode: &impl Fn(&W) -> __m256i,
+    w_scales: &impl Fn(&W) -> (f32, f32),
+) {
+    for k in 0..blocks.min(CHUNK_BLOCKS) {
+        let mut low = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut high = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut d = [0f32; STRIP_ROWS_AVX2];
+        for (lane, row) in rows.clone().take(STRIP_ROWS_AVX2).enumerate() {
+            let at = row
+                .saturating_mul(row_blocks)
+                .saturating_add(first_block + k);
+            if let Some(b) = w.get(at) {
+                let q = decode(b);
+                low[lane] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+                high[lane] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q));
+                d[lane] = w_scales(b).0;
+            }
+        }
+        let (low, high) = (transpose8(&low), transpose8(&high));
+        strip.quants[k] = core::array::from_fn(|j| if j < 8 { low[j] } else { high[j - 8] });
+        // SAFETY: `d` holds eight f32; `loadu` has no alignment requirement.
+        strip.d[k] = unsafe { _mm256_loadu_ps(d.as_ptr()) };
+    }
+}
+
+/// An activation block's quants as sixteen i16 pairs (elements `2j, 2j + 1` in dword `j`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pairs16(qs: &[i8; 32]) -> [i32; 16] {
+    let q = load32(qs);
+    let mut pairs = [0i32; 16];
+    // SAFETY: `pairs` holds sixteen i32 (two vectors); `storeu` has no alignment requirement.
+    unsafe {
+        let at = pairs.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(at, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
+        _mm256_storeu_si256(
+            at.add(1),
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)),
+        );
+    }
+    pairs
+}
+
+/// The wide strip's rows against `C` columns over one chunk: per block and column, sixteen
+/// `madd` of the strip's i16 pairs against the column's pair `j` broadcast (exact i32 sums),
+/// then the float term in the scalar order.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_columns8_wide<X, const C: usize>(
+    strip: &Strip8Wide,
+    blocks: usize,
+    columns: [&[X]; C],
+    summaries: [&ColumnChunk; C],
+    outputs: [usize; C],
+    y: &mut [f32],
+    lanes: usize,
+    first: bool,
+    x_quants: &impl Fn(&X) -> &[i8; 32],
+    term: &impl Fn(__m256, __m256, __m256) -> __m256,
+) {
+    let lanes = lanes.min(STRIP_ROWS_AVX2);
+    let mut sumf = [_mm256_setzero_ps(); C];
+    if !first {
+        for (sum, &at) in sumf.iter_mut().zip(&outputs) {
+            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
+                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                lanes8[..lanes].copy_from_slice(out);
+                // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
+                *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+            }
+        }
+    }
+    let blocks = columns
+        .iter()
+        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    for k in 0..blocks {
+        let q = &strip.quants[k];
+        let pairs: [[i32; 16]; C] = core::array::from_fn(|c| pairs16(x_quants(&columns[c][k])));
+        let mut acc = [_mm256_setzero_si256(); C];
+        for j in 0..16 {
+            for c in 0..C {
+                let xj = _mm256_set1_epi32(pairs[c][j]);
+                acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(q[j], xj));
+            }
+        }
+        for c in 0..C {
+            let dx = _mm256_set1_ps(summaries[c].d[k]);
+            let t = term(_mm256_cvtepi32_ps(acc[c]), strip.d[k], dx);
+            sumf[c] = _mm256_add_ps(sumf[c], t);
+        }
+    }
+    for (sum, &at) in sumf.iter().zip(&outputs) {
+        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
+            let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+            // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+            out.copy_from_slice(&lanes8[..lanes]);
+        }
+    }
+}
+
+/// The AVX2 matmul driver for full-byte quants: [`gemm_avx2`]'s loops over [`Strip8Wide`] strips
+/// (no bias: the quants stay signed), `term(sumi, d_w, d_x)`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gemm_avx2_wide<W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W) -> __m256i,
+        impl Fn(&W) -> (f32, f32),
+        impl Fn(&X) -> (f32, f32),
+        impl Fn(&X) -> &[i8; 32],
+        impl Fn(__m256, __m256, __m256) -> __m256,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    let blocks = row_blocks.min(column_blocks);
+    let rows = w.len() / row_blocks;
+    if n < kit.min_columns {
+        for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
+            let start = c.saturating_mul(y_stride);
+            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+                (kit.rows)(w, row_blocks, column, out);
+            }
+        }
+        return;
+    }
+    let mut strip = Strip8Wide {
+        quants: [[_mm256_setzero_si256(); 16]; CHUNK_BLOCKS],
+        d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+    };
+    let empty = ColumnChunk {
+        d: [0.0; CHUNK_BLOCKS],
+        s: [0.0; CHUNK_BLOCKS],
+        neg_bias_sum: [0; CHUNK_BLOCKS],
+    };
+    let mut summaries = [empty; GROUP_COLUMNS];
+    let (x_quants, term) = (&kit.x_quants, &kit.term);
+    let mut first_block = 0;
+    while first_block == 0 || first_block < blocks {
+        let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+        let first = first_block == 0;
+        let mut first_column = 0;
+        while first_column < n {
+            let group = GROUP_COLUMNS.min(n - first_column);
+            let column_chunk = |c: usize| {
+                let start = (first_column + c)
+                    .saturating_mul(column_blocks)
+                    .saturating_add(first_block);
+                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+            };
+            for (c, summary) in summaries.iter_mut().take(group).enumerate() {
+                for (k, xb) in column_chunk(c).iter().enumerate() {
+                    summary.d[k] = (kit.x_scales)(xb).0;
+                }
+            }
+            let output = |c: usize, row: usize| {
+                (first_column + c)
+                    .saturating_mul(y_stride)
+                    .saturating_add(row)
+            };
+            let mut first_row = 0;
+            while first_row < rows {
+                let lanes = STRIP_ROWS_AVX2.min(rows - first_row);
+                let range = first_row..first_row + lanes;
+                let (decode, scales) = (&kit.decode, &kit.w_scales);
+                decode_strip8_wide(
+                    &mut strip,
+                    w,
+                    row_blocks,
+                    range,
+                    first_block,
+                    chunk,
+                    decode,
+                    scales,
+                );
+                let mut c = 0;
+                while c < group {
+                    macro_rules! tile {
+                        ($cols:tt) => {{
+                            tile_columns8_wide::<X, $cols>(
+                                &strip,
+                                chunk,
+                                core::array::from_fn(|i| column_chunk(c + i)),
+                                core::array::from_fn(|i| &summaries[c + i]),
+                                core::array::from_fn(|i| output(c + i, first_row)),
+                                y,
+                                lanes,
+                                first,
+                                x_quants,
+                                term,
+                            );
+                            c += $cols;
+                        }};
+                    }
+                    if group - c >= TILE_COLUMNS_AVX2 {
+                        tile!(TILE_COLUMNS_AVX2);
+                    } else {
+                        tile!(1);
+                    }
+                }
+                first_row += STRIP_ROWS_AVX2;
+            }
+            first_column += group;
+        }
+        first_block += CHUNK_BLOCKS;
+    }
+}
+
 /// `(d_w · d_x) · sumi + m_w · s_x` on eight rows.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -1059,5 +1298,58 @@ kernel! {
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
         };
         gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q8_0 matmul, AVX2: `sumf += sumi * (d_w * d_x)`, quants widened to i16.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q8_0(
+        t: Avx2,
+        w: &[BlockQ8_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            min_columns: MIN_COLUMNS,
+            decode: |b: &BlockQ8_0| load32(&b.qs),
+            w_scales: |b: &BlockQ8_0| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, dx| _mm256_mul_ps(sumi, _mm256_mul_ps(dw, dx)),
+            rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0(t, w, rb, x, out),
+        };
+        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// IQ4_NL matmul, AVX2: `sumf += (d_x * d_w) * sumi`, levels widened to i16.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_iq4_nl(
+        t: Avx2,
+        w: &[BlockIq4Nl],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            min_columns: MIN_COLUMNS,
+            decode: |b: &BlockIq4Nl| {
+                let table = _mm256_broadcastsi128_si256(load16(&KVALUES_IQ4NL));
+                _mm256_shuffle_epi8(table, q4_0_nibbles(&b.qs))
+            },
+            w_scales: |b: &BlockIq4Nl| d_only(b.d),
+            x_scales: q8_0_scales,
+            x_quants: q8_0_quants,
+            term: |sumi, dw, dx| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+            rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
+                each_row(w, rb, x, out, |row, x| vec_dot_iq4_nl(t, row, x))
+            },
+        };
+        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
     }
 }
