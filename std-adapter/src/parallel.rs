@@ -339,7 +339,6 @@ fn share(
     count: usize,
     work: impl Fn(Range<usize>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let started = Instant::now();
     let shares = Shares::new(count, threads);
     let next_part = AtomicUsize::new(0);
     let parts_done = AtomicUsize::new(0);

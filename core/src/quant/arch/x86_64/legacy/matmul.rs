@@ -1009,33 +1009,35 @@ fn pairs16(qs: &[i8; 32]) -> [i32; 16] {
     pairs
 }
 
-/// The wide strip's rows against `C` columns over one chunk: per block and column, sixteen
-/// `madd` of the strip's i16 pairs against the column's pair `j` broadcast (exact i32 sums),
-/// then the float term in the scalar order.
+/// `S` wide strips' rows against `C` columns over one chunk: per block and column, sixteen
+/// `madd` of each strip's i16 pairs against the column's pair `j` broadcast (one broadcast for
+/// all strips; exact i32 sums), then the float term in the scalar order.
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn tile_columns8_wide<X, const C: usize>(
-    strip: &Strip8Wide,
+fn tile_columns8_wide<X, const S: usize, const C: usize>(
+    strips: [&Strip8Wide; S],
     blocks: usize,
     columns: [&[X]; C],
     summaries: [&ColumnChunk; C],
-    outputs: [usize; C],
+    outputs: [[usize; C]; S],
     y: &mut [f32],
-    lanes: usize,
+    lanes: [usize; S],
     first: bool,
     x_quants: &impl Fn(&X) -> &[i8; 32],
     term: &impl Fn(__m256, __m256, __m256) -> __m256,
 ) {
-    let lanes = lanes.min(STRIP_ROWS_AVX2);
-    let mut sumf = [_mm256_setzero_ps(); C];
+    let lanes = lanes.map(|l| l.min(STRIP_ROWS_AVX2));
+    let mut sumf = [[_mm256_setzero_ps(); C]; S];
     if !first {
-        for (sum, &at) in sumf.iter_mut().zip(&outputs) {
-            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
-                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
-                lanes8[..lanes].copy_from_slice(out);
-                // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
-                *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+        for s in 0..S {
+            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
+                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+                    let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                    lanes8[..lanes[s]].copy_from_slice(out);
+                    // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
+                    *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+                }
             }
         }
     }
@@ -1043,27 +1045,33 @@ fn tile_columns8_wide<X, const C: usize>(
         .iter()
         .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
     for k in 0..blocks {
-        let q = &strip.quants[k];
         let pairs: [[i32; 16]; C] = core::array::from_fn(|c| pairs16(x_quants(&columns[c][k])));
-        let mut acc = [_mm256_setzero_si256(); C];
+        let mut acc = [[_mm256_setzero_si256(); C]; S];
         for j in 0..16 {
             for c in 0..C {
                 let xj = _mm256_set1_epi32(pairs[c][j]);
-                acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(q[j], xj));
+                for s in 0..S {
+                    let p = _mm256_madd_epi16(strips[s].quants[k][j], xj);
+                    acc[s][c] = _mm256_add_epi32(acc[s][c], p);
+                }
             }
         }
         for c in 0..C {
             let dx = _mm256_set1_ps(summaries[c].d[k]);
-            let t = term(_mm256_cvtepi32_ps(acc[c]), strip.d[k], dx);
-            sumf[c] = _mm256_add_ps(sumf[c], t);
+            for s in 0..S {
+                let t = term(_mm256_cvtepi32_ps(acc[s][c]), strips[s].d[k], dx);
+                sumf[s][c] = _mm256_add_ps(sumf[s][c], t);
+            }
         }
     }
-    for (sum, &at) in sumf.iter().zip(&outputs) {
-        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
-            let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
-            // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
-            unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
-            out.copy_from_slice(&lanes8[..lanes]);
+    for s in 0..S {
+        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
+            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
+                unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+                out.copy_from_slice(&lanes8[..lanes[s]]);
+            }
         }
     }
 }
@@ -1104,10 +1112,11 @@ fn gemm_avx2_wide<W, X>(
         }
         return;
     }
-    let mut strip = Strip8Wide {
+    let new_strip = || Strip8Wide {
         quants: [[_mm256_setzero_si256(); 16]; CHUNK_BLOCKS],
         d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
     };
+    let mut strips = [new_strip(), new_strip()];
     let empty = ColumnChunk {
         d: [0.0; CHUNK_BLOCKS],
         s: [0.0; CHUNK_BLOCKS],
@@ -1140,31 +1149,44 @@ fn gemm_avx2_wide<W, X>(
             };
             let mut first_row = 0;
             while first_row < rows {
-                let lanes = STRIP_ROWS_AVX2.min(rows - first_row);
-                let range = first_row..first_row + lanes;
-                let (decode, scales) = (&kit.decode, &kit.w_scales);
-                decode_strip8_wide(
-                    &mut strip,
-                    w,
-                    row_blocks,
-                    range,
-                    first_block,
-                    chunk,
-                    decode,
-                    scales,
-                );
+                let left = rows - first_row;
+                let lanes = [
+                    left.min(STRIP_ROWS_AVX2),
+                    left.saturating_sub(STRIP_ROWS_AVX2).min(STRIP_ROWS_AVX2),
+                ];
+                for (s, strip) in strips.iter_mut().enumerate() {
+                    if lanes[s] > 0 {
+                        let start = first_row + s * STRIP_ROWS_AVX2;
+                        let (decode, scales) = (&kit.decode, &kit.w_scales);
+                        decode_strip8_wide(
+                            strip,
+                            w,
+                            row_blocks,
+                            start..start + lanes[s],
+                            first_block,
+                            chunk,
+                            decode,
+                            scales,
+                        );
+                    }
+                }
+                let [a, b] = &strips;
                 let mut c = 0;
                 while c < group {
                     macro_rules! tile {
-                        ($cols:tt) => {{
-                            tile_columns8_wide::<X, $cols>(
-                                &strip,
+                        ($strips:expr, $s:tt, $cols:tt) => {{
+                            tile_columns8_wide::<X, $s, $cols>(
+                                $strips,
                                 chunk,
                                 core::array::from_fn(|i| column_chunk(c + i)),
                                 core::array::from_fn(|i| &summaries[c + i]),
-                                core::array::from_fn(|i| output(c + i, first_row)),
+                                core::array::from_fn(|s| {
+                                    core::array::from_fn(|i| {
+                                        output(c + i, first_row + s * STRIP_ROWS_AVX2)
+                                    })
+                                }),
                                 y,
-                                lanes,
+                                core::array::from_fn(|s| lanes[s]),
                                 first,
                                 x_quants,
                                 term,
@@ -1172,13 +1194,15 @@ fn gemm_avx2_wide<W, X>(
                             c += $cols;
                         }};
                     }
-                    if group - c >= TILE_COLUMNS_AVX2 {
-                        tile!(TILE_COLUMNS_AVX2);
-                    } else {
-                        tile!(1);
+                    let wide = group - c >= TILE_COLUMNS_AVX2;
+                    match (lanes[1] > 0, wide) {
+                        (true, true) => tile!([a, b], 2, TILE_COLUMNS_AVX2),
+                        (true, false) => tile!([a, b], 2, 1),
+                        (false, true) => tile!([a], 1, TILE_COLUMNS_AVX2),
+                        (false, false) => tile!([a], 1, 1),
                     }
                 }
-                first_row += STRIP_ROWS_AVX2;
+                first_row += 2 * STRIP_ROWS_AVX2;
             }
             first_column += group;
         }
