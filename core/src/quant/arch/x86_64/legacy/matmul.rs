@@ -20,8 +20,7 @@ use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
-use crate::quant::arch::x86_64::vector::{hsum_i32, load16, load32, q4_0_nibbles};
-use crate::quant::cast::f16_le;
+use crate::quant::arch::x86_64::vector::{f16_le, hsum_i32, load16, load32, q4_0_nibbles};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
@@ -149,13 +148,15 @@ fn decode_strip<W>(
     }
 }
 
-/// Dword `j` of an activation block's quants, in every lane.
+/// Dword `j` of an activation block's quants (to be put in every lane), read as one 32-bit load:
+/// assembled from its four bytes, it compiled to four byte loads, shifts and ors, then a
+/// broadcast from a general register (docs/kernel-experiments.md).
 #[inline(always)]
 fn broadcast_dword(qs: &[i8; 32], j: usize) -> i32 {
-    match qs.get(4 * j..4 * j + 4) {
-        Some(&[a, b, c, d]) => i32::from_le_bytes([a as u8, b as u8, c as u8, d as u8]),
-        _ => 0,
-    }
+    // SAFETY: `[i8; 32]` and `[i32; 8]` have the same size and every bit pattern is an `i32`
+    // (little-endian: the bytes `4j..4j + 4` of the block in order).
+    let words = unsafe { core::mem::transmute::<[i8; 32], [i32; 8]>(*qs) };
+    words.get(j).copied().unwrap_or(0)
 }
 
 /// `S` strips' rows against `C` columns over one chunk: `columns[c]` the column's blocks of the
@@ -438,13 +439,15 @@ fn each_row<W, X>(
 }
 
 /// A Q8_0 activation block's `(d, 0)`.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn q8_0_scales(xb: &BlockQ8_0) -> (f32, f32) {
     (f16_le(xb.d), 0.0)
 }
 
 /// A Q8_1 activation block's `(d, s)`.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn q8_1_scales(xb: &BlockQ8_1) -> (f32, f32) {
     (f16_le(xb.d), f16_le(xb.s))
 }
@@ -462,7 +465,8 @@ fn q8_1_quants(xb: &BlockQ8_1) -> &[i8; 32] {
 }
 
 /// A block's `d` and no minimum.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn d_only(d: [u8; 2]) -> (f32, f32) {
     (f16_le(d), 0.0)
 }
@@ -510,7 +514,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ8_0| _mm256_xor_si256(load32(&b.qs), _mm256_set1_epi8(-128)),
             w_scales: |b: &BlockQ8_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
             rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0_vnni(t, w, rb, x, out),
@@ -534,7 +538,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0_vnni(t, w, rb, x, out),
@@ -558,7 +562,7 @@ kernel! {
             min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1_vnni(t, w, rb, x, out),
@@ -582,7 +586,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0_vnni(t, w, rb, x, out),
@@ -606,7 +610,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1_vnni(t, w, rb, x, out),
@@ -630,7 +634,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockIq4Nl| table_biased(&b.qs, &KVALUES_IQ4NL),
             w_scales: |b: &BlockIq4Nl| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
@@ -656,7 +660,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockMxfp4| table_biased(&b.qs, &KVALUES_FP4),
             w_scales: |b: &BlockMxfp4| (e8m0_to_f32_half(b.e), 0.0),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockMxfp4], rb, x: &[BlockQ8_0], out: &mut [f32]| {
@@ -1244,7 +1248,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0(t, w, rb, x, out),
@@ -1268,7 +1272,7 @@ kernel! {
             min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1(t, w, rb, x, out),
@@ -1292,7 +1296,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0(t, w, rb, x, out),
@@ -1316,7 +1320,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
@@ -1340,7 +1344,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ8_0| load32(&b.qs),
             w_scales: |b: &BlockQ8_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, dx| _mm256_mul_ps(sumi, _mm256_mul_ps(dw, dx)),
             rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0(t, w, rb, x, out),
@@ -1367,7 +1371,7 @@ kernel! {
                 _mm256_shuffle_epi8(table, q4_0_nibbles(&b.qs))
             },
             w_scales: |b: &BlockIq4Nl| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, dx| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
             rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
