@@ -224,8 +224,9 @@ fn main() {
             .filter(|(_, cols)| cols % t.block_size() as usize == 0)
             .filter(|(rows, cols)| {
                 let name = format!("{rows}x{cols}");
-                !args.iter().any(|a| a.contains('x') && a.chars().next().is_some_and(|c| c.is_ascii_digit()))
-                    || args.iter().any(|a| *a == name)
+                !args.iter().any(|a| {
+                    a.contains('x') && a.chars().next().is_some_and(|c| c.is_ascii_digit())
+                }) || args.iter().any(|a| *a == name)
             });
         for &(rows, cols) in shapes {
             measure(*t, rows, cols);
