@@ -1,26 +1,33 @@
 //! Matrix-vector and matrix-matrix products over several threads: the activations are quantized
-//! once (split by columns across the threads when there are many), then the outputs are cut into
+//! once, in parts that every thread of the call takes as they come, then the outputs are cut into
 //! pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
 //! calling thread and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output
 //! is the same single vec_dot whichever thread computes it, so the result has the same bits for
 //! any thread count (and equals `miniquant::quant::matvec` and `matmul`).
 //!
 //! What keeps a multi-threaded call from costing more than it gains (measurements in
-//! BENCHMARKS.md, "Threads at n = 1"):
+//! BENCHMARKS.md, "Threads at n = 1", and docs/kernel-experiments.md, "Two threads at n = 1 and the
+//! legacy tiles"):
 //!
 //! - **Persistent workers that stay awake between calls.** The workers are a [`rayon_core`] pool
 //!   built on the first multi-threaded call and kept for the process (grown, never shrunk; a call
 //!   with `threads = N` occupies at most `N - 1` of them). A parked worker takes hundreds of
 //!   microseconds to wake on a virtual machine, more than a whole matvec of a real model's
 //!   tensors, and the call must wait for it even when the caller has done all the work (a scope
-//!   ends when its jobs end). So after a call each worker it used spins for up to [`LINGER`],
-//!   leaving the spin as soon as the next call starts: the back-to-back products of a model's
-//!   forward pass find their workers running.
-//! - **A fixed share of rows per thread, then stealing.** The pieces are dealt in contiguous
-//!   shares, thread `i` always getting the same rows of a matrix, so a matrix that fits in the
-//!   cores' private caches stays split between them across calls instead of moving from core to
-//!   core. A thread that finishes its share takes pieces from the end of another's, so a worker
-//!   that starts late (or is descheduled) only leaves the others more pieces.
+//!   ends when its jobs end). So each call queues, behind its own jobs, one job per worker that
+//!   spins for up to [`LINGER`] and ends as soon as the next call starts: the back-to-back products
+//!   of a forward pass find their workers running, and a worker never goes idle (an idle rayon
+//!   worker yields its core) between its part of a call and its lingering.
+//! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
+//!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
+//!   the scope and being woken costs a time slice on a loaded machine.
+//! - **A fixed share of rows per thread, claimed in halving runs, then stealing.** The pieces are
+//!   dealt in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix
+//!   that fits in the cores' private caches stays split between them across calls instead of
+//!   moving from core to core. A thread claims half of what is left of its share (at most an
+//!   eighth of it) at a time, and when its share is empty half of what is left of another's, from
+//!   its back: few claims, and the threads end within about one [`CHUNK_BYTES`] piece of each
+//!   other even when a worker starts late.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -444,7 +451,7 @@ fn wait_until(done: impl Fn() -> bool) {
         // them made every hand-off a microsecond late), the clock read every 64 checks.
         std::hint::spin_loop();
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 && start.elapsed() >= SPIN {
+        if spins.is_multiple_of(64) && start.elapsed() >= SPIN {
             std::thread::yield_now();
         }
     }

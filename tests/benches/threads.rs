@@ -226,7 +226,7 @@ fn main() {
                 let name = format!("{rows}x{cols}");
                 !args.iter().any(|a| {
                     a.contains('x') && a.chars().next().is_some_and(|c| c.is_ascii_digit())
-                }) || args.iter().any(|a| *a == name)
+                }) || args.contains(&name)
             });
         for &(rows, cols) in shapes {
             measure(*t, rows, cols);
