@@ -76,6 +76,9 @@ pub(crate) const AVX2: ArchKernels = {
             rows: legacy::rows::rows_q8_0,
             matmul: legacy::matmul::matmul_q8_0,
         },
+        q8_1: {
+            quantize: activation::quantize_q8_1,
+        },
         q4_0: {
             vec_dot: legacy::vec_dot_q4_0,
             dequantize: legacy::dequantize_q4_0,
