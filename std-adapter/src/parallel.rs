@@ -1,26 +1,33 @@
 //! Matrix-vector and matrix-matrix products over several threads: the activations are quantized
-//! once (split by columns across the threads when there are many), then the outputs are cut into
+//! once, in parts that every thread of the call takes as they come, then the outputs are cut into
 //! pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
 //! calling thread and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output
 //! is the same single vec_dot whichever thread computes it, so the result has the same bits for
 //! any thread count (and equals `miniquant::quant::matvec` and `matmul`).
 //!
 //! What keeps a multi-threaded call from costing more than it gains (measurements in
-//! BENCHMARKS.md, "Threads at n = 1"):
+//! BENCHMARKS.md, "Threads at n = 1", and docs/kernel-experiments.md, "Two threads at n = 1 and the
+//! legacy tiles"):
 //!
 //! - **Persistent workers that stay awake between calls.** The workers are a [`rayon_core`] pool
 //!   built on the first multi-threaded call and kept for the process (grown, never shrunk; a call
 //!   with `threads = N` occupies at most `N - 1` of them). A parked worker takes hundreds of
 //!   microseconds to wake on a virtual machine, more than a whole matvec of a real model's
 //!   tensors, and the call must wait for it even when the caller has done all the work (a scope
-//!   ends when its jobs end). So after a call each worker it used spins for up to [`LINGER`],
-//!   leaving the spin as soon as the next call starts: the back-to-back products of a model's
-//!   forward pass find their workers running.
-//! - **A fixed share of rows per thread, then stealing.** The pieces are dealt in contiguous
-//!   shares, thread `i` always getting the same rows of a matrix, so a matrix that fits in the
-//!   cores' private caches stays split between them across calls instead of moving from core to
-//!   core. A thread that finishes its share takes pieces from the end of another's, so a worker
-//!   that starts late (or is descheduled) only leaves the others more pieces.
+//!   ends when its jobs end). So each call queues, behind its own jobs, one job per worker that
+//!   spins for up to [`LINGER`] and ends as soon as the next call starts: the back-to-back products
+//!   of a forward pass find their workers running, and a worker never goes idle (an idle rayon
+//!   worker yields its core) between its part of a call and its lingering.
+//! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
+//!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
+//!   the scope and being woken costs a time slice on a loaded machine.
+//! - **A fixed share of rows per thread, claimed in halving runs, then stealing.** The pieces are
+//!   dealt in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix
+//!   that fits in the cores' private caches stays split between them across calls instead of
+//!   moving from core to core. A thread claims half of what is left of its share (at most an
+//!   eighth of it) at a time, and when its share is empty half of what is left of another's, from
+//!   its back: few claims, and the threads end within about one [`CHUNK_BYTES`] piece of each
+//!   other even when a worker starts late.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -32,11 +39,14 @@
 //! thread is the faster choice for small tensors (figures in BENCHMARKS.md).
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use miniquant::quant::matvec::{matmul_quantized, matmul_scratch_bytes, quantize_activations};
+use miniquant::quant::matvec::{
+    matmul_quantized, matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations,
+};
 use miniquant::quant::{bytes_for, typed, Level};
 use miniquant::{Error, GgmlType};
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
@@ -46,15 +56,16 @@ use rayon_core::{ThreadPool, ThreadPoolBuilder};
 /// MIN_BYTES_PER_THREAD)` threads.
 pub const MIN_BYTES_PER_THREAD: usize = 64 << 10;
 
-/// The usual weight bytes of one piece of a matvec (at least one row): small enough that the
-/// threads end together, large enough that taking a piece (one uncontended lock) costs nothing
-/// against it. A matrix of more than `threads × 8` such pieces is cut into `threads × 8` larger
-/// ones.
-pub const CHUNK_BYTES: usize = 32 << 10;
+/// The weight bytes of the smallest piece of a matvec (at least one row, in groups of eight rows):
+/// the threads take their rows in claims that halve down to one such piece, so that they end
+/// within about a piece's time of each other, while the cost of a claim (a lock, a kernel call,
+/// about 0.1 µs) stays small against it.
+pub const CHUNK_BYTES: usize = 16 << 10;
 
-/// Activation values (columns times their length) from which a matmul quantizes its columns on
-/// several threads: below it, waking a worker costs about as much as the quantization.
-pub const PARALLEL_QUANTIZE_VALUES: usize = 64 << 10;
+/// Activation values (columns times their length) per part of the quantization: a call's
+/// activations are quantized in parts of at least this many values, which its threads take as they
+/// come, before any of them starts on the weights.
+pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 
 /// How long a worker keeps spinning for the next call after its part of a call ends, before it
 /// parks: longer than the single-threaded work between two products of a forward pass (norms,
@@ -64,8 +75,11 @@ pub const LINGER: Duration = Duration::from_micros(500);
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
 
-/// Rows of a matmul piece are a multiple of this (the rows kernels' groups of eight rows).
+/// Rows of a piece are a multiple of this (the rows kernels' groups of eight rows).
 const PIECE_ROW_MULTIPLE: usize = 8;
+
+/// How long a waiting thread spins before it yields its core between checks.
+const SPIN: Duration = Duration::from_micros(10);
 
 /// Counts the pooled calls started in the process: a lingering worker stops spinning when it
 /// changes.
@@ -74,6 +88,9 @@ static CALLS: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// The quantized activations of the calls this thread makes.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The part of a call's activations this thread quantizes, before it is copied into the
+    /// caller's scratch.
+    static PART: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The outputs of the pieces this thread computes, before they are copied into `y`.
     static PIECE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -116,8 +133,8 @@ pub fn matvec(
 /// `Y = W X` for `n` activation columns (`x` holds them one after another, `n × cols`; `y`
 /// receives `n` output columns of `rows` values), with up to `threads` threads as for [`matvec`]
 /// and the kernels of `level`. Column `j` of `y` is bit-identical to `miniquant`'s `matvec` of
-/// column `j`, for any thread count. The columns are quantized once (on several threads when
-/// there are at least [`PARALLEL_QUANTIZE_VALUES`] values).
+/// column `j`, for any thread count. The columns are quantized once, by every thread of the call
+/// in parts of at least [`PARALLEL_QUANTIZE_VALUES`] values.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
     level: Level,
@@ -166,31 +183,77 @@ pub fn matmul(
             let xq = quantize_activations(level, t, inputs, x, scratch)?;
             return matmul_quantized(level, t, w, rows, cols, n, xq, y);
         };
-        let xq = quantize_columns(&pool, threads, level, t, cols, n, x, scratch)?;
+        // The activations as one run of whole blocks (each column is whole blocks), quantized in
+        // parts of whole blocks; block `b`'s bytes start at `matvec_scratch_bytes(t, b·block)`.
+        let block = (t.block_size() as usize).max(1);
+        let blocks = inputs / block;
+        let parts = (inputs / PARALLEL_QUANTIZE_VALUES)
+            .min(threads * PIECES_PER_THREAD)
+            .min(blocks)
+            .max(1);
+        let part_values =
+            |part: usize| blocks * part / parts * block..blocks * (part + 1) / parts * block;
+        let xq = RwLock::new(&mut scratch[..]);
+        let quantize_part = |part: usize| {
+            let values = part_values(part);
+            let at = matvec_scratch_bytes(t, values.start)?;
+            with_buffer(&PART, |buffer| {
+                buffer.clear();
+                buffer.resize(matvec_scratch_bytes(t, values.len())?, 0);
+                let part_q = quantize_activations(level, t, values.len(), &x[values], buffer)?;
+                let mut xq = xq.write().unwrap_or_else(PoisonError::into_inner);
+                let to = xq
+                    .get_mut(at..at + part_q.len())
+                    .ok_or(mismatch(at + part_q.len(), scratch_bytes))?;
+                to.copy_from_slice(part_q);
+                Ok(())
+            })
+        };
         let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
-        let per_column = xq.len() / n;
+        let per_column = scratch_bytes / n;
         let column_ranges = n.div_ceil(piece_columns);
         let count = rows.div_ceil(piece_rows) * column_ranges;
         let y = Mutex::new(y);
-        share(&pool, threads, count, |piece| {
-            let first_row = piece / column_ranges * piece_rows;
-            let first_column = piece % column_ranges * piece_columns;
-            let piece_rows = piece_rows.min(rows - first_row);
-            let piece_n = piece_columns.min(n - first_column);
-            let w = &w[first_row * row_bytes..(first_row + piece_rows) * row_bytes];
-            let xq = &xq[first_column * per_column..(first_column + piece_n) * per_column];
+        // Rows `rows` of columns `columns` into `y`.
+        let compute = |xq: &[u8], row_range: Range<usize>, columns: Range<usize>| {
+            let w = &w[row_range.start * row_bytes..row_range.end * row_bytes];
+            let xq = &xq[columns.start * per_column..columns.end * per_column];
+            let piece_rows = row_range.len();
             with_buffer(&PIECE_OUT, |out| {
                 out.clear();
-                out.resize(piece_rows * piece_n, 0.0);
-                matmul_quantized(level, t, w, piece_rows, cols, piece_n, xq, out)?;
+                out.resize(piece_rows * columns.len(), 0.0);
+                matmul_quantized(level, t, w, piece_rows, cols, columns.len(), xq, out)?;
                 let mut y = y.lock().unwrap_or_else(PoisonError::into_inner);
-                let columns = y.chunks_exact_mut(rows).skip(first_column);
-                for (column, piece) in columns.zip(out.chunks_exact(piece_rows)) {
-                    column[first_row..first_row + piece_rows].copy_from_slice(piece);
+                let to = y.chunks_exact_mut(rows).skip(columns.start);
+                for (column, piece) in to.zip(out.chunks_exact(piece_rows)) {
+                    column[row_range.clone()].copy_from_slice(piece);
                 }
                 Ok(())
             })
-        })
+        };
+        share(
+            &pool,
+            threads,
+            parts,
+            quantize_part,
+            count,
+            |claim: Range<usize>| {
+                let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
+                if column_ranges == 1 {
+                    // Whole columns: the claimed pieces are one run of rows.
+                    let end = (claim.end * piece_rows).min(rows);
+                    return compute(&xq, claim.start * piece_rows..end, 0..n);
+                }
+                for piece in claim {
+                    let first_row = piece / column_ranges * piece_rows;
+                    let first_column = piece % column_ranges * piece_columns;
+                    let last_row = (first_row + piece_rows).min(rows);
+                    let last_column = (first_column + piece_columns).min(n);
+                    compute(&xq, first_row..last_row, first_column..last_column)?;
+                }
+                Ok(())
+            },
+        )
     })
 }
 
@@ -205,51 +268,33 @@ pub fn for_each_piece(
 ) -> Result<(), Error> {
     let threads = threads.min(count).max(1);
     match if threads > 1 { pool(threads - 1) } else { None } {
-        Some(pool) => share(&pool, threads, count, work),
+        Some(pool) => share(
+            &pool,
+            threads,
+            0,
+            |_| Ok(()),
+            count,
+            |claim: Range<usize>| claim.into_iter().try_for_each(&work),
+        ),
         None => (0..count).try_for_each(work),
     }
 }
 
-/// The `n` columns of `x` quantized into `scratch`, split by columns across up to `threads`
-/// threads when there are at least [`PARALLEL_QUANTIZE_VALUES`] values.
-#[allow(clippy::too_many_arguments)]
-fn quantize_columns<'s>(
-    pool: &ThreadPool,
-    threads: usize,
-    level: Level,
-    t: GgmlType,
-    cols: usize,
-    n: usize,
-    x: &[f32],
-    scratch: &'s mut [u8],
-) -> Result<&'s [u8], Error> {
-    let per_column = scratch.len() / n;
-    if x.len() < PARALLEL_QUANTIZE_VALUES || n < 2 {
-        return quantize_activations(level, t, x.len(), x, scratch);
-    }
-    let block = n.div_ceil(threads * 4);
-    let parts: Vec<Mutex<(&[f32], &mut [u8])>> = x
-        .chunks(block * cols)
-        .zip(scratch.chunks_mut(block * per_column))
-        .map(Mutex::new)
-        .collect();
-    share(pool, threads, parts.len(), |part| {
-        let mut part = parts[part].lock().unwrap_or_else(PoisonError::into_inner);
-        let (x, xq) = &mut *part;
-        quantize_activations(level, t, x.len(), x, xq).map(drop)
-    })?;
-    Ok(scratch)
-}
-
-/// Rows and columns of one matmul piece: one row range for every `threads × 8` pieces (up to one
-/// tile of rows, in groups of 8 rows; for one column, about [`CHUNK_BYTES`] of weights as one
-/// matvec chunk), and the columns cut as well when the row ranges alone are too few.
+/// Rows and columns of one piece. For one column, about [`CHUNK_BYTES`] of weights in groups of 8
+/// rows. For several, one row range for every `threads × 8` pieces (up to one tile of rows, in
+/// groups of 8 rows), and the columns cut as well when the row ranges alone are too few.
 fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize) {
-    let wanted = threads * PIECES_PER_THREAD;
     if n == 1 {
-        let chunk_bytes = CHUNK_BYTES.max((rows * row_bytes).div_ceil(wanted));
-        return (chunk_bytes.div_ceil(row_bytes).max(1), 1);
+        let piece_rows = CHUNK_BYTES.div_ceil(row_bytes.max(1));
+        return (
+            piece_rows
+                .next_multiple_of(PIECE_ROW_MULTIPLE)
+                .min(rows)
+                .max(1),
+            1,
+        );
     }
+    let wanted = threads * PIECES_PER_THREAD;
     let even = rows.div_ceil(wanted).next_multiple_of(PIECE_ROW_MULTIPLE);
     let piece_rows = even.min(typed::matmul_tile_rows(row_bytes)).max(1);
     let row_ranges = rows.div_ceil(piece_rows);
@@ -257,11 +302,15 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     (piece_rows, n.div_ceil(column_ranges))
 }
 
-/// The pieces `0..count` dealt into `threads` contiguous shares; each thread takes pieces from the
-/// front of its own share, then from the back of the others'.
+/// The pieces `0..count` dealt into `threads` contiguous shares. Each thread claims runs of pieces
+/// from the front of its own share, then from the back of the others'; a claim is half of what is
+/// left there (at most an eighth of the share), so the claims shrink to one piece as the shares
+/// empty and the threads end close together.
 struct Shares {
     /// The pieces not yet taken of each share, `start..end`.
     left: Vec<Mutex<(usize, usize)>>,
+    /// The largest claim.
+    most: usize,
 }
 
 impl Shares {
@@ -271,24 +320,28 @@ impl Shares {
             left: (0..threads)
                 .map(|i| Mutex::new((bound(i), bound(i + 1))))
                 .collect(),
+            most: count.div_ceil(threads * 8).max(1),
         }
     }
 
-    /// The next piece for the thread of share `mine`, `None` when every piece is taken.
-    fn next(&self, mine: usize) -> Option<usize> {
+    /// The next pieces for the thread of share `mine`, `None` when every piece is taken.
+    fn next(&self, mine: usize) -> Option<Range<usize>> {
         let lock = |i: usize| self.left[i].lock().unwrap_or_else(PoisonError::into_inner);
+        let claim = |left: usize| left.div_ceil(2).min(self.most);
         let mut own = lock(mine);
         if own.0 < own.1 {
-            own.0 += 1;
-            return Some(own.0 - 1);
+            let first = own.0;
+            own.0 += claim(own.1 - own.0);
+            return Some(first..own.0);
         }
         drop(own);
         let others = (1..self.left.len()).map(|k| (mine + k) % self.left.len());
         for other in others {
             let mut theirs = lock(other);
             if theirs.0 < theirs.1 {
-                theirs.1 -= 1;
-                return Some(theirs.1);
+                let end = theirs.1;
+                theirs.1 -= claim(theirs.1 - theirs.0);
+                return Some(theirs.1..end);
             }
         }
         None
@@ -303,31 +356,53 @@ impl Shares {
     }
 }
 
-/// Runs `work` on every piece `0..count`, computed by the caller and `threads - 1` workers of
-/// `pool` in [`Shares`]. The first error is returned, and no piece is started after it. The
-/// workers linger afterwards (see [`LINGER`]).
+/// Runs `prepare` on every part `0..parts`, then `work` on every piece `0..count`, computed by the
+/// caller and `threads - 1` workers of `pool`: the parts taken one at a time as they come, the
+/// pieces in [`Shares`] claims; no thread starts a piece before every part is done. The first
+/// error is returned, and nothing is started after it. Each worker lingers afterwards (see
+/// [`LINGER`]).
 fn share(
     pool: &ThreadPool,
     threads: usize,
+    parts: usize,
+    prepare: impl Fn(usize) -> Result<(), Error> + Sync,
     count: usize,
-    work: impl Fn(usize) -> Result<(), Error> + Sync,
+    work: impl Fn(Range<usize>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let started = Instant::now();
-    CALLS.fetch_add(1, Ordering::AcqRel);
     let shares = Shares::new(count, threads);
+    let next_part = AtomicUsize::new(0);
+    let parts_done = AtomicUsize::new(0);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
     let joined = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
+    let fail = |e: Error| {
+        failed.store(true, Ordering::Release);
+        shares.drain();
+        failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(e);
+    };
     let run = |mine: usize| {
-        while let Some(piece) = shares.next(mine) {
-            if let Err(e) = work(piece) {
-                failed.store(true, Ordering::Release);
-                shares.drain();
-                failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert(e);
+        loop {
+            let part = next_part.fetch_add(1, Ordering::AcqRel);
+            if part >= parts {
+                break;
+            }
+            // Counted even if the part panics, so that no thread waits below forever.
+            let _done = CountOnDrop(&parts_done);
+            if !failed.load(Ordering::Acquire) {
+                if let Err(e) = prepare(part) {
+                    fail(e);
+                }
+            }
+        }
+        // Every part is taken: wait for those another thread is still making.
+        wait_until(|| parts_done.load(Ordering::Acquire) >= parts);
+        while let Some(claim) = shares.next(mine) {
+            if let Err(e) = work(claim) {
+                fail(e);
                 return;
             }
         }
@@ -342,25 +417,28 @@ fn share(
                 run(mine);
             });
         }
-        run(0);
-        // Wait for the workers here, spinning, rather than sleep in the scope and be woken (a
-        // wake-up that, on a loaded machine, waits for a time slice): a worker on its last piece
-        // ends within a piece's time; one not started yet (so with nothing left to do) is spun
-        // for as long as the call has taken so far (at most LINGER), then left to the scope: a
-        // worker that late is descheduled, and spinning would only take the core it needs.
-        let spawned = threads - 1;
-        let deadline = Instant::now() + started.elapsed().min(LINGER);
-        loop {
-            let done = finished.load(Ordering::Acquire);
-            if done == spawned
-                || (joined.load(Ordering::Acquire) == done && Instant::now() >= deadline)
-            {
-                break;
+        // Ends the lingering of the workers of the last call: they find the jobs above waiting.
+        let call = CALLS.fetch_add(1, Ordering::AcqRel) + 1;
+        // Queued behind the jobs above, so a worker goes from its job straight into lingering
+        // (an idle rayon worker first yields its core, which on a busy machine loses it for a
+        // time slice); each lingers until the call after this one starts. From a worker of this
+        // pool (not a path this module takes) the jobs would go to its own queue, last in first
+        // out: no lingering then.
+        if pool.current_thread_index().is_none() {
+            for _ in 1..threads {
+                pool.spawn(move || linger(call));
             }
-            std::hint::spin_loop();
         }
+        run(0);
+        // Wait for the workers here, rather than sleep in the scope and be woken: the wake-up
+        // waits for a time slice on a loaded machine, and the scheduler may queue the woken
+        // caller behind a worker lingering on the same core. A worker on its last piece ends
+        // within a piece's time; one not started yet has nothing left to do but must still run
+        // its job before the scope can end (`wait_until` yields the core to it if it is queued
+        // behind this thread).
+        let spawned = threads - 1;
+        wait_until(|| finished.load(Ordering::Acquire) == spawned);
     });
-    linger(pool, threads - 1);
     if failed.load(Ordering::Acquire) {
         if let Some(e) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
             return Err(e);
@@ -378,25 +456,27 @@ impl Drop for CountOnDrop<'_> {
     }
 }
 
-/// Keeps `workers` workers of `pool` spinning for up to [`LINGER`] or until the next pooled call
-/// starts, so that it need not wake them.
-fn linger(pool: &ThreadPool, workers: usize) {
-    let call = CALLS.load(Ordering::Acquire);
-    for _ in 0..workers {
-        pool.spawn(move || {
-            let until = Instant::now() + LINGER;
-            'spin: while CALLS.load(Ordering::Acquire) == call {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
-                    if CALLS.load(Ordering::Relaxed) != call {
-                        break 'spin;
-                    }
-                }
-                if Instant::now() >= until {
-                    break;
-                }
-            }
-        });
+/// A worker's job after its part of pooled call number `call`: spins until the next pooled call
+/// starts or for [`LINGER`], so that the next call need not wake it.
+fn linger(call: usize) {
+    let until = Instant::now() + LINGER;
+    wait_until(|| CALLS.load(Ordering::Acquire) != call || Instant::now() >= until);
+}
+
+/// Returns when `done()` holds, spinning for the first [`SPIN`], then yielding the core between
+/// checks: a thread of this module that waits for another must not keep it from running when the
+/// scheduler has put both on one core (as it does when the other cores are busy).
+fn wait_until(done: impl Fn() -> bool) {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    while !done() {
+        // One pause per check (a pause is up to about 65 cycles on AMD cores: a longer run of
+        // them made every hand-off a microsecond late), the clock read every 64 checks.
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(64) && start.elapsed() >= SPIN {
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -540,8 +620,9 @@ mod tests {
 
     #[test]
     fn matmul_on_any_thread_count_gives_matvec_per_column() {
-        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them; 33
-        // columns of 2048 values are quantized on several threads.
+        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them; every
+        // n quantizes its columns in parts (one column in two, more columns in up to 8 parts
+        // per thread, some parts across the end of a column).
         let (rows, cols) = (301, 2048);
         for t in [
             GgmlType::Q8_0,
@@ -553,10 +634,9 @@ mod tests {
             let w = matrix(t, rows, cols);
             for n in [1, 2, 3, 8, 17, 33] {
                 let x = values(n * cols, n as u32);
-                assert_eq!(
-                    n >= 32,
-                    x.len() >= PARALLEL_QUANTIZE_VALUES,
-                    "n = 33 quantizes in parallel, the others not"
+                assert!(
+                    x.len() >= 2 * PARALLEL_QUANTIZE_VALUES,
+                    "the activations are quantized in several parts"
                 );
                 for lvl in level::available() {
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
@@ -603,10 +683,11 @@ mod tests {
         let (piece_rows, piece_columns) = pieces(2, 3, 2176, 512);
         assert_eq!(piece_rows, 8);
         assert_eq!(piece_columns, 32);
-        // One column: matvec's chunks of about CHUNK_BYTES.
-        assert_eq!(pieces(2, 64, 2176, 1), (16, 1));
-        // A large matrix: threads × 8 larger chunks.
-        assert_eq!(pieces(2, 2048, 2176, 1), (128, 1));
+        // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
+        assert_eq!(pieces(2, 64, 2176, 1), (8, 1));
+        assert_eq!(pieces(2, 2048, 2176, 1), (8, 1));
+        assert_eq!(pieces(2, 2048, 1152, 1), (16, 1));
+        assert_eq!(pieces(2, 5, 1152, 1), (5, 1));
     }
 
     #[test]
@@ -677,26 +758,47 @@ mod tests {
 
     #[test]
     fn shares_give_each_piece_once_own_rows_first() {
-        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10.
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
+        // at most 1 piece (10 / 24).
         let shares = Shares::new(10, 3);
-        assert_eq!(shares.next(1), Some(3));
-        let own: Vec<usize> = (0..4).filter_map(|_| shares.next(2)).collect();
-        assert_eq!(own, [6, 7, 8, 9], "a thread's own share, front first");
+        assert_eq!(shares.next(1), Some(3..4));
+        let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
+        assert_eq!(
+            own,
+            [6..7, 7..8, 8..9, 9..10],
+            "a thread's own share, front first"
+        );
         // Share 2 is empty: thread 2 steals from the back of share 0, then of share 1, while
         // thread 0 takes share 0 from the front.
-        assert_eq!(shares.next(2), Some(2));
-        assert_eq!(shares.next(0), Some(0));
-        assert_eq!(shares.next(2), Some(1));
-        assert_eq!(shares.next(2), Some(5));
+        assert_eq!(shares.next(2), Some(2..3));
+        assert_eq!(shares.next(0), Some(0..1));
+        assert_eq!(shares.next(2), Some(1..2));
+        assert_eq!(shares.next(2), Some(5..6));
         assert_eq!(
             shares.next(0),
-            Some(4),
+            Some(4..5),
             "thread 0 steals what share 1 has left"
         );
         assert_eq!(
             (shares.next(0), shares.next(1), shares.next(2)),
             (None, None, None)
         );
+        // Larger shares: claims halve what is left, at most an eighth of a share, front first
+        // for the owner and from the back for a thief; every piece once.
+        let shares = Shares::new(256, 2);
+        let mut claims = Vec::new();
+        while let Some(claim) = shares.next(0) {
+            claims.push(claim);
+        }
+        assert_eq!(claims[..5], [0..16, 16..32, 32..48, 48..64, 64..80]);
+        assert_eq!(
+            claims[7..12],
+            [112..120, 120..124, 124..126, 126..127, 127..128]
+        );
+        assert_eq!(claims[12], 240..256, "then the back of share 1");
+        let mut covered: Vec<usize> = claims.into_iter().flatten().collect();
+        covered.sort_unstable();
+        assert_eq!(covered, (0..256).collect::<Vec<_>>());
         // After a failure nothing is left for anyone.
         let shares = Shares::new(7, 2);
         shares.drain();
@@ -712,13 +814,22 @@ mod tests {
                 // Pieces 0 and 1 are the caller's share, 2 and 3 the worker's: the caller's slow
                 // first piece leaves the worker time to start and take its own.
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    share(&pool, 2, 4, |piece| {
-                        if piece == 0 {
-                            std::thread::sleep(Duration::from_millis(200));
-                        }
-                        assert_ne!(piece, panicking, "piece {piece} fails");
-                        Ok(())
-                    })
+                    share(
+                        &pool,
+                        2,
+                        1,
+                        |_| Ok(()),
+                        4,
+                        |claim| {
+                            for piece in claim {
+                                if piece == 0 {
+                                    std::thread::sleep(Duration::from_millis(200));
+                                }
+                                assert_ne!(piece, panicking, "piece {piece} fails");
+                            }
+                            Ok(())
+                        },
+                    )
                 }));
                 sent.send(outcome.is_err()).unwrap();
             }

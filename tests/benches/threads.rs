@@ -9,7 +9,8 @@
 //! add up to [`BEYOND_CACHE_BYTES`], so every call reads its weights from memory, as a model's
 //! decode does.
 //!
-//! Run: `cargo bench -p miniquant-tests --bench threads` (`-- Q4_K` etc. picks types).
+//! Run: `cargo bench -p miniquant-tests --bench threads` (`-- Q4_K 2048x2048` etc. picks types
+//! and shapes).
 
 use miniquant::quant::{self, level};
 use miniquant::GgmlType;
@@ -178,6 +179,8 @@ fn main() {
     let types: Vec<GgmlType> = [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
         GgmlType::Q4_K,
         GgmlType::Q6_K,
     ]
@@ -218,7 +221,13 @@ fn main() {
         // (The K-quants' 256-value blocks do not divide SmolLM2's 576 columns.)
         let shapes = SHAPES
             .iter()
-            .filter(|(_, cols)| cols % t.block_size() as usize == 0);
+            .filter(|(_, cols)| cols % t.block_size() as usize == 0)
+            .filter(|(rows, cols)| {
+                let name = format!("{rows}x{cols}");
+                !args.iter().any(|a| {
+                    a.contains('x') && a.chars().next().is_some_and(|c| c.is_ascii_digit())
+                }) || args.contains(&name)
+            });
         for &(rows, cols) in shapes {
             measure(*t, rows, cols);
         }

@@ -4,7 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::tokens::{kernel, Avx2};
-use crate::quant::activation::{BlockQ8K, BlockQ8_0};
+use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 
 /// The low byte of each i32 lane (C's `(int8_t)` of an int), eight lanes to eight bytes.
 #[inline]
@@ -151,6 +151,56 @@ kernel! {
                     *q = b as i8;
                 }
             }
+        }
+    }
+
+    /// `quantize_row_q8_1_ref`: [`quantize_q8_0`]'s quants and `d`, and `s = d · Σ q` (the sum of
+    /// the quants as bytes, as the scalar twin sums them). Q4_1's and Q5_1's activations: the
+    /// portable form took 3.7 µs for 2048 values on a Zen 4, 4% of a 2048² Q4_1 matvec and the
+    /// serial part of a two-thread one.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn quantize_q8_1(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8_1]) {
+        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        for (x, block) in values.chunks_exact(32).zip(blocks) {
+            let mut v = [_mm256_setzero_ps(); 4];
+            for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
+                // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+                *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+            }
+            let [a, b, c, d] = v;
+            let unordered = _mm256_or_ps(
+                _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
+                _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
+            );
+            if _mm256_movemask_ps(unordered) != 0 {
+                if let Ok(x) = <&[f32; 32]>::try_from(x) {
+                    *block = crate::quant::legacy::q8_1::quantize_block(x);
+                }
+                continue;
+            }
+            let m = _mm256_max_ps(
+                _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
+                _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
+            );
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+            // No NaN here, so the order of the maxima does not matter.
+            let amax = lanes
+                .into_iter()
+                .fold(0.0f32, |m, v| if m > v { m } else { v });
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            block.d = crate::quant::cast::f16_to_le(d);
+            let id = _mm256_set1_ps(id);
+            for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
+                let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
+                for (q, b) in q.iter_mut().zip(bytes) {
+                    *q = b as i8;
+                }
+            }
+            let sum: i32 = block.qs.iter().map(|&q| i32::from(q)).sum();
+            block.s = crate::quant::cast::f16_to_le(sum as f32 * d);
         }
     }
 }

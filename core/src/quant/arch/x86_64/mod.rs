@@ -74,6 +74,10 @@ pub(crate) const AVX2: ArchKernels = {
             quantize: activation::quantize_q8_0,
             dequantize: legacy::dequantize_q8_0,
             rows: legacy::rows::rows_q8_0,
+            matmul: legacy::matmul::matmul_q8_0,
+        },
+        q8_1: {
+            quantize: activation::quantize_q8_1,
         },
         q4_0: {
             vec_dot: legacy::vec_dot_q4_0,
@@ -104,6 +108,7 @@ pub(crate) const AVX2: ArchKernels = {
         iq4_nl: {
             vec_dot: legacy::vec_dot_iq4_nl,
             dequantize: legacy::dequantize_iq4_nl,
+            matmul: legacy::matmul::matmul_iq4_nl,
         },
         mxfp4: {
             vec_dot: legacy::vec_dot_mxfp4,

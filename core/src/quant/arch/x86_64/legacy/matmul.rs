@@ -14,14 +14,13 @@ use core::arch::x86_64::*;
 
 use super::rows::{
     q5_block_masked, rows_q4_0, rows_q4_0_vnni, rows_q4_1, rows_q4_1_vnni, rows_q5_0,
-    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0_vnni,
+    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0, rows_q8_0_vnni,
 };
 use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
-use crate::quant::arch::x86_64::vector::{hsum_i32, load16, load32, q4_0_nibbles};
-use crate::quant::cast::f16_le;
+use crate::quant::arch::x86_64::vector::{f16_le, hsum_i32, load16, load32, q4_0_nibbles};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
@@ -149,13 +148,15 @@ fn decode_strip<W>(
     }
 }
 
-/// Dword `j` of an activation block's quants, in every lane.
+/// Dword `j` of an activation block's quants (to be put in every lane), read as one 32-bit load:
+/// assembled from its four bytes, it compiled to four byte loads, shifts and ors, then a
+/// broadcast from a general register (docs/kernel-experiments.md).
 #[inline(always)]
 fn broadcast_dword(qs: &[i8; 32], j: usize) -> i32 {
-    match qs.get(4 * j..4 * j + 4) {
-        Some(&[a, b, c, d]) => i32::from_le_bytes([a as u8, b as u8, c as u8, d as u8]),
-        _ => 0,
-    }
+    // SAFETY: `[i8; 32]` and `[i32; 8]` have the same size and every bit pattern is an `i32`
+    // (little-endian: the bytes `4j..4j + 4` of the block in order).
+    let words = unsafe { core::mem::transmute::<[i8; 32], [i32; 8]>(*qs) };
+    words.get(j).copied().unwrap_or(0)
 }
 
 /// `S` strips' rows against `C` columns over one chunk: `columns[c]` the column's blocks of the
@@ -438,13 +439,15 @@ fn each_row<W, X>(
 }
 
 /// A Q8_0 activation block's `(d, 0)`.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn q8_0_scales(xb: &BlockQ8_0) -> (f32, f32) {
     (f16_le(xb.d), 0.0)
 }
 
 /// A Q8_1 activation block's `(d, s)`.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn q8_1_scales(xb: &BlockQ8_1) -> (f32, f32) {
     (f16_le(xb.d), f16_le(xb.s))
 }
@@ -462,7 +465,8 @@ fn q8_1_quants(xb: &BlockQ8_1) -> &[i8; 32] {
 }
 
 /// A block's `d` and no minimum.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "f16c")]
 fn d_only(d: [u8; 2]) -> (f32, f32) {
     (f16_le(d), 0.0)
 }
@@ -510,7 +514,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ8_0| _mm256_xor_si256(load32(&b.qs), _mm256_set1_epi8(-128)),
             w_scales: |b: &BlockQ8_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
             rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0_vnni(t, w, rb, x, out),
@@ -534,7 +538,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0_vnni(t, w, rb, x, out),
@@ -558,7 +562,7 @@ kernel! {
             min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1_vnni(t, w, rb, x, out),
@@ -582,7 +586,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0_vnni(t, w, rb, x, out),
@@ -606,7 +610,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1_vnni(t, w, rb, x, out),
@@ -630,7 +634,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockIq4Nl| table_biased(&b.qs, &KVALUES_IQ4NL),
             w_scales: |b: &BlockIq4Nl| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
@@ -656,7 +660,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockMxfp4| table_biased(&b.qs, &KVALUES_FP4),
             w_scales: |b: &BlockMxfp4| (e8m0_to_f32_half(b.e), 0.0),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockMxfp4], rb, x: &[BlockQ8_0], out: &mut [f32]| {
@@ -947,6 +951,269 @@ fn gemm_avx2<W, X>(
     }
 }
 
+/// An AVX2 strip of full-byte quants (Q8_0, IQ4_NL: products that `maddubs` pairs would
+/// saturate) decoded for one chunk: per block, sixteen transposed vectors of i16 pairs (vector
+/// `j` holds elements `2j, 2j + 1` of row `r`, sign-extended, in i32 lane `r`) and the rows' `d`.
+struct Strip8Wide {
+    quants: [[__m256i; 16]; CHUNK_BLOCKS],
+    d: [__m256; CHUNK_BLOCKS],
+}
+
+/// [`decode_strip8`] for [`Strip8Wide`]: `decode` gives a block's 32 signed quants.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn decode_strip8_wide<W>(
+    strip: &mut Strip8Wide,
+    w: &[W],
+    row_blocks: usize,
+    rows: core::ops::Range<usize>,
+    first_block: usize,
+    blocks: usize,
+    decode: &impl Fn(&W) -> __m256i,
+    w_scales: &impl Fn(&W) -> (f32, f32),
+) {
+    for k in 0..blocks.min(CHUNK_BLOCKS) {
+        let mut low = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut high = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
+        let mut d = [0f32; STRIP_ROWS_AVX2];
+        for (lane, row) in rows.clone().take(STRIP_ROWS_AVX2).enumerate() {
+            let at = row
+                .saturating_mul(row_blocks)
+                .saturating_add(first_block + k);
+            if let Some(b) = w.get(at) {
+                let q = decode(b);
+                low[lane] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+                high[lane] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q));
+                d[lane] = w_scales(b).0;
+            }
+        }
+        let (low, high) = (transpose8(&low), transpose8(&high));
+        strip.quants[k] = core::array::from_fn(|j| if j < 8 { low[j] } else { high[j - 8] });
+        // SAFETY: `d` holds eight f32; `loadu` has no alignment requirement.
+        strip.d[k] = unsafe { _mm256_loadu_ps(d.as_ptr()) };
+    }
+}
+
+/// An activation block's quants as sixteen i16 pairs (elements `2j, 2j + 1` in dword `j`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pairs16(qs: &[i8; 32]) -> [i32; 16] {
+    let q = load32(qs);
+    let mut pairs = [0i32; 16];
+    // SAFETY: `pairs` holds sixteen i32 (two vectors); `storeu` has no alignment requirement.
+    unsafe {
+        let at = pairs.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(at, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
+        _mm256_storeu_si256(
+            at.add(1),
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)),
+        );
+    }
+    pairs
+}
+
+/// `S` wide strips' rows against `C` columns over one chunk: per block and column, sixteen
+/// `madd` of each strip's i16 pairs against the column's pair `j` broadcast (one broadcast for
+/// all strips; exact i32 sums), then the float term in the scalar order.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_columns8_wide<X, const S: usize, const C: usize>(
+    strips: [&Strip8Wide; S],
+    blocks: usize,
+    columns: [&[X]; C],
+    summaries: [&ColumnChunk; C],
+    outputs: [[usize; C]; S],
+    y: &mut [f32],
+    lanes: [usize; S],
+    first: bool,
+    x_quants: &impl Fn(&X) -> &[i8; 32],
+    term: &impl Fn(__m256, __m256, __m256) -> __m256,
+) {
+    let lanes = lanes.map(|l| l.min(STRIP_ROWS_AVX2));
+    let mut sumf = [[_mm256_setzero_ps(); C]; S];
+    if !first {
+        for s in 0..S {
+            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
+                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+                    let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                    lanes8[..lanes[s]].copy_from_slice(out);
+                    // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
+                    *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+                }
+            }
+        }
+    }
+    let blocks = columns
+        .iter()
+        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    for k in 0..blocks {
+        let pairs: [[i32; 16]; C] = core::array::from_fn(|c| pairs16(x_quants(&columns[c][k])));
+        let mut acc = [[_mm256_setzero_si256(); C]; S];
+        for j in 0..16 {
+            for c in 0..C {
+                let xj = _mm256_set1_epi32(pairs[c][j]);
+                for s in 0..S {
+                    let p = _mm256_madd_epi16(strips[s].quants[k][j], xj);
+                    acc[s][c] = _mm256_add_epi32(acc[s][c], p);
+                }
+            }
+        }
+        for c in 0..C {
+            let dx = _mm256_set1_ps(summaries[c].d[k]);
+            for s in 0..S {
+                let t = term(_mm256_cvtepi32_ps(acc[s][c]), strips[s].d[k], dx);
+                sumf[s][c] = _mm256_add_ps(sumf[s][c], t);
+            }
+        }
+    }
+    for s in 0..S {
+        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
+            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+                let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
+                // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
+                unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+                out.copy_from_slice(&lanes8[..lanes[s]]);
+            }
+        }
+    }
+}
+
+/// The AVX2 matmul driver for full-byte quants: [`gemm_avx2`]'s loops over [`Strip8Wide`] strips
+/// (no bias: the quants stay signed), `term(sumi, d_w, d_x)`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn gemm_avx2_wide<W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W) -> __m256i,
+        impl Fn(&W) -> (f32, f32),
+        impl Fn(&X) -> (f32, f32),
+        impl Fn(&X) -> &[i8; 32],
+        impl Fn(__m256, __m256, __m256) -> __m256,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    let blocks = row_blocks.min(column_blocks);
+    let rows = w.len() / row_blocks;
+    if n < kit.min_columns {
+        for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
+            let start = c.saturating_mul(y_stride);
+            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+                (kit.rows)(w, row_blocks, column, out);
+            }
+        }
+        return;
+    }
+    let new_strip = || Strip8Wide {
+        quants: [[_mm256_setzero_si256(); 16]; CHUNK_BLOCKS],
+        d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+    };
+    let mut strips = [new_strip(), new_strip()];
+    let empty = ColumnChunk {
+        d: [0.0; CHUNK_BLOCKS],
+        s: [0.0; CHUNK_BLOCKS],
+        neg_bias_sum: [0; CHUNK_BLOCKS],
+    };
+    let mut summaries = [empty; GROUP_COLUMNS];
+    let (x_quants, term) = (&kit.x_quants, &kit.term);
+    let mut first_block = 0;
+    while first_block == 0 || first_block < blocks {
+        let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+        let first = first_block == 0;
+        let mut first_column = 0;
+        while first_column < n {
+            let group = GROUP_COLUMNS.min(n - first_column);
+            let column_chunk = |c: usize| {
+                let start = (first_column + c)
+                    .saturating_mul(column_blocks)
+                    .saturating_add(first_block);
+                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+            };
+            for (c, summary) in summaries.iter_mut().take(group).enumerate() {
+                for (k, xb) in column_chunk(c).iter().enumerate() {
+                    summary.d[k] = (kit.x_scales)(xb).0;
+                }
+            }
+            let output = |c: usize, row: usize| {
+                (first_column + c)
+                    .saturating_mul(y_stride)
+                    .saturating_add(row)
+            };
+            let mut first_row = 0;
+            while first_row < rows {
+                let left = rows - first_row;
+                let lanes = [
+                    left.min(STRIP_ROWS_AVX2),
+                    left.saturating_sub(STRIP_ROWS_AVX2).min(STRIP_ROWS_AVX2),
+                ];
+                for (s, strip) in strips.iter_mut().enumerate() {
+                    if lanes[s] > 0 {
+                        let start = first_row + s * STRIP_ROWS_AVX2;
+                        let (decode, scales) = (&kit.decode, &kit.w_scales);
+                        decode_strip8_wide(
+                            strip,
+                            w,
+                            row_blocks,
+                            start..start + lanes[s],
+                            first_block,
+                            chunk,
+                            decode,
+                            scales,
+                        );
+                    }
+                }
+                let [a, b] = &strips;
+                let mut c = 0;
+                while c < group {
+                    macro_rules! tile {
+                        ($strips:expr, $s:tt, $cols:tt) => {{
+                            tile_columns8_wide::<X, $s, $cols>(
+                                $strips,
+                                chunk,
+                                core::array::from_fn(|i| column_chunk(c + i)),
+                                core::array::from_fn(|i| &summaries[c + i]),
+                                core::array::from_fn(|s| {
+                                    core::array::from_fn(|i| {
+                                        output(c + i, first_row + s * STRIP_ROWS_AVX2)
+                                    })
+                                }),
+                                y,
+                                core::array::from_fn(|s| lanes[s]),
+                                first,
+                                x_quants,
+                                term,
+                            );
+                            c += $cols;
+                        }};
+                    }
+                    let wide = group - c >= TILE_COLUMNS_AVX2;
+                    match (lanes[1] > 0, wide) {
+                        (true, true) => tile!([a, b], 2, TILE_COLUMNS_AVX2),
+                        (true, false) => tile!([a, b], 2, 1),
+                        (false, true) => tile!([a], 1, TILE_COLUMNS_AVX2),
+                        (false, false) => tile!([a], 1, 1),
+                    }
+                }
+                first_row += 2 * STRIP_ROWS_AVX2;
+            }
+            first_column += group;
+        }
+        first_block += CHUNK_BLOCKS;
+    }
+}
+
 /// `(d_w · d_x) · sumi + m_w · s_x` on eight rows.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -981,7 +1248,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0(t, w, rb, x, out),
@@ -1005,7 +1272,7 @@ kernel! {
             min_columns: MIN_COLUMNS_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1(t, w, rb, x, out),
@@ -1029,7 +1296,7 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
-            x_scales: q8_0_scales,
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0(t, w, rb, x, out),
@@ -1053,11 +1320,64 @@ kernel! {
             min_columns: MIN_COLUMNS,
             decode: |b: &BlockQ5_1| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
-            x_scales: q8_1_scales,
+            x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
             x_quants: q8_1_quants,
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
         };
         gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// Q8_0 matmul, AVX2: `sumf += sumi * (d_w * d_x)`, quants widened to i16.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_q8_0(
+        t: Avx2,
+        w: &[BlockQ8_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            min_columns: MIN_COLUMNS,
+            decode: |b: &BlockQ8_0| load32(&b.qs),
+            w_scales: |b: &BlockQ8_0| d_only(b.d),
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
+            x_quants: q8_0_quants,
+            term: |sumi, dw, dx| _mm256_mul_ps(sumi, _mm256_mul_ps(dw, dx)),
+            rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0(t, w, rb, x, out),
+        };
+        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
+    }
+
+    /// IQ4_NL matmul, AVX2: `sumf += (d_x * d_w) * sumi`, levels widened to i16.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn matmul_iq4_nl(
+        t: Avx2,
+        w: &[BlockIq4Nl],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        let kit = Kit {
+            bias: 0,
+            min_columns: MIN_COLUMNS,
+            decode: |b: &BlockIq4Nl| {
+                let table = _mm256_broadcastsi128_si256(load16(&KVALUES_IQ4NL));
+                _mm256_shuffle_epi8(table, q4_0_nibbles(&b.qs))
+            },
+            w_scales: |b: &BlockIq4Nl| d_only(b.d),
+            x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
+            x_quants: q8_0_quants,
+            term: |sumi, dw, dx| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+            rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
+                each_row(w, rb, x, out, |row, x| vec_dot_iq4_nl(t, row, x))
+            },
+        };
+        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
     }
 }
