@@ -20,7 +20,6 @@
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
-use super::k_matmul_zmm::four_row_groups;
 use super::primitives::Primitives;
 use super::tokens::{Avx2, Avx512Vbmi, Avx512Vnni};
 use super::vector::{accumulate, add_lanes, load32, part, transpose_sums};
@@ -314,7 +313,9 @@ fn rows_against_columns<
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
 /// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
-/// `row_blocks` long, run `rows_kernel` per column instead.
+/// `row_blocks` long, run `rows_kernel` per column instead. At levels with 512-bit tiles,
+/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`,
+/// `y_stride`) and returns the rows it did; the 256-bit tiles do the rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -328,6 +329,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     y_stride: usize,
     decode: impl Fn(&W) -> Decoded,
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
+    zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut [f32], usize) -> usize,
 ) {
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
@@ -347,7 +349,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     }
     // Whole groups of four rows on 512-bit vectors where the level has them, the rest here.
     let mut first_row = match p.zmm() {
-        Some(t) => four_row_groups::<W, SIGNED, MINS>(t, w, row_blocks, x, y, y_stride, &decode),
+        Some(t) => zmm_groups(t, w, row_blocks, x, y, y_stride),
         None => 0,
     };
     let w = w.get(first_row.saturating_mul(row_blocks)..).unwrap_or(&[]);

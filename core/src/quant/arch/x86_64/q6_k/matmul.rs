@@ -4,6 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
+use super::super::k_matmul_zmm::four_row_groups;
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
 use super::{q6_k_high_bits, q6_k_rows};
@@ -82,5 +83,10 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         y_stride,
         |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
+        |t, w, row_blocks, x, y, y_stride| {
+            four_row_groups::<BlockQ6K, true, false>(t, w, row_blocks, x, y, y_stride, |b| {
+                decode(p.avx2(), b)
+            })
+        },
     )
 }
