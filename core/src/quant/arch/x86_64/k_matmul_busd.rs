@@ -418,3 +418,218 @@ fn mins_four_row_groups_body<W>(
     }
     first_row
 }
+
+/// The `vpermt2b` indices of Q6_K's column-pair tiles: the low 256 bits take a pair's vector
+/// (`second`: its second vector) in tile lane order (see [`k_matmul`](super::k_matmul)) from the
+/// first column's 64 raw bytes, the high 256 bits the same from the second column's (indices
+/// plus 64).
+const fn column_pair_order(second: bool) -> [u8; 64] {
+    let mut order = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let (h, j) = (i / 32, i % 32);
+        let (l, k) = (j / 4, j % 4);
+        let base = [0, 8, 32, 40][k] + l + if second { 16 } else { 0 };
+        order[i] = (base + 64 * h) as u8;
+        i += 1;
+    }
+    order
+}
+
+const COLUMN_PAIR_ORDERS: [[u8; 64]; 2] = [column_pair_order(false), column_pair_order(true)];
+
+/// `vpdpwssd acc, maddubs(x, w), s`: Q6_K's products of two columns (`x`, activation plus 128,
+/// one column per 256-bit half) against one row (`w`, signed, repeated in both halves), pairs
+/// exact in i16 (below 2·255·32), scaled by the row's scale pairs `s`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_step(acc: __m512i, x: __m512i, w: __m512i, s: __m512i) -> __m512i {
+    let mut acc = acc;
+    let _p: __m512i;
+    // SAFETY: register-only instructions of enabled features (AVX-512 BW/VNNI); they touch no
+    // memory, stack or flags. `p` is a scratch output distinct from every input.
+    unsafe {
+        core::arch::asm!(
+            "vpmaddubsw {p}, {x}, {w}",
+            "vpdpwssd {acc}, {p}, {s}",
+            acc = inout(zmm_reg) acc,
+            x = in(zmm_reg) x,
+            w = in(zmm_reg) w,
+            s = in(zmm_reg) s,
+            p = out(zmm_reg) _p,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
+/// Four decoded Q6_K rows (`rows[4k + r]` is row `r`'s super-block `k`) against four columns
+/// (`CP = 2`) or the first two (`CP = 1`): two columns per zmm (one per 256-bit half, so each
+/// 256-bit half is the 256-bit tiles' computation, lane for lane), each row's quant vector
+/// repeated in both halves.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_tile<const CP: usize>(
+    rows: &[super::k_matmul::Decoded],
+    blocks: usize,
+    columns: [&[BlockQ8K]; 4],
+) -> [[f32; 4]; 4] {
+    const { assert!(CP == 1 || CP == 2) };
+    let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
+    // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
+    let orders = COLUMN_PAIR_ORDERS.map(|o| unsafe { _mm512_loadu_si512(o.as_ptr().cast()) });
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
+    for k in 0..blocks {
+        let w: [Option<&super::k_matmul::Decoded>; 4] =
+            core::array::from_fn(|r| rows.get(4 * k + r));
+        let [Some(w0), Some(w1), Some(w2), Some(w3)] = w else {
+            break;
+        };
+        let w = [w0, w1, w2, w3];
+        let x: [&BlockQ8K; 4] = core::array::from_fn(|c| columns[c].get(k).unwrap_or(&zero_column));
+        let mut acc = [[_mm512_setzero_si512(); CP]; 4];
+        for pair in 0..4 {
+            let raw: [__m512i; 4] = core::array::from_fn(|c| {
+                if c < 2 * CP {
+                    _mm512_xor_si512(load64(x[c].qs.get(64 * pair..).unwrap_or(&[])), flip)
+                } else {
+                    _mm512_setzero_si512()
+                }
+            });
+            for half in 0..2 {
+                let v = 2 * pair + half;
+                let xv: [__m512i; CP] = core::array::from_fn(|cp| {
+                    _mm512_permutex2var_epi8(raw[2 * cp], orders[half], raw[2 * cp + 1])
+                });
+                for r in 0..4 {
+                    let q = _mm512_broadcast_i64x4(w[r].quants[v]);
+                    let s = _mm512_set1_epi32(w[r].scales[v]);
+                    for cp in 0..CP {
+                        acc[r][cp] = signed_step(acc[r][cp], xv[cp], q, s);
+                    }
+                }
+            }
+        }
+        let halves = |a: f32, b: f32| {
+            _mm512_castsi512_ps(_mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_castps_si256(_mm256_set1_ps(a))),
+                _mm256_castps_si256(_mm256_set1_ps(b)),
+            ))
+        };
+        let dx = [
+            halves(x[0].scale(), x[1].scale()),
+            halves(x[2].scale(), x[3].scale()),
+        ];
+        for r in 0..4 {
+            let d = _mm512_set1_ps(w[r].d);
+            let correction = _mm512_broadcast_i64x4(w[r].extra);
+            for cp in 0..CP {
+                let lanes = _mm512_sub_epi32(acc[r][cp], correction);
+                // `d·dx` per output, then `sums += (d·dx)·lane`: the scalar twin's steps.
+                let scale = _mm512_mul_ps(d, dx[cp]);
+                sums[r][cp] =
+                    _mm512_add_ps(sums[r][cp], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(lanes)));
+            }
+        }
+    }
+    let mut out = [[0.0f32; 4]; 4];
+    for r in 0..4 {
+        for cp in 0..CP {
+            let mut lanes = [0.0f32; 16];
+            // SAFETY: `lanes` holds sixteen f32; `storeu` has no alignment requirement.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), sums[r][cp]) };
+            for half in 0..2 {
+                let mut total = 0.0f32;
+                for l in 0..8 {
+                    total += lanes[8 * half + l];
+                }
+                out[r][2 * cp + half] = total;
+            }
+        }
+    }
+    out
+}
+
+/// Every whole group of four Q6_K rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each)
+/// against every column of `x`, four columns at a time (then two, then one), two columns per
+/// zmm; returns the rows done.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn signed_four_row_groups<W>(
+    t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    decode: impl Fn(&W) -> super::k_matmul::Decoded,
+) -> usize {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { signed_four_row_groups_body(t, w, row_blocks, x, y, y_stride, decode) }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_four_row_groups_body<W>(
+    _t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    decode: impl Fn(&W) -> super::k_matmul::Decoded,
+) -> usize {
+    if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
+        return 0;
+    }
+    let mut storage = [super::k_matmul::Decoded::zero(); 4 * BUSD_MAX_BLOCKS];
+    let n = x.len() / row_blocks;
+    let column = |c: usize| {
+        let start = c.saturating_mul(row_blocks);
+        x.get(start..start.saturating_add(row_blocks))
+            .unwrap_or(&[])
+    };
+    let mut first_row = 0;
+    for group in w.chunks_exact(4 * row_blocks) {
+        for (i, slot) in storage.iter_mut().take(4 * row_blocks).enumerate() {
+            // Block-major: slot `4k + r` is row `r`'s super-block `k`.
+            if let Some(b) = group.get((i % 4) * row_blocks + i / 4) {
+                *slot = decode(b);
+            }
+        }
+        let rows = storage.get(..4 * row_blocks).unwrap_or(&[]);
+        let mut store = |c: usize, r: usize, v: f32| {
+            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
+            if let Some(slot) = y.get_mut(at) {
+                *slot = v;
+            }
+        };
+        let mut first = 0;
+        while first + 4 <= n {
+            let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
+            let out = signed_tile::<2>(rows, row_blocks, cols);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += 4;
+        }
+        while first < n {
+            let (a, b) = (column(first), column((first + 1).min(n - 1)));
+            let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
+            let count = (n - first).min(2);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().take(count).enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += count;
+        }
+        first_row += 4;
+    }
+    first_row
+}
