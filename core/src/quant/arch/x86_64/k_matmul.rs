@@ -36,6 +36,10 @@ pub(super) const TILE_MAX_BLOCKS: usize = 40;
 /// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
 const TILE_MIN_COLUMNS: usize = 8;
 
+/// [`TILE_MIN_COLUMNS`] for Q6_K at levels with 512-bit tiles (the column-pair tiles lay rows
+/// out cheaply: n = 4 at 1.18x n × matvec, n = 3 at 0.78x; Q4_K stays at 8: n = 6 at 1.07x).
+const ZMM_SIGNED_MIN_COLUMNS: usize = 4;
+
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
 pub(super) trait TileLevel: Copy {
@@ -331,9 +335,14 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
     zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut [f32], usize) -> usize,
 ) {
+    let min_columns = if SIGNED && p.zmm().is_some() {
+        ZMM_SIGNED_MIN_COLUMNS
+    } else {
+        TILE_MIN_COLUMNS
+    };
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
-        && n >= TILE_MIN_COLUMNS
+        && n >= min_columns
         && Some(x.len()) == n.checked_mul(row_blocks);
     if !fits {
         let rows = w.len() / row_blocks.max(1);
