@@ -20,7 +20,6 @@
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
-use super::k_matmul_zmm::four_row_groups;
 use super::primitives::Primitives;
 use super::tokens::{Avx2, Avx512Vbmi, Avx512Vnni};
 use super::vector::{accumulate, add_lanes, load32, part, transpose_sums};
@@ -36,6 +35,10 @@ pub(super) const TILE_MAX_BLOCKS: usize = 40;
 /// Columns below which a call runs the rows kernel per column instead: decoding a group of rows
 /// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
 const TILE_MIN_COLUMNS: usize = 8;
+
+/// [`TILE_MIN_COLUMNS`] for Q6_K at levels with 512-bit tiles (the column-pair tiles lay rows
+/// out cheaply: n = 4 at 1.18x n × matvec, n = 3 at 0.78x; Q4_K stays at 8: n = 6 at 1.07x).
+const ZMM_SIGNED_MIN_COLUMNS: usize = 4;
 
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
@@ -314,7 +317,9 @@ fn rows_against_columns<
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
 /// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
-/// `row_blocks` long, run `rows_kernel` per column instead.
+/// `row_blocks` long, run `rows_kernel` per column instead. At levels with 512-bit tiles,
+/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`,
+/// `y_stride`) and returns the rows it did; the 256-bit tiles do the rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -328,10 +333,16 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     y_stride: usize,
     decode: impl Fn(&W) -> Decoded,
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
+    zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut [f32], usize) -> usize,
 ) {
+    let min_columns = if SIGNED && p.zmm().is_some() {
+        ZMM_SIGNED_MIN_COLUMNS
+    } else {
+        TILE_MIN_COLUMNS
+    };
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
-        && n >= TILE_MIN_COLUMNS
+        && n >= min_columns
         && Some(x.len()) == n.checked_mul(row_blocks);
     if !fits {
         let rows = w.len() / row_blocks.max(1);
@@ -347,7 +358,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     }
     // Whole groups of four rows on 512-bit vectors where the level has them, the rest here.
     let mut first_row = match p.zmm() {
-        Some(t) => four_row_groups::<W, SIGNED, MINS>(t, w, row_blocks, x, y, y_stride, &decode),
+        Some(t) => zmm_groups(t, w, row_blocks, x, y, y_stride),
         None => 0,
     };
     let w = w.get(first_row.saturating_mul(row_blocks)..).unwrap_or(&[]);

@@ -198,6 +198,11 @@ fn check_type<B: Kernels<Activation = BlockQ8K>>(
         (5, 40, 3),
         (3, 41, 11),
         (21, 24, 8),
+        (6, 3, 33),
+        (5, 2, 4),
+        (7, 3, 5),
+        (4, 18, 6),
+        (9, 17, 35),
     ] {
         failures.append(&mut check::<B>(
             &mut rng,

@@ -15,6 +15,7 @@ pub(crate) mod detect;
 mod drivers;
 mod iq4_xs;
 mod k_matmul;
+mod k_matmul_busd;
 #[cfg(test)]
 mod k_matmul_tests;
 mod k_matmul_zmm;

@@ -4,6 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileLevel};
+use super::super::k_matmul_busd::mins_four_row_groups;
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
 use super::{mins_rows, q5_k_fifth_bits, MinsBlock};
@@ -74,5 +75,8 @@ pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
         y_stride,
         |b| decode(p.avx2(), parts(b)),
         |w, row_blocks, x, out| mins_rows(p, w, row_blocks, x, out, parts, single),
+        |t, w, row_blocks, x, y, y_stride| {
+            mins_four_row_groups(t, w, row_blocks, x, y, y_stride, parts)
+        },
     )
 }

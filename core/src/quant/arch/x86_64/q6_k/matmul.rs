@@ -4,6 +4,8 @@
 use core::arch::x86_64::*;
 
 use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
+use super::super::k_matmul_busd::signed_four_row_groups;
+use super::super::k_matmul_zmm::four_row_groups;
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
 use super::{q6_k_high_bits, q6_k_rows};
@@ -58,6 +60,11 @@ fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
     }
 }
 
+/// Columns from which Q6_K takes the row-pair 512-bit tiles
+/// ([`k_matmul_zmm`](super::super::k_matmul_zmm)) instead of the column-pair ones
+/// ([`k_matmul_busd`](super::super::k_matmul_busd)).
+const SIGNED_ROW_PAIR_COLUMNS: usize = 32;
+
 /// The Q6_K matmul over [`k_matmul`]; `single` is the vec_dot (for rows too long for the tiles).
 #[allow(clippy::too_many_arguments)]
 #[inline]
@@ -82,5 +89,21 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         y_stride,
         |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
+        |t, w, row_blocks, x, y, y_stride| {
+            // Row-pair tiles from 32 columns (1.05x the column-pair ones at n = 128 and 512) on
+            // rows they take; column-pair tiles below (their rows cost less to lay out: n = 8
+            // at 1.2x) and on rows of 17-40 super-blocks.
+            let done = if x.len() >= SIGNED_ROW_PAIR_COLUMNS.saturating_mul(row_blocks) {
+                four_row_groups::<BlockQ6K, true, false>(t, w, row_blocks, x, y, y_stride, |b| {
+                    decode(p.avx2(), b)
+                })
+            } else {
+                0
+            };
+            if done > 0 {
+                return done;
+            }
+            signed_four_row_groups(t, w, row_blocks, x, y, y_stride, |b| decode(p.avx2(), b))
+        },
     )
 }

@@ -1,0 +1,635 @@
+//! The Q4_K/Q5_K matmul tiles on 512-bit vectors with `vpdpbusd` (AVX-512 VNNI with VBMI): four
+//! weight rows × four activation columns, each output with its vec_dot's bits.
+//!
+//! Layout ("dword order"): a pair of 32-value sub-blocks `A` (values `64v..64v+32`) and `B` (the
+//! next 32) is one zmm; 128-bit lane `k` holds the dwords `A[2k], B[2k], A[2k+1], B[2k+1]`, where
+//! dword `X[l]` is the four bytes `X[l], X[l+8], X[l+16], X[l+24]`: the four values of reference
+//! lane `l` (element index mod 8) in sub-block `X`. One `vpdpbusd` (weights unsigned, activations
+//! signed) leaves each dword's four products summed: the exact lane sum of one sub-block (below
+//! 4·31·128 in magnitude, so exact in i16). For two columns `c1`, `c2` of one row, `vpackssdw`
+//! of their two results gives, per 128-bit lane, the i16 pairs `(A[2k], B[2k])`, `(A[2k+1],
+//! B[2k+1])` of `c1`, then the same of `c2`; one `vpdpwssd` with the row's scale pair
+//! `(s_A, s_B)` adds `s_A·A[l] + s_B·B[l]` into the dword of lane `l`. The accumulator of a row
+//! and a column pair is then, per 128-bit lane `k`: `c1`'s lanes `2k`, `2k+1`, `c2`'s lanes `2k`,
+//! `2k+1`: the reference's exact `aux32` lanes, two outputs per zmm, ready for the float step
+//! (`sums[l] += (d·dx)·aux32[l]`, lane by lane, as the scalar twin). Per output and super-block:
+//! four `vpdpbusd`, two `vpackssdw`, two `vpdpwssd` (against four `vpmaddubsw` and four
+//! `vpdpwssd` in the tiles of [`k_matmul_zmm`](super::k_matmul_zmm)).
+//!
+//! The mins: `Σ bsums·mins` of the tile's 16 outputs in one zmm (output `4r + c` in dword `4r +
+//! c`), eight `vpdpwssd` of the columns' bsum pairs (gathered by `vpermt2d`) against the rows'
+//! doubled mins (laid out when the rows are decoded), exact in i32; then `sumf -= (dmin·dx)·sumi`
+//! for the 16 outputs at once.
+
+use core::arch::x86_64::*;
+
+use super::tokens::Avx512Vbmi;
+use super::vector::{f16_le, load32, part};
+use crate::quant::activation::BlockQ8K;
+use crate::quant::k_quants::q4_k::scales_and_mins;
+
+/// Super-blocks per row these tiles take (rows of up to 10,240 values); longer rows take the
+/// rows kernel. The decoded rows of a group live on the stack (about 1.9 KB per super-block).
+pub(super) const BUSD_MAX_BLOCKS: usize = 40;
+
+/// The `vpermb` indices that put 64 raw bytes (`A` then `B`) in dword order (module docs).
+const fn dword_order() -> [u8; 64] {
+    let mut order = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let (dword, e) = (i / 4, i % 4);
+        let (k, m) = (dword / 4, dword % 4);
+        let (sub, l) = (m % 2, 2 * k + m / 2);
+        order[i] = (32 * sub + l + 8 * e) as u8;
+        i += 1;
+    }
+    order
+}
+
+/// [`dword_order`] as a table (64 bytes, for `vpermb`).
+pub(super) const DWORD_ORDER: [u8; 64] = dword_order();
+
+/// `vpermt2d` indices: for bsum pair `q`, dword `4r + c` takes column `c`'s pair `q` from the
+/// columns' bsums laid out as `[c0 | c1]`, `[c2 | c3]` (32 bytes each).
+const fn bsum_indices() -> [[u32; 16]; 8] {
+    let mut idx = [[0u32; 16]; 8];
+    let mut q = 0;
+    while q < 8 {
+        let mut o = 0;
+        while o < 16 {
+            idx[q][o] = (8 * (o % 4) + q) as u32;
+            o += 1;
+        }
+        q += 1;
+    }
+    idx
+}
+
+const BSUM_INDICES: [[u32; 16]; 8] = bsum_indices();
+
+/// A Q4_K/Q5_K block's parts: packed scales, `qs`, Q5_K's `qh`, `d` and `dmin` bytes.
+pub(super) type MinsParts<'a> = (
+    &'a [u8; 12],
+    &'a [u8; 128],
+    Option<&'a [u8; 32]>,
+    &'a [u8; 4],
+);
+
+/// Four rows' super-block `k`, as the tile reads it.
+#[derive(Clone, Copy)]
+struct GroupBlock {
+    quants: [[__m512i; 4]; 4],
+    scales: [[i32; 4]; 4],
+    d: [f32; 4],
+    /// For bsum pair `q`: dword `4r + c` is `(m_q, m_q)` of row `r`.
+    mins: [__m512i; 8],
+    /// Dword `4r + c` is row `r`'s `dmin`.
+    dmin: __m512,
+}
+
+/// A Q4_K/Q5_K block in dword order: pair `v` is sub-blocks `2v` (low nibbles of `qs[32v..]`,
+/// fifth bit `2v` of `qh`) and `2v + 1` (high nibbles, bit `2v + 1`).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn decode(
+    (packed, qs, qh, d_dmin): MinsParts<'_>,
+    quants_out: &mut [__m512i; 4],
+    scales_out: &mut [i32; 4],
+) -> ([u8; 8], f32, f32) {
+    let (scales, mins) = scales_and_mins(packed);
+    let nibble = _mm256_set1_epi8(0x0f);
+    let fifth = _mm256_set1_epi8(0x10);
+    let high_bits = qh.map(|h| load32(h));
+    // SAFETY: the table is 64 bytes; `loadu` has no alignment requirement.
+    let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
+    for (pair, out) in quants_out.iter_mut().enumerate() {
+        let q = load32(part(qs, 32 * pair));
+        let mut low = _mm256_and_si256(q, nibble);
+        let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
+        if let Some(h) = high_bits {
+            // Bits `2·pair` and `2·pair + 1` of each `qh` byte moved to bit 4.
+            let shift_low = _mm_cvtsi32_si128(2 * pair as i32);
+            let shift_high = _mm_cvtsi32_si128(2 * pair as i32 + 1);
+            let h_low = _mm256_slli_epi16::<4>(_mm256_srl_epi16(h, shift_low));
+            let h_high = _mm256_slli_epi16::<4>(_mm256_srl_epi16(h, shift_high));
+            low = _mm256_or_si256(low, _mm256_and_si256(h_low, fifth));
+            high = _mm256_or_si256(high, _mm256_and_si256(h_high, fifth));
+        }
+        let raw = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
+        *out = _mm512_permutexvar_epi8(order, raw);
+    }
+    for (pair, out) in scales_out.iter_mut().enumerate() {
+        let first = scales.get(2 * pair).copied().unwrap_or(0);
+        let second = scales.get(2 * pair + 1).copied().unwrap_or(0);
+        *out = i32::from(first) | i32::from(second) << 16;
+    }
+    let [d0, d1, m0, m1] = *d_dmin;
+    (mins, f16_le([d0, d1]), f16_le([m0, m1]))
+}
+
+impl GroupBlock {
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+    fn zero() -> GroupBlock {
+        GroupBlock {
+            quants: [[_mm512_setzero_si512(); 4]; 4],
+            scales: [[0; 4]; 4],
+            d: [0.0; 4],
+            mins: [_mm512_setzero_si512(); 8],
+            dmin: _mm512_setzero_ps(),
+        }
+    }
+
+    /// Fills `self` from four rows' super-blocks.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+    fn fill(&mut self, rows: [MinsParts<'_>; 4]) {
+        let mut bytes = [0i64; 4];
+        let mut dmins = [0.0f32; 4];
+        for (r, row) in rows.into_iter().enumerate() {
+            let (mins, d, dmin) = decode(row, &mut self.quants[r], &mut self.scales[r]);
+            self.d[r] = d;
+            bytes[r] = i64::from_le_bytes(mins);
+            dmins[r] = dmin;
+        }
+        // Row `r`'s mins as dwords `(m_q, m_q)` at `8r + q` of `[rows 0, 1]` and `[rows 2, 3]`.
+        let doubled = |low: i64, high: i64| {
+            let v = _mm512_cvtepu8_epi32(_mm_set_epi64x(high, low));
+            _mm512_or_si512(v, _mm512_slli_epi32::<16>(v))
+        };
+        let (first, second) = (doubled(bytes[0], bytes[1]), doubled(bytes[2], bytes[3]));
+        for (q, m) in self.mins.iter_mut().enumerate() {
+            let q = q as i32;
+            let idx = _mm512_set_epi32(
+                24 + q,
+                24 + q,
+                24 + q,
+                24 + q,
+                16 + q,
+                16 + q,
+                16 + q,
+                16 + q,
+                8 + q,
+                8 + q,
+                8 + q,
+                8 + q,
+                q,
+                q,
+                q,
+                q,
+            );
+            *m = _mm512_permutex2var_epi32(first, idx, second);
+        }
+        let dmin = _mm_set_ps(dmins[3], dmins[2], dmins[1], dmins[0]);
+        let idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        self.dmin = _mm512_permutexvar_ps(idx, _mm512_broadcast_f32x4(dmin));
+    }
+}
+
+/// `acc + (s_A, s_B)·packs(w·x1, w·x2)`: one row against two columns, one pair of sub-blocks
+/// (module docs). One `asm!` block: LLVM splits `vpdpwssd` chains into `vpmaddwd` + `vpaddd`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn pair_step(acc: __m512i, w: __m512i, x1: __m512i, x2: __m512i, s: __m512i) -> __m512i {
+    let mut acc = acc;
+    let _p1: __m512i;
+    let _p2: __m512i;
+    // SAFETY: register-only instructions of enabled features (AVX-512 F/BW/VNNI); they touch no
+    // memory, stack or flags. `p1` and `p2` are scratch outputs distinct from every input.
+    unsafe {
+        core::arch::asm!(
+            "vpxord {p1}, {p1}, {p1}",
+            "vpxord {p2}, {p2}, {p2}",
+            "vpdpbusd {p1}, {w}, {x1}",
+            "vpdpbusd {p2}, {w}, {x2}",
+            "vpackssdw {p1}, {p1}, {p2}",
+            "vpdpwssd {acc}, {p1}, {s}",
+            acc = inout(zmm_reg) acc,
+            w = in(zmm_reg) w,
+            x1 = in(zmm_reg) x1,
+            x2 = in(zmm_reg) x2,
+            s = in(zmm_reg) s,
+            p1 = out(zmm_reg) _p1,
+            p2 = out(zmm_reg) _p2,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
+/// `vpdpwssd acc, a, b` on 512 bits (in `asm!` for the reason [`pair_step`] gives).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn dpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: one register-only instruction of an enabled feature (AVX-512 VNNI); it touches no
+    // memory, stack or flags.
+    unsafe {
+        core::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
+/// 64 bytes from `bytes` (zeros past its end).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn load64(bytes: &[i8]) -> __m512i {
+    match bytes.first_chunk::<64>() {
+        // SAFETY: the chunk is 64 bytes; `loadu` has no alignment requirement.
+        Some(b) => unsafe { _mm512_loadu_si512(b.as_ptr().cast()) },
+        None => _mm512_setzero_si512(),
+    }
+}
+
+/// A column's 16 bsums (32 bytes).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn bsums(x: &BlockQ8K) -> __m256i {
+    // SAFETY: `bsums` is 32 bytes; `loadu` has no alignment requirement.
+    unsafe { _mm256_loadu_si256(x.bsums.as_ptr().cast()) }
+}
+
+/// Four rows (`groups[k]` is their super-block `k`) against the columns `columns`: all four for
+/// `CP = 2`, the first two for `CP = 1` (the others then repeat those and their outputs are not
+/// used). `out[r][c]` has the bits of row `r`'s vec_dot with column `c`.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn tile<const CP: usize>(groups: &[GroupBlock], columns: [&[BlockQ8K]; 4]) -> [[f32; 4]; 4] {
+    const { assert!(CP == 1 || CP == 2) };
+    let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
+    // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
+    let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
+    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
+    let mut sumf = _mm512_setzero_ps();
+    for (k, g) in groups.iter().enumerate() {
+        let x: [&BlockQ8K; 4] = core::array::from_fn(|c| columns[c].get(k).unwrap_or(&zero_column));
+        let mut acc = [[_mm512_setzero_si512(); CP]; 4];
+        for v in 0..4 {
+            let xv: [__m512i; 4] = core::array::from_fn(|c| {
+                if c < 2 * CP {
+                    let qs = x[c].qs.get(64 * v..).unwrap_or(&[]);
+                    _mm512_permutexvar_epi8(order, load64(qs))
+                } else {
+                    _mm512_setzero_si512()
+                }
+            });
+            for r in 0..4 {
+                let w = g.quants[r][v];
+                let s = _mm512_set1_epi32(g.scales[r][v]);
+                for cp in 0..CP {
+                    acc[r][cp] = pair_step(acc[r][cp], w, xv[2 * cp], xv[2 * cp + 1], s);
+                }
+            }
+        }
+        let dx = _mm_set_ps(x[3].scale(), x[2].scale(), x[1].scale(), x[0].scale());
+        // Per column pair: `dx1, dx1, dx2, dx2` in every 128-bit lane (the accumulators' order).
+        let dx_pairs = [
+            _mm512_broadcast_f32x4(_mm_unpacklo_ps(dx, dx)),
+            _mm512_broadcast_f32x4(_mm_unpackhi_ps(dx, dx)),
+        ];
+        for r in 0..4 {
+            let d = _mm512_set1_ps(g.d[r]);
+            for cp in 0..CP {
+                // `d·dx` per output, then `sums += (d·dx)·lane`: the scalar twin's steps.
+                let scale = _mm512_mul_ps(d, dx_pairs[cp]);
+                let lanes = _mm512_cvtepi32_ps(acc[r][cp]);
+                sums[r][cp] = _mm512_add_ps(sums[r][cp], _mm512_mul_ps(scale, lanes));
+            }
+        }
+        // `Σ bsums·mins`, exact, for the 16 outputs (dword `4r + c`).
+        let low = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(bsums(x[0])), bsums(x[1]));
+        let high = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(bsums(x[2])), bsums(x[3]));
+        let mut sumi = _mm512_setzero_si512();
+        for q in 0..8 {
+            // SAFETY: each index table holds sixteen u32; `loadu` has no alignment requirement.
+            let idx = unsafe { _mm512_loadu_si512(BSUM_INDICES[q].as_ptr().cast()) };
+            let pairs = _mm512_permutex2var_epi32(low, idx, high);
+            sumi = dpwssd(sumi, pairs, g.mins[q]);
+        }
+        let dmin_dx = _mm512_mul_ps(g.dmin, _mm512_broadcast_f32x4(dx));
+        sumf = _mm512_sub_ps(sumf, _mm512_mul_ps(dmin_dx, _mm512_cvtepi32_ps(sumi)));
+    }
+    let mut sumf_out = [0.0f32; 16];
+    // SAFETY: `sumf_out` holds sixteen f32; `storeu` has no alignment requirement.
+    unsafe { _mm512_storeu_ps(sumf_out.as_mut_ptr(), sumf) };
+    let mut out = [[0.0f32; 4]; 4];
+    for r in 0..4 {
+        for cp in 0..CP {
+            let mut lanes = [0.0f32; 16];
+            // SAFETY: `lanes` holds sixteen f32; `storeu` has no alignment requirement.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), sums[r][cp]) };
+            for half in 0..2 {
+                let c = 2 * cp + half;
+                let mut total = sumf_out[4 * r + c];
+                for l in 0..8 {
+                    total += lanes[4 * (l / 2) + 2 * half + l % 2];
+                }
+                out[r][c] = total;
+            }
+        }
+    }
+    out
+}
+
+/// Every whole group of four rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each, every column
+/// of `x` that long) against every column of `x`, four columns at a time (then two, then one);
+/// returns the rows done.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn mins_four_row_groups<W>(
+    t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    parts: impl Fn(&W) -> MinsParts<'_>,
+) -> usize {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, y_stride, parts) }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn mins_four_row_groups_body<W>(
+    _t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    parts: impl Fn(&W) -> MinsParts<'_>,
+) -> usize {
+    if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
+        return 0;
+    }
+    let mut storage = [GroupBlock::zero(); BUSD_MAX_BLOCKS];
+    let n = x.len() / row_blocks;
+    let column = |c: usize| {
+        let start = c.saturating_mul(row_blocks);
+        x.get(start..start.saturating_add(row_blocks))
+            .unwrap_or(&[])
+    };
+    let mut first_row = 0;
+    for group in w.chunks_exact(4 * row_blocks) {
+        for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
+            let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
+            if let [Some(a), Some(b), Some(c), Some(d)] = rows {
+                slot.fill([parts(a), parts(b), parts(c), parts(d)]);
+            }
+        }
+        let groups = storage.get(..row_blocks).unwrap_or(&[]);
+        let mut store = |c: usize, r: usize, v: f32| {
+            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
+            if let Some(slot) = y.get_mut(at) {
+                *slot = v;
+            }
+        };
+        let mut first = 0;
+        while first + 4 <= n {
+            let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
+            let out = tile::<2>(groups, cols);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += 4;
+        }
+        while first < n {
+            let (a, b) = (column(first), column((first + 1).min(n - 1)));
+            let out = tile::<1>(groups, [a, b, a, b]);
+            let count = (n - first).min(2);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().take(count).enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += count;
+        }
+        first_row += 4;
+    }
+    first_row
+}
+
+/// The `vpermt2b` indices of Q6_K's column-pair tiles: the low 256 bits take a pair's vector
+/// (`second`: its second vector) in tile lane order (see [`k_matmul`](super::k_matmul)) from the
+/// first column's 64 raw bytes, the high 256 bits the same from the second column's (indices
+/// plus 64).
+const fn column_pair_order(second: bool) -> [u8; 64] {
+    let mut order = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let (h, j) = (i / 32, i % 32);
+        let (l, k) = (j / 4, j % 4);
+        let base = [0, 8, 32, 40][k] + l + if second { 16 } else { 0 };
+        order[i] = (base + 64 * h) as u8;
+        i += 1;
+    }
+    order
+}
+
+const COLUMN_PAIR_ORDERS: [[u8; 64]; 2] = [column_pair_order(false), column_pair_order(true)];
+
+/// `vpdpwssd acc, maddubs(x, w), s`: Q6_K's products of two columns (`x`, activation plus 128,
+/// one column per 256-bit half) against one row (`w`, signed, repeated in both halves), pairs
+/// exact in i16 (below 2·255·32), scaled by the row's scale pairs `s`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_step(acc: __m512i, x: __m512i, w: __m512i, s: __m512i) -> __m512i {
+    let mut acc = acc;
+    let _p: __m512i;
+    // SAFETY: register-only instructions of enabled features (AVX-512 BW/VNNI); they touch no
+    // memory, stack or flags. `p` is a scratch output distinct from every input.
+    unsafe {
+        core::arch::asm!(
+            "vpmaddubsw {p}, {x}, {w}",
+            "vpdpwssd {acc}, {p}, {s}",
+            acc = inout(zmm_reg) acc,
+            x = in(zmm_reg) x,
+            w = in(zmm_reg) w,
+            s = in(zmm_reg) s,
+            p = out(zmm_reg) _p,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    acc
+}
+
+/// Four decoded Q6_K rows (`rows[4k + r]` is row `r`'s super-block `k`) against four columns
+/// (`CP = 2`) or the first two (`CP = 1`): two columns per zmm (one per 256-bit half, so each
+/// 256-bit half is the 256-bit tiles' computation, lane for lane), each row's quant vector
+/// repeated in both halves.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_tile<const CP: usize>(
+    rows: &[super::k_matmul::Decoded],
+    blocks: usize,
+    columns: [&[BlockQ8K]; 4],
+) -> [[f32; 4]; 4] {
+    const { assert!(CP == 1 || CP == 2) };
+    let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
+    // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
+    let orders = COLUMN_PAIR_ORDERS.map(|o| unsafe { _mm512_loadu_si512(o.as_ptr().cast()) });
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
+    for k in 0..blocks {
+        let w: [Option<&super::k_matmul::Decoded>; 4] =
+            core::array::from_fn(|r| rows.get(4 * k + r));
+        let [Some(w0), Some(w1), Some(w2), Some(w3)] = w else {
+            break;
+        };
+        let w = [w0, w1, w2, w3];
+        let x: [&BlockQ8K; 4] = core::array::from_fn(|c| columns[c].get(k).unwrap_or(&zero_column));
+        let mut acc = [[_mm512_setzero_si512(); CP]; 4];
+        for pair in 0..4 {
+            let raw: [__m512i; 4] = core::array::from_fn(|c| {
+                if c < 2 * CP {
+                    _mm512_xor_si512(load64(x[c].qs.get(64 * pair..).unwrap_or(&[])), flip)
+                } else {
+                    _mm512_setzero_si512()
+                }
+            });
+            for half in 0..2 {
+                let v = 2 * pair + half;
+                let xv: [__m512i; CP] = core::array::from_fn(|cp| {
+                    _mm512_permutex2var_epi8(raw[2 * cp], orders[half], raw[2 * cp + 1])
+                });
+                for r in 0..4 {
+                    let q = _mm512_broadcast_i64x4(w[r].quants[v]);
+                    let s = _mm512_set1_epi32(w[r].scales[v]);
+                    for cp in 0..CP {
+                        acc[r][cp] = signed_step(acc[r][cp], xv[cp], q, s);
+                    }
+                }
+            }
+        }
+        let halves = |a: f32, b: f32| {
+            _mm512_castsi512_ps(_mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_castps_si256(_mm256_set1_ps(a))),
+                _mm256_castps_si256(_mm256_set1_ps(b)),
+            ))
+        };
+        let dx = [
+            halves(x[0].scale(), x[1].scale()),
+            halves(x[2].scale(), x[3].scale()),
+        ];
+        for r in 0..4 {
+            let d = _mm512_set1_ps(w[r].d);
+            let correction = _mm512_broadcast_i64x4(w[r].extra);
+            for cp in 0..CP {
+                let lanes = _mm512_sub_epi32(acc[r][cp], correction);
+                // `d·dx` per output, then `sums += (d·dx)·lane`: the scalar twin's steps.
+                let scale = _mm512_mul_ps(d, dx[cp]);
+                sums[r][cp] =
+                    _mm512_add_ps(sums[r][cp], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(lanes)));
+            }
+        }
+    }
+    let mut out = [[0.0f32; 4]; 4];
+    for r in 0..4 {
+        for cp in 0..CP {
+            let mut lanes = [0.0f32; 16];
+            // SAFETY: `lanes` holds sixteen f32; `storeu` has no alignment requirement.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), sums[r][cp]) };
+            for half in 0..2 {
+                let mut total = 0.0f32;
+                for l in 0..8 {
+                    total += lanes[8 * half + l];
+                }
+                out[r][2 * cp + half] = total;
+            }
+        }
+    }
+    out
+}
+
+/// Every whole group of four Q6_K rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each)
+/// against every column of `x`, four columns at a time (then two, then one), two columns per
+/// zmm; returns the rows done.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn signed_four_row_groups<W>(
+    t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    decode: impl Fn(&W) -> super::k_matmul::Decoded,
+) -> usize {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { signed_four_row_groups_body(t, w, row_blocks, x, y, y_stride, decode) }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_four_row_groups_body<W>(
+    _t: Avx512Vbmi,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    decode: impl Fn(&W) -> super::k_matmul::Decoded,
+) -> usize {
+    if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
+        return 0;
+    }
+    let mut storage = [super::k_matmul::Decoded::zero(); 4 * BUSD_MAX_BLOCKS];
+    let n = x.len() / row_blocks;
+    let column = |c: usize| {
+        let start = c.saturating_mul(row_blocks);
+        x.get(start..start.saturating_add(row_blocks))
+            .unwrap_or(&[])
+    };
+    let mut first_row = 0;
+    for group in w.chunks_exact(4 * row_blocks) {
+        for (i, slot) in storage.iter_mut().take(4 * row_blocks).enumerate() {
+            // Block-major: slot `4k + r` is row `r`'s super-block `k`.
+            if let Some(b) = group.get((i % 4) * row_blocks + i / 4) {
+                *slot = decode(b);
+            }
+        }
+        let rows = storage.get(..4 * row_blocks).unwrap_or(&[]);
+        let mut store = |c: usize, r: usize, v: f32| {
+            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
+            if let Some(slot) = y.get_mut(at) {
+                *slot = v;
+            }
+        };
+        let mut first = 0;
+        while first + 4 <= n {
+            let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
+            let out = signed_tile::<2>(rows, row_blocks, cols);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += 4;
+        }
+        while first < n {
+            let (a, b) = (column(first), column((first + 1).min(n - 1)));
+            let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
+            let count = (n - first).min(2);
+            for (r, out_r) in out.iter().enumerate() {
+                for (i, &v) in out_r.iter().take(count).enumerate() {
+                    store(first + i, r, v);
+                }
+            }
+            first += count;
+        }
+        first_row += 4;
+    }
+    first_row
+}
