@@ -106,50 +106,61 @@ fn c_round_i32x8(x: __m256) -> __m256i {
     )
 }
 
+/// One block of `quantize_row_q8_0_ref` from 32 values: `d = amax / 127` and `q = roundf(x / d)`
+/// as bytes, the maximum and the rounding eight values at a time; `None` when a value is NaN (the
+/// scalar twin's running `MAX` restarts after each NaN, an order a vector maximum does not keep).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q8_block(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let mut v = [_mm256_setzero_ps(); 4];
+    for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
+        // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+        *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+    }
+    let [a, b, c, d] = v;
+    let unordered = _mm256_or_ps(
+        _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
+        _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
+    );
+    if _mm256_movemask_ps(unordered) != 0 {
+        return None;
+    }
+    let m = _mm256_max_ps(
+        _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
+        _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
+    );
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+    // No NaN here, so the order of the maxima does not matter.
+    let amax = lanes
+        .into_iter()
+        .fold(0.0f32, |m, v| if m > v { m } else { v });
+    let d = amax / 127.0;
+    let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+    let mut qs = [0i8; 32];
+    for (v, q) in v.into_iter().zip(qs.chunks_exact_mut(8)) {
+        let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
+        for (q, b) in q.iter_mut().zip(bytes) {
+            *q = b as i8;
+        }
+    }
+    Some((d, qs))
+}
+
 kernel! {
-    /// `quantize_row_q8_0_ref`: `d = amax / 127`, `q = roundf(x / d)` as a byte. A block with a NaN
-    /// takes the scalar twin (its running `MAX` restarts after each NaN, an order a vector maximum
-    /// does not keep); the others take the maximum and the rounding eight values at a time.
+    /// `quantize_row_q8_0_ref` ([`q8_block`]; a block with a NaN takes the scalar twin).
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn quantize_q8_0(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8_0]) {
-        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-        for (x, block) in values.chunks_exact(32).zip(blocks) {
-            let mut v = [_mm256_setzero_ps(); 4];
-            for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
-                // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
-                *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
-            }
-            let [a, b, c, d] = v;
-            let unordered = _mm256_or_ps(
-                _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
-                _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
-            );
-            if _mm256_movemask_ps(unordered) != 0 {
-                if let Ok(x) = <&[f32; 32]>::try_from(x) {
-                    *block = crate::quant::legacy::q8_0::quantize_block(x);
+        let (chunks, _) = values.as_chunks::<32>();
+        for (x, block) in chunks.iter().zip(blocks) {
+            match q8_block(x) {
+                Some((d, qs)) => {
+                    block.d = crate::quant::cast::f16_to_le(d);
+                    block.qs = qs;
                 }
-                continue;
-            }
-            let m = _mm256_max_ps(
-                _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
-                _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
-            );
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
-            // No NaN here, so the order of the maxima does not matter.
-            let amax = lanes
-                .into_iter()
-                .fold(0.0f32, |m, v| if m > v { m } else { v });
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            block.d = crate::quant::cast::f16_to_le(d);
-            let id = _mm256_set1_ps(id);
-            for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
-                let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
-                for (q, b) in q.iter_mut().zip(bytes) {
-                    *q = b as i8;
-                }
+                None => *block = crate::quant::legacy::q8_0::quantize_block(x),
             }
         }
     }
@@ -160,47 +171,17 @@ kernel! {
     /// serial part of a two-thread one.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn quantize_q8_1(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8_1]) {
-        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-        for (x, block) in values.chunks_exact(32).zip(blocks) {
-            let mut v = [_mm256_setzero_ps(); 4];
-            for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
-                // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
-                *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
-            }
-            let [a, b, c, d] = v;
-            let unordered = _mm256_or_ps(
-                _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
-                _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
-            );
-            if _mm256_movemask_ps(unordered) != 0 {
-                if let Ok(x) = <&[f32; 32]>::try_from(x) {
-                    *block = crate::quant::legacy::q8_1::quantize_block(x);
+        let (chunks, _) = values.as_chunks::<32>();
+        for (x, block) in chunks.iter().zip(blocks) {
+            match q8_block(x) {
+                Some((d, qs)) => {
+                    let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
+                    block.d = crate::quant::cast::f16_to_le(d);
+                    block.qs = qs;
+                    block.s = crate::quant::cast::f16_to_le(sum as f32 * d);
                 }
-                continue;
+                None => *block = crate::quant::legacy::q8_1::quantize_block(x),
             }
-            let m = _mm256_max_ps(
-                _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
-                _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
-            );
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
-            // No NaN here, so the order of the maxima does not matter.
-            let amax = lanes
-                .into_iter()
-                .fold(0.0f32, |m, v| if m > v { m } else { v });
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            block.d = crate::quant::cast::f16_to_le(d);
-            let id = _mm256_set1_ps(id);
-            for (v, q) in v.into_iter().zip(block.qs.chunks_exact_mut(8)) {
-                let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
-                for (q, b) in q.iter_mut().zip(bytes) {
-                    *q = b as i8;
-                }
-            }
-            let sum: i32 = block.qs.iter().map(|&q| i32::from(q)).sum();
-            block.s = crate::quant::cast::f16_to_le(sum as f32 * d);
         }
     }
 }
