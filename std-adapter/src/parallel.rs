@@ -58,8 +58,8 @@ pub const MIN_BYTES_PER_THREAD: usize = 64 << 10;
 
 /// The weight bytes of the smallest piece of a matvec (at least one row, in groups of eight rows):
 /// the threads take their rows in claims that halve down to one such piece, so that they end
-/// within about a piece's time of each other, while the cost of a claim (a lock, a kernel call,
-/// about 0.1 µs) stays small against it.
+/// within about a piece's time of each other, while the cost of a claim (a lock, a kernel call)
+/// stays small against it.
 pub const CHUNK_BYTES: usize = 16 << 10;
 
 /// Activation values (columns times their length) per part of the quantization: a call's

@@ -166,9 +166,8 @@ kernel! {
     }
 
     /// `quantize_row_q8_1_ref`: [`quantize_q8_0`]'s quants and `d`, and `s = d · Σ q` (the sum of
-    /// the quants as bytes, as the scalar twin sums them). Q4_1's and Q5_1's activations: the
-    /// portable form took 3.7 µs for 2048 values on a Zen 4, 4% of a 2048² Q4_1 matvec and the
-    /// serial part of a two-thread one.
+    /// the quants as bytes, as the scalar twin sums them). Q4_1's and Q5_1's activations, whose
+    /// portable quantizer was a visible share of a matvec (figures: docs/kernel-experiments.md).
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn quantize_q8_1(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8_1]) {
         let (chunks, _) = values.as_chunks::<32>();

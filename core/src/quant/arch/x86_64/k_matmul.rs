@@ -37,7 +37,8 @@ pub(super) const TILE_MAX_BLOCKS: usize = 40;
 const TILE_MIN_COLUMNS: usize = 8;
 
 /// [`TILE_MIN_COLUMNS`] for Q6_K at levels with 512-bit tiles (the column-pair tiles lay rows
-/// out cheaply: n = 4 at 1.18x n × matvec, n = 3 at 0.78x; Q4_K stays at 8: n = 6 at 1.07x).
+/// out cheaply enough to beat the rows kernel from 4 columns; Q4_K's only from 8; measured in
+/// docs/kernel-experiments.md).
 const ZMM_SIGNED_MIN_COLUMNS: usize = 4;
 
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
