@@ -15,8 +15,10 @@
 //! of `std::thread::hardware_concurrency()`, so for `t` threads it runs with `get_nprocs()`
 //! answering `2t` (a shim preloaded with `LD_PRELOAD`, compiled here with `cc`). ggml's weights
 //! sit in the CPU backend's default buffer: no repacked layout (that needs the `CPU_REPACK`
-//! buffer type) and no AMX buffer. The path each ggml figure took (tinyBLAS or ggml's own
-//! mul_mat) is in its row, from the type, `n` and the build's `CMakeCache.txt`. ggml's lines are
+//! buffer type) and no AMX buffer. The path each ggml figure took (tinyBLAS, its tiled K-quant
+//! kernel or its own mul_mat) is in its row, from the type, `n` and the build's `CMakeCache.txt`;
+//! where the tiled kernel ran, ggml runs a second time with it switched off ("ggml untiled"), as
+//! that kernel gives a column other bits in a batch than alone (`scripts/ggml-batch-bits.sh`). ggml's lines are
 //! matched to the cases by the shapes and type they print, and a case without a timing is an
 //! error, so a figure is never attributed to another case.
 //!
@@ -235,7 +237,7 @@ fn main() {
             continue;
         }
         println!("ggml, {threads} thread(s): load average {}", load_average());
-        match ggml_times(&grid.cases(), threads) {
+        match ggml_times(&grid.cases(), threads, true) {
             Ok(times) => {
                 for (case, seconds) in times {
                     figures
@@ -245,6 +247,27 @@ fn main() {
                 }
             }
             Err(why) => println!("ggml, {threads} thread(s): not run ({why})"),
+        }
+        // ggml's tiled K-quant kernel gives a column other bits than its vec_dot does
+        // (scripts/ggml-batch-bits.sh), so those cases also run with it switched off: ggml's
+        // fastest path that keeps one order per output.
+        let tiled: Vec<Case> = grid
+            .cases()
+            .into_iter()
+            .filter(|c| ggml_tiled(c.t, c.n))
+            .collect();
+        if !tiled.is_empty() {
+            match ggml_times(&tiled, threads, false) {
+                Ok(times) => {
+                    for (case, seconds) in times {
+                        figures
+                            .entry((case, threads))
+                            .or_default()
+                            .insert("ggml untiled".into(), case.flop() / seconds / 1e9);
+                    }
+                }
+                Err(why) => println!("ggml untiled, {threads} thread(s): not run ({why})"),
+            }
         }
     }
     print_table(&figures, &build);
@@ -505,8 +528,9 @@ fn nprocs_shim() -> Result<PathBuf, String> {
     Ok(object)
 }
 
-/// ggml's time per call for every case with `threads` threads, from `test-backend-ops perf`.
-fn ggml_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, f64)>, String> {
+/// ggml's time per call for every case with `threads` threads, from `test-backend-ops perf`;
+/// `tiled: false` switches its tiled K-quant kernel off (`GGML_CPU_TILED_MM=0`).
+fn ggml_times(cases: &[Case], threads: usize, tiled: bool) -> Result<Vec<(Case, f64)>, String> {
     let binary = test_backend_ops();
     if !binary.exists() {
         return Err(format!(
@@ -524,6 +548,7 @@ fn ggml_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, f64)>, String
         .arg(&file)
         .env("LD_PRELOAD", &shim)
         .env("MINIQUANT_NPROCS", (2 * threads).to_string())
+        .env("GGML_CPU_TILED_MM", if tiled { "1" } else { "0" })
         .output()
         .map_err(|e| format!("{}: {e}", binary.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -570,18 +595,46 @@ fn parse_ggml_line(line: &str) -> Option<(Case, f64)> {
     (us > 0.0).then_some((Case { t, rows, cols, n }, us))
 }
 
-/// The path ggml's CPU backend takes for a case, from its source (`ggml_compute_forward_mul_mat`
-/// and `llamafile_sgemm` in the 0.3.36 sdist) and the build: with `GGML_LLAMAFILE` on,
-/// llamafile's tinyBLAS takes Q8_0, Q4_0, Q5_0 and IQ4_NL (against Q8_0 activations) from n = 2
-/// on x86; everything else is ggml's own mul_mat, outputs in 16 × 16 blocks each one SIMD
-/// vec_dot (for n = 1 a row of vec_dots). Weights in the default CPU buffer: neither the repacked
-/// GEMMs (`CPU_REPACK` buffer type) nor AMX (its own buffer type) can run.
+/// Whether ggml's tiled K-quant matmul (`ggml-cpu/tiled/`, on unless `GGML_CPU_TILED_MM=0`;
+/// `ggml_tiled_supported` and `ggml_tiled_min_batch` in the 0.3.36 sdist) takes a case: its
+/// types, from 8 activation columns, on x86 with AVX or later.
+fn ggml_tiled(t: GgmlType, n: usize) -> bool {
+    use GgmlType::*;
+    let tiled_type = matches!(
+        t,
+        Q2_K | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | IQ4_XS
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
+            | IQ1_S
+            | IQ1_M
+    );
+    tiled_type && n >= 8
+}
+
+/// The path ggml's CPU backend takes for a case, from its source (`ggml_compute_forward_mul_mat`,
+/// `ggml_compute_forward_mul_mat_tiled` and `llamafile_sgemm` in the 0.3.36 sdist) and the
+/// build: its tiled kernel takes the K-quants (and IQ4_XS, IQ1-IQ3) from n = 8 (it sums each
+/// super-block in integers before one float step, so a column's bits depend on the batch: the
+/// "untiled" columns run it switched off); with `GGML_LLAMAFILE` on, llamafile's tinyBLAS takes
+/// Q8_0, Q4_0, Q5_0 and IQ4_NL (against Q8_0 activations) from n = 2 on x86; everything else is
+/// ggml's own mul_mat, outputs in 16 × 16 blocks each one SIMD vec_dot (for n = 1 a row of
+/// vec_dots). Weights in the default CPU buffer: neither the repacked GEMMs (`CPU_REPACK` buffer
+/// type) nor AMX (its own buffer type) can run.
 fn ggml_path(t: GgmlType, n: usize, build: &GgmlBuild) -> &'static str {
     let tinyblas_type = matches!(
         t,
         GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::IQ4_NL
     );
-    if build.llamafile && tinyblas_type && n >= 2 {
+    if ggml_tiled(t, n) {
+        "tiled"
+    } else if build.llamafile && tinyblas_type && n >= 2 {
         "tinyBLAS"
     } else if n == 1 {
         "vec_dot"
@@ -646,13 +699,13 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         print!(" {} |", name.trim_start_matches("matmul"));
     }
     println!(
-        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ours / candle | matmul / n×matvec |"
+        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ours / candle | matmul / n×matvec |"
     );
     print!("|---|---|--:|--:|--:|");
     for _ in &level_names {
         print!("--:|");
     }
-    println!("--:|--:|--:|---|--:|--:|--:|");
+    println!("--:|--:|--:|---|--:|--:|--:|--:|--:|");
     let mut by_row: Vec<_> = figures.iter().collect();
     by_row.sort_by_key(|((case, threads), _)| {
         (case.rows, case.cols, case.t.code(), *threads, case.n)
@@ -677,12 +730,14 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             print!(" {} |", show(get(name)));
         }
         println!(
-            " {} | {} | {} | {} | {} | {} | {} |",
+            " {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             show(get("n×matvec")),
             show(get("candle")),
             show(get("ggml")),
             get("ggml").map_or("–", |_| ggml_path(case.t, case.n, build)),
             ratio(ours, get("ggml")),
+            show(get("ggml untiled")),
+            ratio(ours, get("ggml untiled")),
             ratio(ours, get("candle")),
             ratio(ours, get("n×matvec")),
         );
