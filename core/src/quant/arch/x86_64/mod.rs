@@ -125,6 +125,7 @@ pub(crate) const AVX2: ArchKernels = {
             vec_dot: q3_k::vec_dot,
             dequantize: q3_k::dequantize,
             rows: q3_k::rows,
+            matmul: q3_k::matmul,
         },
         q4_k: {
             vec_dot: q4_k::vec_dot_q4_k,
@@ -207,6 +208,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     q3_k: {
         vec_dot: q3_k::vec_dot_vnni,
         rows: q3_k::rows_vnni,
+        matmul: q3_k::matmul_vnni,
     },
     q4_k: {
         vec_dot: q4_k::vec_dot_q4_k_vnni,

@@ -14,7 +14,9 @@
 use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
+use super::k_matmul::{block_lanes, pair_in_lanes, Decoded, TileLevel};
 use super::primitives::Primitives;
+use super::q6_k::matmul::signed_k_matmul;
 use super::tokens::{every_level, kernel, Avx2};
 use super::vector::{
     accumulate, add_lanes, f16_le, load32, part, prefetch_block_ahead, scale_of, scaled8, store_at,
@@ -175,6 +177,67 @@ every_level! {
         out: &mut [f32],
     ); single = vec_dot, vec_dot_vnni_only, vec_dot_vbmi {
         q3_k_rows(t, w, row_blocks, x, out, single)
+    }
+}
+
+/// A Q3_K block in the K-quant tiles' form, laid out as Q6_K's (`q6_k::matmul`): the signed
+/// quants `u − 4` in element order paired into tile lanes, pair `p`'s first vector holding the
+/// 16-value sub-blocks `4p` and `4p + 2` (scale pair `(sc[4p] − 32, sc[4p + 2] − 32)`), its second
+/// `4p + 1` and `4p + 3`; the correction `128·Σ scale·q` per lane. Q3_K's float steps are Q6_K's
+/// (`sums[l] += (d·dx)·lane`, no mins), so its tiles serve it unchanged.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_block<P: Primitives>(p: P, b: &BlockQ3K) -> Decoded {
+    let four = _mm256_set1_epi8(4);
+    // Unshuffled here: `pair_in_lanes` puts the groups in lane order.
+    let hmask = load32(&b.hmask);
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for (half, out) in quants.chunks_exact_mut(4).enumerate() {
+        let qs = load32(part(&b.qs, 32 * half));
+        let [g0, g1, g2, g3] = half_quants(qs, hmask, half).map(|g| _mm256_sub_epi8(g, four));
+        let [v0, v1] = pair_in_lanes(p, g0, g1);
+        let [v2, v3] = pair_in_lanes(p, g2, g3);
+        out.copy_from_slice(&[v0, v1, v2, v3]);
+    }
+    let unpacked = unpack_q3_scales(&b.scales);
+    let scale = |s: usize| unpacked.get(s).map_or(0, |&v| i32::from(v) - 32);
+    let scales: [i32; 8] = core::array::from_fn(|v| {
+        let (pair, second) = (v / 2, v % 2);
+        let first = 4 * pair + second;
+        (scale(first) & 0xffff) | scale(first + 2) << 16
+    });
+    let correction = block_lanes::<P, true>(p, &quants, &scales, _mm256_set1_epi8(i8::MIN));
+    Decoded {
+        quants,
+        scales,
+        extra: correction,
+        d: f16_le(b.d),
+        dmin: 0.0,
+    }
+}
+
+every_level! {
+    /// Q3_K matmul: the signed K-quant tiles (as Q6_K's) over [`tile_block`].
+    fn matmul, matmul_vnni_only, matmul_vbmi => matmul_vnni(
+        t,
+        w: &[BlockQ3K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ); single = vec_dot, vec_dot_vnni_only, vec_dot_vbmi {
+        signed_k_matmul(
+            t,
+            w,
+            row_blocks,
+            x,
+            n,
+            y,
+            y_stride,
+            |b| tile_block(t.avx2(), b),
+            |w, row_blocks, x, out| q3_k_rows(t, w, row_blocks, x, out, single),
+        )
     }
 }
 

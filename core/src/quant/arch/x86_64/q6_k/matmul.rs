@@ -1,5 +1,6 @@
 //! Q6_K matmul: its weight blocks decoded for the K-quant tiles of
-//! [`k_matmul`](super::super::k_matmul), which do the rest.
+//! [`k_matmul`](super::super::k_matmul), which do the rest; and the tile choice of the signed
+//! types without mins (Q6_K, Q3_K).
 
 use core::arch::x86_64::*;
 
@@ -60,10 +61,54 @@ fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
     }
 }
 
-/// Columns from which Q6_K takes the row-pair 512-bit tiles
+/// Columns from which the signed types take the row-pair 512-bit tiles
 /// ([`k_matmul_zmm`](super::super::k_matmul_zmm)) instead of the column-pair ones
 /// ([`k_matmul_busd`](super::super::k_matmul_busd)).
 const SIGNED_ROW_PAIR_COLUMNS: usize = 32;
+
+/// The matmul over [`k_matmul`] of a type whose blocks decode to signed tile quants with no mins
+/// (Q6_K, Q3_K: the same scalar float steps), `decode` its blocks and `rows` its rows kernel
+/// (for fewer columns and rows too long for the tiles).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
+    p: P,
+    w: &[W],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    decode: impl Fn(&W) -> Decoded + Copy,
+    rows: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
+) {
+    k_matmul::<P, W, true, false>(
+        p,
+        w,
+        row_blocks,
+        x,
+        n,
+        y,
+        y_stride,
+        decode,
+        rows,
+        |t, w, row_blocks, x, y, y_stride| {
+            // Row-pair tiles from 32 columns (1.05x the column-pair ones at n = 128 and 512) on
+            // rows they take; column-pair tiles below (their rows cost less to lay out: n = 8
+            // at 1.2x) and on rows of 17-40 super-blocks.
+            let done = if x.len() >= SIGNED_ROW_PAIR_COLUMNS.saturating_mul(row_blocks) {
+                four_row_groups::<W, true, false>(t, w, row_blocks, x, y, y_stride, decode)
+            } else {
+                0
+            };
+            if done > 0 {
+                return done;
+            }
+            signed_four_row_groups(t, w, row_blocks, x, y, y_stride, decode)
+        },
+    )
+}
 
 /// The Q6_K matmul over [`k_matmul`]; `single` is the vec_dot (for rows too long for the tiles).
 #[allow(clippy::too_many_arguments)]
@@ -79,7 +124,7 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
     y_stride: usize,
     single: impl Fn(&[BlockQ6K], &[BlockQ8K]) -> f32 + Copy,
 ) {
-    k_matmul::<P, BlockQ6K, true, false>(
+    signed_k_matmul(
         p,
         w,
         row_blocks,
@@ -89,21 +134,5 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         y_stride,
         |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
-        |t, w, row_blocks, x, y, y_stride| {
-            // Row-pair tiles from 32 columns (1.05x the column-pair ones at n = 128 and 512) on
-            // rows they take; column-pair tiles below (their rows cost less to lay out: n = 8
-            // at 1.2x) and on rows of 17-40 super-blocks.
-            let done = if x.len() >= SIGNED_ROW_PAIR_COLUMNS.saturating_mul(row_blocks) {
-                four_row_groups::<BlockQ6K, true, false>(t, w, row_blocks, x, y, y_stride, |b| {
-                    decode(p.avx2(), b)
-                })
-            } else {
-                0
-            };
-            if done > 0 {
-                return done;
-            }
-            signed_four_row_groups(t, w, row_blocks, x, y, y_stride, |b| decode(p.avx2(), b))
-        },
     )
 }

@@ -11,7 +11,7 @@
 
 use core::arch::x86_64::*;
 
-mod matmul;
+pub(super) mod matmul;
 
 use super::drivers::prepared_rows;
 use super::primitives::Primitives;
