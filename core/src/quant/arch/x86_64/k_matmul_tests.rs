@@ -221,6 +221,7 @@ fn check_all() -> Vec<String> {
     failures.append(&mut check_type::<k_quants::BlockQ5K>(0x4b_0005, &[0, 2]));
     failures.append(&mut check_type::<k_quants::BlockQ6K>(0x4b_0006, &[208]));
     failures.append(&mut check_type::<k_quants::BlockQ3K>(0x4b_0003, &[108]));
+    failures.append(&mut check_type::<k_quants::BlockQ2K>(0x4b_0002, &[80, 82]));
     failures
 }
 

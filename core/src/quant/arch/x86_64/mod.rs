@@ -205,6 +205,9 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     mxfp4: {
         matmul: legacy::matmul::matmul_mxfp4_vnni,
     },
+    q2_k: {
+        matmul: q2_k::matmul_vnni,
+    },
     q3_k: {
         vec_dot: q3_k::vec_dot_vnni,
         rows: q3_k::rows_vnni,

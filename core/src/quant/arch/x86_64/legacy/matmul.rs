@@ -79,7 +79,7 @@ struct Kit<DW, SW, SX, QX, T, R> {
 /// bytes `4j..4j + 4` of row `r` in i32 lane `r`.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
-fn transpose16(rows: &[__m256i; STRIP_ROWS]) -> [__m512i; 8] {
+pub(in super::super) fn transpose16(rows: &[__m256i; STRIP_ROWS]) -> [__m512i; 8] {
     // Row r in the low half, row r + 8 in the high half; then an 8×8 dword transpose within each
     // half (unpacks) and the 128-bit pieces put in row order (two-source qword permutes).
     let z: [__m512i; 8] = core::array::from_fn(|r| {

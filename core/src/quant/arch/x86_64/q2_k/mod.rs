@@ -1,4 +1,5 @@
-//! Q2_K: vec_dot, multi-row, dequantize and quantize, at AVX2 (the VNNI level uses these).
+//! Q2_K: vec_dot, multi-row, dequantize and quantize, at AVX2 (the VNNI level uses these); its
+//! VNNI matmul in [`matmul`].
 //!
 //! The dot takes one exact integer total per block (each sub-block's sum times its 4-bit scale),
 //! then the scalar twin's float steps; its float steps are one term per super-block, like a
@@ -10,6 +11,10 @@
 //! is the scalar twin's `q2_k::block_from_fits` (same bytes as `q2_k::quantize_block`).
 
 use core::arch::x86_64::*;
+
+mod matmul;
+
+pub(super) use matmul::matmul_vnni;
 
 use super::drivers::{legacy_rows, row_scales, Summary, LANES as ROWS};
 use super::qkx2_lanes::{
