@@ -98,10 +98,9 @@ fn decode_strip(
             d[r] = f16_le(b.d);
             dmin[r] = f16_le(b.dmin);
         }
-        for g in 0..8 {
+        for (g, vectors) in strip.quants[k].chunks_exact_mut(8).enumerate() {
             let group: [__m256i; STRIP_ROWS] = core::array::from_fn(|r| scaled[r][g]);
-            let vectors = transpose16(&group);
-            strip.quants[k][8 * g..8 * g + 8].copy_from_slice(&vectors);
+            vectors.copy_from_slice(&transpose16(&group));
         }
         for (v, pairs) in strip.mins[k].iter_mut().zip(&min_pairs) {
             // SAFETY: `pairs` holds 16 i32, which the unaligned load reads.
