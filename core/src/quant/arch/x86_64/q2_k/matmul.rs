@@ -225,28 +225,24 @@ fn strips_over_group<'x, const S: usize>(
     let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
     let mut c = 0;
     while c < group {
+        macro_rules! tile {
+            ($cols:literal) => {{
+                tile::<S, $cols>(
+                    strips,
+                    chunk,
+                    core::array::from_fn(|i| column_chunk(c + i)),
+                    offsets.map(|row| core::array::from_fn(|i| output(c + i, row))),
+                    y,
+                    strip_rows,
+                    first,
+                );
+                c += $cols;
+            }};
+        }
         if group - c >= 4 {
-            tile::<S, 4>(
-                strips,
-                chunk,
-                core::array::from_fn(|i| column_chunk(c + i)),
-                offsets.map(|row| core::array::from_fn(|i| output(c + i, row))),
-                y,
-                strip_rows,
-                first,
-            );
-            c += 4;
+            tile!(4);
         } else {
-            tile::<S, 1>(
-                strips,
-                chunk,
-                [column_chunk(c)],
-                offsets.map(|row| [output(c, row)]),
-                y,
-                strip_rows,
-                first,
-            );
-            c += 1;
+            tile!(1);
         }
     }
 }
