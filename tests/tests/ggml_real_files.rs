@@ -1,6 +1,6 @@
 //! Real GGUF files against ggml's C reference: every tensor of both files dequantizes
 //! bit-identically, and matvec (at every kernel level this CPU has, on 1, 2 and 3 threads) and
-//! matmul (three columns) over one real tensor of each type in each file match ggml's pipeline (`quantize_row_<vec_dot_type>_ref` of the input, then the generic
+//! matmul (3 and 13 columns, 13 also on two threads) over one real tensor of each type in each file match ggml's pipeline (`quantize_row_<vec_dot_type>_ref` of the input, then the generic
 //! `ggml_vec_dot_*` per row) bit for bit.
 //!
 //! The files come from `scripts/fetch-models.sh` (found through `miniquant_tests::cache`); a missing
@@ -22,6 +22,10 @@ use std::sync::OnceLock;
 
 /// Elements dequantized per step, so a large tensor never needs two full f32 copies at once.
 const CHUNK_ELEMENTS: usize = 1 << 20;
+
+/// Columns of the larger matmul check: past every x86_64 and aarch64 tile's minimum column count
+/// (Q4_1's is 12), three tiles of four and one column left.
+const TILE_COLUMNS: usize = 13;
 
 /// One tensor of a file: where its bytes are and what they hold.
 #[derive(Debug, Clone)]
@@ -269,12 +273,18 @@ fn one_matvec_per_type_matches_ggml_pipeline() {
                 );
                 continue;
             }
-            // Every kernel level this CPU has, 1, 2 and 3 threads, and matmul over three
-            // columns (the first being x): all must give ggml's bits.
+            // Every kernel level this CPU has, 1, 2 and 3 threads, and matmul over three and
+            // over `TILE_COLUMNS` columns (the first being x; enough for every type's tiles,
+            // with columns left over for the narrower ones) on one and two threads: all must
+            // give ggml's bits.
             let x3: Vec<f32> = x
                 .iter()
                 .copied()
-                .chain(data::gaussian_rows(0x3c01 + t.code() as u64, 2, cols))
+                .chain(data::gaussian_rows(
+                    0x3c01 + t.code() as u64,
+                    TILE_COLUMNS - 1,
+                    cols,
+                ))
                 .collect();
             let expected3: Vec<f32> = x3
                 .chunks_exact(cols)
@@ -294,11 +304,21 @@ fn one_matvec_per_type_matches_ggml_pipeline() {
                         parallel::matvec(level, t, weights, rows, cols, &x, threads, &mut ours);
                     runs.push((format!("matvec {threads} threads"), result.map(|()| ours)));
                 }
-                let mut scratch =
-                    vec![0u8; matmul_scratch_bytes(t, cols, 3).expect("scratch size")];
-                let mut y3 = vec![0f32; 3 * rows];
-                let result = matmul(level, t, weights, rows, cols, 3, &x3, &mut scratch, &mut y3);
-                runs.push(("matmul 3 columns".to_string(), result.map(|()| y3)));
+                for n in [3, TILE_COLUMNS] {
+                    let mut scratch =
+                        vec![0u8; matmul_scratch_bytes(t, cols, n).expect("scratch size")];
+                    let mut y = vec![0f32; n * rows];
+                    let xn = &x3[..n * cols];
+                    let result = matmul(level, t, weights, rows, cols, n, xn, &mut scratch, &mut y);
+                    runs.push((format!("matmul {n} columns"), result.map(|()| y)));
+                }
+                let mut y = vec![0f32; TILE_COLUMNS * rows];
+                let result =
+                    parallel::matmul(level, t, weights, rows, cols, TILE_COLUMNS, &x3, 2, &mut y);
+                runs.push((
+                    format!("matmul {TILE_COLUMNS} columns, 2 threads"),
+                    result.map(|()| y),
+                ));
                 for (what, result) in runs {
                     let label = format!("{label} {level} {what}");
                     let ours = match result {
