@@ -327,10 +327,11 @@ fn print_header(build: &GgmlBuild) {
     println!(
         "ggml's weights sit in the default CPU buffer, so neither its repacked GEMMs (CPU_REPACK \
          buffer type) nor AMX (its own buffer type) run; it quantizes the F32 activations to the \
-         vec_dot type inside the op, then takes the path in the \"ggml path\" column: tinyBLAS \
-         (llamafile's sgemm: Q8_0, Q4_0, Q5_0, IQ4_NL from n = 2, when built with \
-         GGML_LLAMAFILE), else its own mul_mat (\"vec_dot 16×16\": 16 × 16 blocks of outputs, \
-         each one SIMD vec_dot; \"vec_dot\" for n = 1)"
+         vec_dot type inside the op, then takes the path in the \"ggml path\" column: its tiled \
+         K-quant kernel (\"tiled\": Q2_K-Q6_K, IQ4_XS, IQ1-IQ3 from n = 8; also run switched off, \
+         \"ggml untiled\"), tinyBLAS (llamafile's sgemm: Q8_0, Q4_0, Q5_0, IQ4_NL from n = 2, \
+         when built with GGML_LLAMAFILE), else its own mul_mat (\"vec_dot 16×16\": 16 × 16 \
+         blocks of outputs, each one SIMD vec_dot; \"vec_dot\" for n = 1)"
     );
     println!("GFLOP/s = 2 · rows · cols · n / best time of a call\n");
 }
@@ -379,6 +380,11 @@ fn measure_ours_and_candle(grid: &Grid, threads: usize) {
                     "matmul",
                     time_matmul(level::current(), &case, &w, &x, threads, &mut y),
                 );
+                if threads > 1 {
+                    let (one, many) = time_paired(&case, &w, &x, threads, &mut y);
+                    report("matmul-paired-1", one);
+                    report("matmul-paired", many);
+                }
                 for lvl in level::available().filter(|&l| l != Level::Scalar) {
                     let time = time_matmul(lvl, &case, &w, &x, threads, &mut y);
                     report(&format!("matmul@{lvl}"), time);
@@ -414,6 +420,24 @@ fn time_matmul(
         }
         .unwrap();
     })
+}
+
+/// Ours at one thread and at `threads`, alternated in rounds in this process (the VM's speed
+/// drifts between the child processes of different thread counts): the best time of each.
+fn time_paired(
+    case: &Case,
+    w: &[u8],
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> (Duration, Duration) {
+    let lvl = level::current();
+    let mut best = (Duration::MAX, Duration::MAX);
+    for _ in 0..4 {
+        best.0 = best.0.min(time_matmul(lvl, case, w, x, 1, y));
+        best.1 = best.1.min(time_matmul(lvl, case, w, x, threads, y));
+    }
+    best
 }
 
 fn time_matvecs(
@@ -743,21 +767,29 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         );
     }
     // Thread scaling of ours: two threads over one, per case.
-    println!("\nours, two threads / one thread (matmul):");
+    println!(
+        "\nours, two threads / one thread (matmul): from the two child processes, and alternated \
+         in one process (best of four rounds each)"
+    );
     for ((case, threads), f) in figures {
         if *threads != 2 {
             continue;
         }
         let one = figures.get(&(*case, 1)).and_then(|f| f.get("matmul"));
-        if let (Some(two), Some(one)) = (f.get("matmul"), one) {
-            println!(
-                "  {} {} × {} n = {}: {:.2}x",
-                case.t.name(),
-                case.rows,
-                case.cols,
-                case.n,
-                two / one
-            );
-        }
+        let separate = match (f.get("matmul"), one) {
+            (Some(two), Some(one)) => format!("{:.2}x", two / one),
+            _ => "–".into(),
+        };
+        let paired = match (f.get("matmul-paired"), f.get("matmul-paired-1")) {
+            (Some(two), Some(one)) => format!("{:.2}x", two / one),
+            _ => "–".into(),
+        };
+        println!(
+            "  {} {} × {} n = {}: {separate} (separate), {paired} (alternated)",
+            case.t.name(),
+            case.rows,
+            case.cols,
+            case.n,
+        );
     }
 }
