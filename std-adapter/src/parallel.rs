@@ -81,10 +81,6 @@ const PIECE_ROW_MULTIPLE: usize = 8;
 /// How long a waiting thread spins before it yields its core between checks.
 const SPIN: Duration = Duration::from_micros(10);
 
-/// Counts the pooled calls started in the process: a lingering worker stops spinning when it
-/// changes.
-static CALLS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
     /// The quantized activations of the calls this thread makes.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -212,7 +208,66 @@ pub fn matmul(
         let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
         let per_column = scratch_bytes / n;
         let column_ranges = n.div_ceil(piece_columns);
-        let count = rows.div_ceil(piece_rows) * column_ranges;
+        let row_pieces = rows.div_ceil(piece_rows);
+        let count = row_pieces * column_ranges;
+        if column_ranges == 1 {
+            // Whole columns: each thread's share of the pieces is a run of rows, and its outputs
+            // (that run of every column) are its own, locked only by a thread that steals from it.
+            let share_rows = |share: usize| {
+                let first = |i: usize| (Shares::bound(row_pieces, threads, i) * piece_rows).min(rows);
+                first(share)..first(share + 1)
+            };
+            let mut outs: Vec<Padded<Mutex<Vec<&mut [f32]>>>> = (0..threads)
+                .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
+                .collect();
+            for column in y.chunks_exact_mut(rows) {
+                let mut rest = column;
+                for (share, out) in outs.iter_mut().enumerate() {
+                    let (mine, after) = std::mem::take(&mut rest).split_at_mut(share_rows(share).len());
+                    out.0.get_mut().unwrap_or_else(PoisonError::into_inner).push(mine);
+                    rest = after;
+                }
+            }
+            return share(
+                &pool,
+                threads,
+                parts,
+                quantize_part,
+                count,
+                |mine, next| {
+                    let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
+                    while let Some((owner, claim)) = next() {
+                        let first = claim.start * piece_rows;
+                        let end = (claim.end * piece_rows).min(rows);
+                        let w = &w[first * row_bytes..end * row_bytes];
+                        let base = share_rows(owner).start;
+                        let at = first - base..end - base;
+                        let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
+                        if n == 1 && owner == mine {
+                            // Its own rows of one column: straight into `y`.
+                            let mut out = lock();
+                            let to = out[0].get_mut(at).ok_or(mismatch(end, rows))?;
+                            matmul_quantized(level, t, w, end - first, cols, 1, &xq, to)?;
+                            continue;
+                        }
+                        with_buffer(&PIECE_OUT, |piece| {
+                            piece.clear();
+                            piece.resize((end - first) * n, 0.0);
+                            matmul_quantized(level, t, w, end - first, cols, n, &xq, piece)?;
+                            let mut out = lock();
+                            for (column, part) in out.iter_mut().zip(piece.chunks_exact(end - first)) {
+                                column
+                                    .get_mut(at.clone())
+                                    .ok_or(mismatch(end, rows))?
+                                    .copy_from_slice(part);
+                            }
+                            Ok::<(), Error>(())
+                        })?;
+                    }
+                    Ok(())
+                },
+            );
+        }
         let y = Mutex::new(y);
         // Rows `rows` of columns `columns` into `y`.
         let compute = |xq: &[u8], row_range: Range<usize>, columns: Range<usize>| {
@@ -228,7 +283,7 @@ pub fn matmul(
                 for (column, piece) in to.zip(out.chunks_exact(piece_rows)) {
                     column[row_range.clone()].copy_from_slice(piece);
                 }
-                Ok(())
+                Ok::<(), Error>(())
             })
         };
         share(
@@ -237,19 +292,16 @@ pub fn matmul(
             parts,
             quantize_part,
             count,
-            |claim: Range<usize>| {
+            |_, next| {
                 let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
-                if column_ranges == 1 {
-                    // Whole columns: the claimed pieces are one run of rows.
-                    let end = (claim.end * piece_rows).min(rows);
-                    return compute(&xq, claim.start * piece_rows..end, 0..n);
-                }
-                for piece in claim {
-                    let first_row = piece / column_ranges * piece_rows;
-                    let first_column = piece % column_ranges * piece_columns;
-                    let last_row = (first_row + piece_rows).min(rows);
-                    let last_column = (first_column + piece_columns).min(n);
-                    compute(&xq, first_row..last_row, first_column..last_column)?;
+                while let Some((_, claim)) = next() {
+                    for piece in claim {
+                        let first_row = piece / column_ranges * piece_rows;
+                        let first_column = piece % column_ranges * piece_columns;
+                        let last_row = (first_row + piece_rows).min(rows);
+                        let last_column = (first_column + piece_columns).min(n);
+                        compute(&xq, first_row..last_row, first_column..last_column)?;
+                    }
                 }
                 Ok(())
             },
@@ -268,14 +320,12 @@ pub fn for_each_piece(
 ) -> Result<(), Error> {
     let threads = threads.min(count).max(1);
     match if threads > 1 { pool(threads - 1) } else { None } {
-        Some(pool) => share(
-            &pool,
-            threads,
-            0,
-            |_| Ok(()),
-            count,
-            |claim: Range<usize>| claim.into_iter().try_for_each(&work),
-        ),
+        Some(pool) => share(&pool, threads, 0, |_| Ok(()), count, |_, next| {
+            while let Some((_, claim)) = next() {
+                claim.into_iter().try_for_each(&work)?;
+            }
+            Ok(())
+        }),
         None => (0..count).try_for_each(work),
     }
 }
@@ -302,37 +352,49 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     (piece_rows, n.div_ceil(column_ranges))
 }
 
+/// A value on its own cache lines, so that what one thread writes there does not move another
+/// thread's data between cores.
+#[repr(align(128))]
+struct Padded<T>(T);
+
 /// The pieces `0..count` dealt into `threads` contiguous shares. Each thread claims runs of pieces
 /// from the front of its own share, then from the back of the others'; a claim is half of what is
-/// left there (at most an eighth of the share), so the claims shrink to one piece as the shares
-/// empty and the threads end close together.
+/// left there, so a thread's first claim is half its share and the claims shrink to one piece as
+/// the shares empty: few claims (each a kernel call), and the threads end close together.
 struct Shares {
     /// The pieces not yet taken of each share, `start..end`.
-    left: Vec<Mutex<(usize, usize)>>,
-    /// The largest claim.
-    most: usize,
+    left: Vec<Padded<Mutex<(usize, usize)>>>,
 }
 
 impl Shares {
     fn new(count: usize, threads: usize) -> Shares {
-        let bound = |i: usize| count * i / threads;
         Shares {
             left: (0..threads)
-                .map(|i| Mutex::new((bound(i), bound(i + 1))))
+                .map(|i| {
+                    let bounds = (Self::bound(count, threads, i), Self::bound(count, threads, i + 1));
+                    Padded(Mutex::new(bounds))
+                })
                 .collect(),
-            most: count.div_ceil(threads * 8).max(1),
         }
     }
 
-    /// The next pieces for the thread of share `mine`, `None` when every piece is taken.
-    fn next(&self, mine: usize) -> Option<Range<usize>> {
-        let lock = |i: usize| self.left[i].lock().unwrap_or_else(PoisonError::into_inner);
-        let claim = |left: usize| left.div_ceil(2).min(self.most);
+    /// The first piece of share `i` of `count` pieces dealt into `threads` shares.
+    fn bound(count: usize, threads: usize, i: usize) -> usize {
+        // `count · i / threads` without overflow: the shares differ by at most one piece.
+        let threads = threads.max(1);
+        count / threads * i + count % threads * i / threads
+    }
+
+    /// The next pieces for the thread of share `mine` and the share they come from, `None` when
+    /// every piece is taken.
+    fn next(&self, mine: usize) -> Option<(usize, Range<usize>)> {
+        let lock = |i: usize| self.left[i].0.lock().unwrap_or_else(PoisonError::into_inner);
+        let claim = |left: usize| left.div_ceil(2);
         let mut own = lock(mine);
         if own.0 < own.1 {
             let first = own.0;
             own.0 += claim(own.1 - own.0);
-            return Some(first..own.0);
+            return Some((mine, first..own.0));
         }
         drop(own);
         let others = (1..self.left.len()).map(|k| (mine + k) % self.left.len());
@@ -341,7 +403,7 @@ impl Shares {
             if theirs.0 < theirs.1 {
                 let end = theirs.1;
                 theirs.1 -= claim(theirs.1 - theirs.0);
-                return Some(theirs.1..end);
+                return Some((other, theirs.1..end));
             }
         }
         None
@@ -350,31 +412,35 @@ impl Shares {
     /// Takes every piece left, so that none is started after a failure.
     fn drain(&self) {
         for share in &self.left {
-            let mut share = share.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut share = share.0.lock().unwrap_or_else(PoisonError::into_inner);
             share.0 = share.1;
         }
     }
 }
 
-/// Runs `prepare` on every part `0..parts`, then `work` on every piece `0..count`, computed by the
-/// caller and `threads - 1` workers of `pool`: the parts taken one at a time as they come, the
-/// pieces in [`Shares`] claims; no thread starts a piece before every part is done. The first
-/// error is returned, and nothing is started after it. Each worker lingers afterwards (see
-/// [`LINGER`]).
+/// The claims of one thread of a [`share`] call: the next run of pieces and the share it comes
+/// from, `None` when every piece is taken (or the call has failed).
+type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
+
+/// Runs `prepare` on every part `0..parts`, then shares the pieces `0..count` between the caller
+/// and `threads - 1` workers of `pool`: the parts taken one at a time as they come; then each
+/// thread runs `work(mine, claims)` once, which computes the [`Shares`] claims that `claims()`
+/// hands it until it returns `None` (thread `mine` owns share `mine`). No thread starts a piece
+/// before every part is done. The first error is returned, and nothing is claimed after it. The
+/// workers linger afterwards (see [`LINGER`]).
 fn share(
     pool: &ThreadPool,
     threads: usize,
     parts: usize,
     prepare: impl Fn(usize) -> Result<(), Error> + Sync,
     count: usize,
-    work: impl Fn(Range<usize>) -> Result<(), Error> + Sync,
+    work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
     let shares = Shares::new(count, threads);
-    let next_part = AtomicUsize::new(0);
-    let parts_done = AtomicUsize::new(0);
+    let next_part = Padded(AtomicUsize::new(0));
+    let parts_done = Padded(AtomicUsize::new(0));
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    let joined = AtomicUsize::new(0);
-    let finished = AtomicUsize::new(0);
+    let finished = Padded(AtomicUsize::new(0));
     let failed = AtomicBool::new(false);
     let fail = |e: Error| {
         failed.store(true, Ordering::Release);
@@ -385,13 +451,13 @@ fn share(
             .get_or_insert(e);
     };
     let run = |mine: usize| {
-        loop {
-            let part = next_part.fetch_add(1, Ordering::AcqRel);
+        while parts > 0 {
+            let part = next_part.0.fetch_add(1, Ordering::AcqRel);
             if part >= parts {
                 break;
             }
             // Counted even if the part panics, so that no thread waits below forever.
-            let _done = CountOnDrop(&parts_done);
+            let _done = CountOnDrop(&parts_done.0);
             if !failed.load(Ordering::Acquire) {
                 if let Err(e) = prepare(part) {
                     fail(e);
@@ -399,36 +465,26 @@ fn share(
             }
         }
         // Every part is taken: wait for those another thread is still making.
-        wait_until(|| parts_done.load(Ordering::Acquire) >= parts);
-        while let Some(claim) = shares.next(mine) {
-            if let Err(e) = work(claim) {
-                fail(e);
-                return;
-            }
+        wait_until(|| parts_done.0.load(Ordering::Acquire) >= parts);
+        if let Err(e) = work(mine, &mut || shares.next(mine)) {
+            fail(e);
         }
     };
     // A panic in a worker is re-raised here once every spawned job has ended.
     pool.in_place_scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(|_| {
-                let mine = joined.fetch_add(1, Ordering::AcqRel) + 1;
+        for mine in 1..threads {
+            let run = &run;
+            let finished = &finished;
+            scope.spawn(move |_| {
                 // Counted even if a piece panics, so the caller's wait below ends.
-                let _finish = CountOnDrop(&finished);
+                let _finish = CountOnDrop(&finished.0);
                 run(mine);
             });
         }
-        // Ends the lingering of the workers of the last call: they find the jobs above waiting.
-        let call = CALLS.fetch_add(1, Ordering::AcqRel) + 1;
-        // Queued behind the jobs above, so a worker goes from its job straight into lingering
-        // (an idle rayon worker first yields its core, which on a busy machine loses it for a
-        // time slice); each lingers until the call after this one starts. From a worker of this
-        // pool (not a path this module takes) the jobs would go to its own queue, last in first
-        // out: no lingering then.
-        if pool.current_thread_index().is_none() {
-            for _ in 1..threads {
-                pool.spawn(move || linger(call));
-            }
-        }
+        // Workers that are not lingering get a lingering job behind the jobs above: they go from
+        // their part of the call straight into lingering for the next one (an idle rayon worker
+        // first yields its core, which on a busy machine loses it for a time slice).
+        linger_on(pool, threads - 1);
         run(0);
         // Wait for the workers here, rather than sleep in the scope and be woken: the wake-up
         // waits for a time slice on a loaded machine, and the scheduler may queue the woken
@@ -437,7 +493,7 @@ fn share(
         // its job before the scope can end (`wait_until` yields the core to it if it is queued
         // behind this thread).
         let spawned = threads - 1;
-        wait_until(|| finished.load(Ordering::Acquire) == spawned);
+        wait_until(|| finished.0.load(Ordering::Acquire) == spawned);
     });
     if failed.load(Ordering::Acquire) {
         if let Some(e) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
@@ -456,11 +512,58 @@ impl Drop for CountOnDrop<'_> {
     }
 }
 
-/// A worker's job after its part of pooled call number `call`: spins until the next pooled call
-/// starts or for [`LINGER`], so that the next call need not wake it.
-fn linger(call: usize) {
-    let until = Instant::now() + LINGER;
-    wait_until(|| CALLS.load(Ordering::Acquire) != call || Instant::now() >= until);
+/// The lingering jobs queued or running in the process (see [`linger`]).
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
+
+/// Queues [`linger`] jobs on `pool` until `workers` of them are queued or running. Not from a
+/// worker of the pool (its jobs would go to its own queue, behind the lingering).
+fn linger_on(pool: &ThreadPool, workers: usize) {
+    if pool.current_thread_index().is_some() {
+        return;
+    }
+    let mut lingering = LINGERING.load(Ordering::Acquire);
+    while lingering < workers {
+        match LINGERING.compare_exchange_weak(
+            lingering,
+            lingering + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                pool.spawn(linger);
+                lingering += 1;
+            }
+            Err(now) => lingering = now,
+        }
+    }
+}
+
+/// A worker's job between calls: runs the jobs queued on its pool as they come (the next call's
+/// part reaches it in the time of a queue check, with no wake-up), and ends when it has found
+/// none for [`LINGER`]. It spins for the first [`SPIN`] without a job, then yields its core
+/// between checks, so that a thread queued behind it on the same core runs.
+fn linger() {
+    let mut idle = Instant::now();
+    let mut checks = 0u32;
+    loop {
+        if rayon_core::yield_now() == Some(rayon_core::Yield::Executed) {
+            idle = Instant::now();
+            checks = 0;
+            continue;
+        }
+        checks = checks.wrapping_add(1);
+        if checks.is_multiple_of(16) {
+            let waited = idle.elapsed();
+            if waited >= LINGER {
+                break;
+            }
+            if waited >= SPIN {
+                std::thread::yield_now();
+            }
+        }
+        std::hint::spin_loop();
+    }
+    LINGERING.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Returns when `done()` holds, spinning for the first [`SPIN`], then yielding the core between
@@ -758,47 +861,50 @@ mod tests {
 
     #[test]
     fn shares_give_each_piece_once_own_rows_first() {
-        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
-        // at most 1 piece (10 / 24).
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left.
         let shares = Shares::new(10, 3);
-        assert_eq!(shares.next(1), Some(3..4));
-        let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
+        assert_eq!(shares.next(1), Some((1, 3..5)));
+        let own: Vec<_> = (0..3).filter_map(|_| shares.next(2)).collect();
         assert_eq!(
             own,
-            [6..7, 7..8, 8..9, 9..10],
+            [(2, 6..8), (2, 8..9), (2, 9..10)],
             "a thread's own share, front first"
         );
         // Share 2 is empty: thread 2 steals from the back of share 0, then of share 1, while
         // thread 0 takes share 0 from the front.
-        assert_eq!(shares.next(2), Some(2..3));
-        assert_eq!(shares.next(0), Some(0..1));
-        assert_eq!(shares.next(2), Some(1..2));
-        assert_eq!(shares.next(2), Some(5..6));
+        assert_eq!(shares.next(2), Some((0, 1..3)));
+        assert_eq!(shares.next(0), Some((0, 0..1)));
         assert_eq!(
             shares.next(0),
-            Some(4..5),
+            Some((1, 5..6)),
             "thread 0 steals what share 1 has left"
         );
         assert_eq!(
             (shares.next(0), shares.next(1), shares.next(2)),
             (None, None, None)
         );
-        // Larger shares: claims halve what is left, at most an eighth of a share, front first
-        // for the owner and from the back for a thief; every piece once.
+        // Larger shares: claims halve what is left, front first for the owner and from the back
+        // for a thief; every piece once.
         let shares = Shares::new(256, 2);
         let mut claims = Vec::new();
         while let Some(claim) = shares.next(0) {
             claims.push(claim);
         }
-        assert_eq!(claims[..5], [0..16, 16..32, 32..48, 48..64, 64..80]);
+        let ranges: Vec<_> = claims.iter().map(|(_, r)| r.clone()).collect();
         assert_eq!(
-            claims[7..12],
-            [112..120, 120..124, 124..126, 126..127, 127..128]
+            ranges[..9],
+            [0..64, 64..96, 96..112, 112..120, 120..124, 124..126, 126..127, 127..128, 192..256]
         );
-        assert_eq!(claims[12], 240..256, "then the back of share 1");
-        let mut covered: Vec<usize> = claims.into_iter().flatten().collect();
+        assert_eq!(claims[8].0, 1, "then the back of share 1");
+        let mut covered: Vec<usize> = ranges.into_iter().flatten().collect();
         covered.sort_unstable();
         assert_eq!(covered, (0..256).collect::<Vec<_>>());
+        // Uneven counts: the shares' bounds differ by at most one piece, without overflow.
+        assert_eq!(
+            (0..=4).map(|i| Shares::bound(10, 4, i)).collect::<Vec<_>>(),
+            [0, 2, 5, 7, 10]
+        );
+        assert_eq!(Shares::bound(usize::MAX, 2, 2), usize::MAX);
         // After a failure nothing is left for anyone.
         let shares = Shares::new(7, 2);
         shares.drain();
@@ -820,12 +926,14 @@ mod tests {
                         1,
                         |_| Ok(()),
                         4,
-                        |claim| {
-                            for piece in claim {
-                                if piece == 0 {
-                                    std::thread::sleep(Duration::from_millis(200));
+                        |_, next| {
+                            while let Some((_, claim)) = next() {
+                                for piece in claim {
+                                    if piece == 0 {
+                                        std::thread::sleep(Duration::from_millis(200));
+                                    }
+                                    assert_ne!(piece, panicking, "piece {piece} fails");
                                 }
-                                assert_ne!(piece, panicking, "piece {piece} fails");
                             }
                             Ok(())
                         },
