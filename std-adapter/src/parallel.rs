@@ -214,7 +214,8 @@ pub fn matmul(
             // Whole columns: each thread's share of the pieces is a run of rows, and its outputs
             // (that run of every column) are its own, locked only by a thread that steals from it.
             let share_rows = |share: usize| {
-                let first = |i: usize| (Shares::bound(row_pieces, threads, i) * piece_rows).min(rows);
+                let first =
+                    |i: usize| (Shares::bound(row_pieces, threads, i) * piece_rows).min(rows);
                 first(share)..first(share + 1)
             };
             let mut outs: Vec<Padded<Mutex<Vec<&mut [f32]>>>> = (0..threads)
@@ -223,14 +224,19 @@ pub fn matmul(
             for column in y.chunks_exact_mut(rows) {
                 let mut rest = column;
                 for (share, out) in outs.iter_mut().enumerate() {
-                    let (mine, after) = std::mem::take(&mut rest).split_at_mut(share_rows(share).len());
-                    out.0.get_mut().unwrap_or_else(PoisonError::into_inner).push(mine);
+                    let (mine, after) =
+                        std::mem::take(&mut rest).split_at_mut(share_rows(share).len());
+                    out.0
+                        .get_mut()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(mine);
                     rest = after;
                 }
             }
             return share(
                 &pool,
                 threads,
+                true,
                 parts,
                 quantize_part,
                 count,
@@ -255,7 +261,9 @@ pub fn matmul(
                             piece.resize((end - first) * n, 0.0);
                             matmul_quantized(level, t, w, end - first, cols, n, &xq, piece)?;
                             let mut out = lock();
-                            for (column, part) in out.iter_mut().zip(piece.chunks_exact(end - first)) {
+                            for (column, part) in
+                                out.iter_mut().zip(piece.chunks_exact(end - first))
+                            {
                                 column
                                     .get_mut(at.clone())
                                     .ok_or(mismatch(end, rows))?
@@ -289,6 +297,7 @@ pub fn matmul(
         share(
             &pool,
             threads,
+            false,
             parts,
             quantize_part,
             count,
@@ -320,12 +329,20 @@ pub fn for_each_piece(
 ) -> Result<(), Error> {
     let threads = threads.min(count).max(1);
     match if threads > 1 { pool(threads - 1) } else { None } {
-        Some(pool) => share(&pool, threads, 0, |_| Ok(()), count, |_, next| {
-            while let Some((_, claim)) = next() {
-                claim.into_iter().try_for_each(&work)?;
-            }
-            Ok(())
-        }),
+        Some(pool) => share(
+            &pool,
+            threads,
+            false,
+            0,
+            |_| Ok(()),
+            count,
+            |_, next| {
+                while let Some((_, claim)) = next() {
+                    claim.into_iter().try_for_each(&work)?;
+                }
+                Ok(())
+            },
+        ),
         None => (0..count).try_for_each(work),
     }
 }
@@ -358,23 +375,39 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
 struct Padded<T>(T);
 
 /// The pieces `0..count` dealt into `threads` contiguous shares. Each thread claims runs of pieces
-/// from the front of its own share, then from the back of the others'; a claim is half of what is
-/// left there, so a thread's first claim is half its share and the claims shrink to one piece as
-/// the shares empty: few claims (each a kernel call), and the threads end close together.
+/// from the front of its own share, then from the back of the others'. With `whole` shares (pieces
+/// of equal cost: a matmul's rows) a thread's first claim is all of its share: one kernel call,
+/// whose every restart costs (its prefetching starts cold); another thread can then take only
+/// what an owner has not started. Otherwise (pieces of unequal cost) a claim is half of what is
+/// left there, at most an eighth of a share, so the claims shrink to one piece as the shares
+/// empty and the threads end close together. A thief always takes half of what is left.
 struct Shares {
     /// The pieces not yet taken of each share, `start..end`.
     left: Vec<Padded<Mutex<(usize, usize)>>>,
+    /// The largest claim.
+    most: usize,
+    /// Whether an owner's first claim is all of its share.
+    whole: bool,
 }
 
 impl Shares {
-    fn new(count: usize, threads: usize) -> Shares {
+    fn new(count: usize, threads: usize, whole: bool) -> Shares {
         Shares {
             left: (0..threads)
                 .map(|i| {
-                    let bounds = (Self::bound(count, threads, i), Self::bound(count, threads, i + 1));
+                    let bounds = (
+                        Self::bound(count, threads, i),
+                        Self::bound(count, threads, i + 1),
+                    );
                     Padded(Mutex::new(bounds))
                 })
                 .collect(),
+            most: if whole {
+                usize::MAX
+            } else {
+                count.div_ceil(threads.max(1) * 8).max(1)
+            },
+            whole,
         }
     }
 
@@ -388,12 +421,21 @@ impl Shares {
     /// The next pieces for the thread of share `mine` and the share they come from, `None` when
     /// every piece is taken.
     fn next(&self, mine: usize) -> Option<(usize, Range<usize>)> {
-        let lock = |i: usize| self.left[i].0.lock().unwrap_or_else(PoisonError::into_inner);
-        let claim = |left: usize| left.div_ceil(2);
+        let lock = |i: usize| {
+            self.left[i]
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        let claim = |left: usize| left.div_ceil(2).min(self.most);
         let mut own = lock(mine);
         if own.0 < own.1 {
             let first = own.0;
-            own.0 += claim(own.1 - own.0);
+            own.0 = if self.whole {
+                own.1
+            } else {
+                own.0 + claim(own.1 - own.0)
+            };
             return Some((mine, first..own.0));
         }
         drop(own);
@@ -428,15 +470,17 @@ type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
 /// hands it until it returns `None` (thread `mine` owns share `mine`). No thread starts a piece
 /// before every part is done. The first error is returned, and nothing is claimed after it. The
 /// workers linger afterwards (see [`LINGER`]).
+#[allow(clippy::too_many_arguments)]
 fn share(
     pool: &ThreadPool,
     threads: usize,
+    whole: bool,
     parts: usize,
     prepare: impl Fn(usize) -> Result<(), Error> + Sync,
     count: usize,
     work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let shares = Shares::new(count, threads);
+    let shares = Shares::new(count, threads, whole);
     let next_part = Padded(AtomicUsize::new(0));
     let parts_done = Padded(AtomicUsize::new(0));
     let failure: Mutex<Option<Error>> = Mutex::new(None);
@@ -451,7 +495,7 @@ fn share(
             .get_or_insert(e);
     };
     let run = |mine: usize| {
-        while parts > 0 {
+        loop {
             let part = next_part.0.fetch_add(1, Ordering::AcqRel);
             if part >= parts {
                 break;
@@ -758,6 +802,29 @@ mod tests {
     }
 
     #[test]
+    fn rows_a_busy_worker_leaves_to_the_caller_keep_their_bits() {
+        // Every worker of the pool busy for a while: the caller takes the worker's share too, in
+        // halves from its back (the thief's path: through its own buffer into the owner's rows).
+        let (rows, cols) = (301, 2048);
+        let lvl = level::current();
+        for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
+            let w = matrix(t, rows, cols);
+            for n in [1, 3] {
+                let x = values(n * cols, 9);
+                let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                let workers = pool(1).expect("pool of 1");
+                for _ in 0..workers.current_num_threads() {
+                    workers.spawn(|| std::thread::sleep(Duration::from_millis(20)));
+                }
+                let mut y = vec![f32::NAN; n * rows];
+                matmul(lvl, t, &w, rows, cols, n, &x, 2, &mut y).unwrap();
+                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert!(got == want, "{t}, {n} columns, worker busy");
+            }
+        }
+    }
+
+    #[test]
     fn matmul_of_small_and_odd_shapes_on_three_threads() {
         // Few rows and many columns (the columns are cut into pieces), one row, no columns.
         let t = GgmlType::Q8_0;
@@ -861,44 +928,43 @@ mod tests {
 
     #[test]
     fn shares_give_each_piece_once_own_rows_first() {
-        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left.
-        let shares = Shares::new(10, 3);
-        assert_eq!(shares.next(1), Some((1, 3..5)));
-        let own: Vec<_> = (0..3).filter_map(|_| shares.next(2)).collect();
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10. A thread's first claim is all of
+        // its share; then it steals half of what is left of another's, from the back.
+        let shares = Shares::new(10, 3, true);
         assert_eq!(
-            own,
-            [(2, 6..8), (2, 8..9), (2, 9..10)],
-            "a thread's own share, front first"
+            shares.next(2),
+            Some((2, 6..10)),
+            "a thread's own share, whole"
         );
-        // Share 2 is empty: thread 2 steals from the back of share 0, then of share 1, while
-        // thread 0 takes share 0 from the front.
-        assert_eq!(shares.next(2), Some((0, 1..3)));
-        assert_eq!(shares.next(0), Some((0, 0..1)));
         assert_eq!(
-            shares.next(0),
-            Some((1, 5..6)),
-            "thread 0 steals what share 1 has left"
+            shares.next(2),
+            Some((0, 1..3)),
+            "then the back half of share 0"
+        );
+        assert_eq!(shares.next(2), Some((0, 0..1)));
+        assert_eq!(shares.next(2), Some((1, 4..6)), "then of share 1");
+        assert_eq!(
+            shares.next(1),
+            Some((1, 3..4)),
+            "its owner takes what is left"
         );
         assert_eq!(
             (shares.next(0), shares.next(1), shares.next(2)),
             (None, None, None)
         );
-        // Larger shares: claims halve what is left, front first for the owner and from the back
-        // for a thief; every piece once.
-        let shares = Shares::new(256, 2);
+        // A thread that finds another's share untouched takes halves of it, the owner the rest
+        // when it starts; every piece once.
+        let shares = Shares::new(256, 2, true);
         let mut claims = Vec::new();
-        while let Some(claim) = shares.next(0) {
-            claims.push(claim);
+        for _ in 0..3 {
+            claims.extend(shares.next(0));
         }
-        let ranges: Vec<_> = claims.iter().map(|(_, r)| r.clone()).collect();
+        claims.extend(shares.next(1));
         assert_eq!(
-            ranges[..9],
-            [0..64, 64..96, 96..112, 112..120, 120..124, 124..126, 126..127, 127..128, 192..256]
+            claims,
+            [(0, 0..128), (1, 192..256), (1, 160..192), (1, 128..160)]
         );
-        assert_eq!(claims[8].0, 1, "then the back of share 1");
-        let mut covered: Vec<usize> = ranges.into_iter().flatten().collect();
-        covered.sort_unstable();
-        assert_eq!(covered, (0..256).collect::<Vec<_>>());
+        assert_eq!((shares.next(0), shares.next(1)), (None, None));
         // Uneven counts: the shares' bounds differ by at most one piece, without overflow.
         assert_eq!(
             (0..=4).map(|i| Shares::bound(10, 4, i)).collect::<Vec<_>>(),
@@ -906,9 +972,43 @@ mod tests {
         );
         assert_eq!(Shares::bound(usize::MAX, 2, 2), usize::MAX);
         // After a failure nothing is left for anyone.
-        let shares = Shares::new(7, 2);
+        let shares = Shares::new(7, 2, true);
         shares.drain();
         assert_eq!((shares.next(0), shares.next(1)), (None, None));
+    }
+
+    #[test]
+    fn shares_of_unequal_pieces_halve_down_to_one() {
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
+        // at most 1 piece (10 / 24).
+        let shares = Shares::new(10, 3, false);
+        assert_eq!(shares.next(1), Some((1, 3..4)));
+        let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
+        assert_eq!(own, [(2, 6..7), (2, 7..8), (2, 8..9), (2, 9..10)]);
+        assert_eq!(shares.next(2), Some((0, 2..3)));
+        assert_eq!(shares.next(0), Some((0, 0..1)));
+        assert_eq!(shares.next(2), Some((0, 1..2)));
+        assert_eq!(shares.next(2), Some((1, 5..6)));
+        assert_eq!(shares.next(0), Some((1, 4..5)));
+        assert_eq!(
+            (shares.next(0), shares.next(1), shares.next(2)),
+            (None, None, None)
+        );
+        // Larger shares: at most an eighth of a share, then halving; every piece once.
+        let shares = Shares::new(256, 2, false);
+        let mut claims = Vec::new();
+        while let Some((_, claim)) = shares.next(0) {
+            claims.push(claim);
+        }
+        assert_eq!(claims[..5], [0..16, 16..32, 32..48, 48..64, 64..80]);
+        assert_eq!(
+            claims[7..12],
+            [112..120, 120..124, 124..126, 126..127, 127..128]
+        );
+        assert_eq!(claims[12], 240..256, "then the back of share 1");
+        let mut covered: Vec<usize> = claims.into_iter().flatten().collect();
+        covered.sort_unstable();
+        assert_eq!(covered, (0..256).collect::<Vec<_>>());
     }
 
     #[test]
@@ -923,6 +1023,7 @@ mod tests {
                     share(
                         &pool,
                         2,
+                        false,
                         1,
                         |_| Ok(()),
                         4,
