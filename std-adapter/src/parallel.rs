@@ -233,6 +233,42 @@ pub fn matmul(
                     rest = after;
                 }
             }
+            // Claims `claim` of share `owner`, by thread `mine`, against the activations `xq`.
+            let process = |mine: usize, owner: usize, claim: Range<usize>, xq: &[u8]| {
+                let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
+                let base = share_rows(owner).start;
+                let first = claim.start * piece_rows;
+                let end = (claim.end * piece_rows).min(rows);
+                if owner == mine && n == 1 {
+                    // Its own rows of one column: straight into `y`.
+                    let mut out = lock();
+                    let to = out[0]
+                        .get_mut(first - base..end - base)
+                        .ok_or(mismatch(end, rows))?;
+                    let w = &w[first * row_bytes..end * row_bytes];
+                    return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
+                }
+                let step = if n == 1 { claim.len() } else { 1 };
+                for first in (first..end).step_by((step * piece_rows).max(1)) {
+                    let end = (first + step * piece_rows).min(end);
+                    let w = &w[first * row_bytes..end * row_bytes];
+                    with_buffer(&PIECE_OUT, |piece| {
+                        piece.clear();
+                        piece.resize((end - first) * n, 0.0);
+                        matmul_quantized(level, t, w, end - first, cols, n, xq, piece)?;
+                        let mut out = lock();
+                        let parts = piece.chunks_exact(end - first);
+                        for (column, part) in out.iter_mut().zip(parts) {
+                            column
+                                .get_mut(first - base..end - base)
+                                .ok_or(mismatch(end, rows))?
+                                .copy_from_slice(part);
+                        }
+                        Ok::<(), Error>(())
+                    })?;
+                }
+                Ok(())
+            };
             // One column: a thread's whole share in one kernel call (see [`Shares`]). More: the
             // claims halve, for balance; each piece is one call, so that its outputs (copied into
             // `y`) stay a tile's worth.
@@ -246,39 +282,7 @@ pub fn matmul(
                 |mine, next| {
                     let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
                     while let Some((owner, claim)) = next() {
-                        let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
-                        let base = share_rows(owner).start;
-                        let first = claim.start * piece_rows;
-                        let end = (claim.end * piece_rows).min(rows);
-                        if owner == mine && n == 1 {
-                            // Its own rows of one column: straight into `y`.
-                            let mut out = lock();
-                            let to = out[0]
-                                .get_mut(first - base..end - base)
-                                .ok_or(mismatch(end, rows))?;
-                            let w = &w[first * row_bytes..end * row_bytes];
-                            matmul_quantized(level, t, w, end - first, cols, 1, &xq, to)?;
-                            continue;
-                        }
-                        let step = if n == 1 { claim.len() } else { 1 };
-                        for first in (first..end).step_by((step * piece_rows).max(1)) {
-                            let end = (first + step * piece_rows).min(end);
-                            let w = &w[first * row_bytes..end * row_bytes];
-                            with_buffer(&PIECE_OUT, |piece| {
-                                piece.clear();
-                                piece.resize((end - first) * n, 0.0);
-                                matmul_quantized(level, t, w, end - first, cols, n, &xq, piece)?;
-                                let mut out = lock();
-                                let parts = piece.chunks_exact(end - first);
-                                for (column, part) in out.iter_mut().zip(parts) {
-                                    column
-                                        .get_mut(first - base..end - base)
-                                        .ok_or(mismatch(end, rows))?
-                                        .copy_from_slice(part);
-                                }
-                                Ok::<(), Error>(())
-                            })?;
-                        }
+                        process(mine, owner, claim, &xq)?;
                     }
                     Ok(())
                 },
