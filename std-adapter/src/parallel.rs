@@ -7,27 +7,33 @@
 //!
 //! What keeps a multi-threaded call from costing more than it gains (measurements in
 //! BENCHMARKS.md, "Threads at n = 1", and docs/kernel-experiments.md, "Two threads at n = 1 and the
-//! legacy tiles"):
+//! legacy tiles" and "The pool's per-call cost"):
 //!
 //! - **Persistent workers that stay awake between calls.** The workers are a [`rayon_core`] pool
 //!   built on the first multi-threaded call and kept for the process (grown, never shrunk; a call
 //!   with `threads = N` occupies at most `N - 1` of them). A parked worker takes hundreds of
 //!   microseconds to wake on a virtual machine, more than a whole matvec of a real model's
 //!   tensors, and the call must wait for it even when the caller has done all the work (a scope
-//!   ends when its jobs end). So each call queues, behind its own jobs, one job per worker that
-//!   spins for up to [`LINGER`] and ends as soon as the next call starts: the back-to-back products
-//!   of a forward pass find their workers running, and a worker never goes idle (an idle rayon
-//!   worker yields its core) between its part of a call and its lingering.
+//!   ends when its jobs end). So a worker stays in one lingering job between calls (queued by a
+//!   call when its workers are not lingering already) that checks the pool's queue and runs the
+//!   next call's job itself as soon as it is queued, for up to [`LINGER`] without one: the
+//!   back-to-back products of a forward pass find their workers running, and the hand-off is one
+//!   queue push and one queue check.
 //! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
-//!   the scope and being woken costs a time slice on a loaded machine.
-//! - **A fixed share of rows per thread, claimed in halving runs, then stealing.** The pieces are
-//!   dealt in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix
-//!   that fits in the cores' private caches stays split between them across calls instead of
-//!   moving from core to core. A thread claims half of what is left of its share (at most an
-//!   eighth of it) at a time, and when its share is empty half of what is left of another's, from
-//!   its back: few claims, and the threads end within about one [`CHUNK_BYTES`] piece of each
-//!   other even when a worker starts late.
+//!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
+//!   yields its core between checks after 10 µs, so a thread queued behind it on one core runs.
+//! - **A fixed share of rows per thread, one kernel call for a column, then stealing.** The
+//!   pieces are dealt in contiguous shares, thread `i` always getting the same rows of a matrix,
+//!   so a matrix that fits in the cores' private caches stays split between them across calls
+//!   instead of moving from core to core. For one column a thread claims its whole share at once
+//!   (each further kernel call starts its prefetching cold), and what an owner has not started
+//!   when another thread runs out is taken from its back in halves; the outputs of a thread's own
+//!   rows go straight into `y`. For several columns a thread claims half of what is left of its
+//!   share (at most an eighth of it) at a time, each piece one kernel call, and steals the same
+//!   way: the threads end within about one piece of each other even when a worker starts late.
+//!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
+//!   by another thread only to steal.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -57,9 +63,9 @@ use rayon_core::{ThreadPool, ThreadPoolBuilder};
 pub const MIN_BYTES_PER_THREAD: usize = 64 << 10;
 
 /// The weight bytes of the smallest piece of a matvec (at least one row, in groups of eight rows):
-/// the threads take their rows in claims that halve down to one such piece, so that they end
-/// within about a piece's time of each other, while the cost of a claim (a lock, a kernel call)
-/// stays small against it.
+/// a thread that runs out of rows takes another's in halves down to one such piece, so that they
+/// end within about a piece's time of each other, while the cost of a claim (a lock, a kernel
+/// call) stays small against it.
 pub const CHUNK_BYTES: usize = 16 << 10;
 
 /// Activation values (columns times their length) per part of the quantization: a call's
@@ -67,8 +73,8 @@ pub const CHUNK_BYTES: usize = 16 << 10;
 /// come, before any of them starts on the weights.
 pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 
-/// How long a worker keeps spinning for the next call after its part of a call ends, before it
-/// parks: longer than the single-threaded work between two products of a forward pass (norms,
+/// How long a worker keeps checking for the next call after its last job ends, before it parks:
+/// longer than the single-threaded work between two products of a forward pass (norms,
 /// attention of a short context), short enough that an idle process stops spinning at once.
 pub const LINGER: Duration = Duration::from_micros(500);
 
@@ -78,7 +84,8 @@ const PIECES_PER_THREAD: usize = 8;
 /// Rows of a piece are a multiple of this (the rows kernels' groups of eight rows).
 const PIECE_ROW_MULTIPLE: usize = 8;
 
-/// How long a waiting thread spins before it yields its core between checks.
+/// How long a waiting thread (or a lingering worker) spins before it yields its core between
+/// checks.
 const SPIN: Duration = Duration::from_micros(10);
 
 thread_local! {
