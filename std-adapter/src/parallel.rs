@@ -491,7 +491,7 @@ type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
 /// workers linger afterwards (see [`LINGER`]).
 #[allow(clippy::too_many_arguments)]
 fn share(
-    pool: &ThreadPool,
+    pool: &Pool,
     threads: usize,
     whole: bool,
     parts: usize,
@@ -575,25 +575,37 @@ impl Drop for CountOnDrop<'_> {
     }
 }
 
-/// The lingering jobs queued or running in the process (see [`linger`]).
-static LINGERING: AtomicUsize = AtomicUsize::new(0);
+/// A worker pool and the count of its [`linger`] jobs queued or running.
+struct Pool {
+    threads: ThreadPool,
+    lingering: Arc<AtomicUsize>,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = ThreadPool;
+    fn deref(&self) -> &ThreadPool {
+        &self.threads
+    }
+}
 
 /// Queues [`linger`] jobs on `pool` until `workers` of them are queued or running. Not from a
 /// worker of the pool (its jobs would go to its own queue, behind the lingering).
-fn linger_on(pool: &ThreadPool, workers: usize) {
+fn linger_on(pool: &Pool, workers: usize) {
     if pool.current_thread_index().is_some() {
         return;
     }
-    let mut lingering = LINGERING.load(Ordering::Acquire);
+    let count = &pool.lingering;
+    let mut lingering = count.load(Ordering::Acquire);
     while lingering < workers {
-        match LINGERING.compare_exchange_weak(
+        match count.compare_exchange_weak(
             lingering,
             lingering + 1,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
             Ok(_) => {
-                pool.spawn(linger);
+                let count = Arc::clone(count);
+                pool.spawn(move || linger(&count));
                 lingering += 1;
             }
             Err(now) => lingering = now,
@@ -604,8 +616,8 @@ fn linger_on(pool: &ThreadPool, workers: usize) {
 /// A worker's job between calls: runs the jobs queued on its pool as they come (the next call's
 /// part reaches it in the time of a queue check, with no wake-up), and ends when it has found
 /// none for [`LINGER`]. It spins for the first [`SPIN`] without a job, then yields its core
-/// between checks, so that a thread queued behind it on the same core runs.
-fn linger() {
+/// between checks, so that a thread queued behind it on the same core runs. `lingering` counts it.
+fn linger(lingering: &AtomicUsize) {
     let mut idle = Instant::now();
     let mut checks = 0u32;
     loop {
@@ -626,7 +638,7 @@ fn linger() {
         }
         std::hint::spin_loop();
     }
-    LINGERING.fetch_sub(1, Ordering::AcqRel);
+    lingering.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Returns when `done()` holds, spinning for the first [`SPIN`], then yielding the core between
@@ -649,17 +661,21 @@ fn wait_until(done: impl Fn() -> bool) {
 /// The worker pool, with at least `workers` threads: the one kept for the process, or a larger one
 /// that replaces it (calls still running keep the old one alive until they end). `None` if the
 /// threads cannot be started.
-fn pool(workers: usize) -> Option<Arc<ThreadPool>> {
-    static POOL: Mutex<Option<Arc<ThreadPool>>> = Mutex::new(None);
+fn pool(workers: usize) -> Option<Arc<Pool>> {
+    static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
     let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(pool) = kept.as_ref().filter(|p| p.current_num_threads() >= workers) {
         return Some(Arc::clone(pool));
     }
-    let pool = ThreadPoolBuilder::new()
+    let threads = ThreadPoolBuilder::new()
         .num_threads(workers)
         .thread_name(|i| format!("miniquant-matvec-{i}"))
         .build()
         .ok()?;
+    let pool = Pool {
+        threads,
+        lingering: Arc::new(AtomicUsize::new(0)),
+    };
     Some(Arc::clone(kept.insert(Arc::new(pool))))
 }
 
@@ -1067,6 +1083,38 @@ mod tests {
                 .recv_timeout(Duration::from_secs(20))
                 .expect("the call returned");
             assert!(panicked, "the piece's panic reaches the caller");
+        }
+    }
+
+    #[test]
+    fn lingering_jobs_stay_one_per_worker_and_end() {
+        let threads = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let pool = Pool {
+            threads,
+            lingering: Arc::new(AtomicUsize::new(0)),
+        };
+        for _ in 0..20 {
+            share(
+                &pool,
+                3,
+                false,
+                0,
+                |_| Ok(()),
+                6,
+                |_, next| {
+                    while next().is_some() {}
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let queued = pool.lingering.load(Ordering::Acquire);
+            assert!(queued <= 2, "{queued} lingering jobs for 2 workers");
+        }
+        // Each ends once it has found no job for LINGER: the workers give their cores back.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while pool.lingering.load(Ordering::Acquire) > 0 {
+            assert!(Instant::now() < deadline, "the lingering jobs never ended");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
