@@ -7,27 +7,33 @@
 //!
 //! What keeps a multi-threaded call from costing more than it gains (measurements in
 //! BENCHMARKS.md, "Threads at n = 1", and docs/kernel-experiments.md, "Two threads at n = 1 and the
-//! legacy tiles"):
+//! legacy tiles" and "The pool's per-call cost"):
 //!
 //! - **Persistent workers that stay awake between calls.** The workers are a [`rayon_core`] pool
 //!   built on the first multi-threaded call and kept for the process (grown, never shrunk; a call
 //!   with `threads = N` occupies at most `N - 1` of them). A parked worker takes hundreds of
 //!   microseconds to wake on a virtual machine, more than a whole matvec of a real model's
 //!   tensors, and the call must wait for it even when the caller has done all the work (a scope
-//!   ends when its jobs end). So each call queues, behind its own jobs, one job per worker that
-//!   spins for up to [`LINGER`] and ends as soon as the next call starts: the back-to-back products
-//!   of a forward pass find their workers running, and a worker never goes idle (an idle rayon
-//!   worker yields its core) between its part of a call and its lingering.
+//!   ends when its jobs end). So a worker stays in one lingering job between calls (queued by a
+//!   call when its workers are not lingering already) that checks the pool's queue and runs the
+//!   next call's job itself as soon as it is queued, for up to [`LINGER`] without one: the
+//!   back-to-back products of a forward pass find their workers running, and the hand-off is one
+//!   queue push and one queue check.
 //! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
-//!   the scope and being woken costs a time slice on a loaded machine.
-//! - **A fixed share of rows per thread, claimed in halving runs, then stealing.** The pieces are
-//!   dealt in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix
-//!   that fits in the cores' private caches stays split between them across calls instead of
-//!   moving from core to core. A thread claims half of what is left of its share (at most an
-//!   eighth of it) at a time, and when its share is empty half of what is left of another's, from
-//!   its back: few claims, and the threads end within about one [`CHUNK_BYTES`] piece of each
-//!   other even when a worker starts late.
+//!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
+//!   yields its core between checks after 10 µs, so a thread queued behind it on one core runs.
+//! - **A fixed share of rows per thread, one kernel call for a column, then stealing.** The
+//!   pieces are dealt in contiguous shares, thread `i` always getting the same rows of a matrix,
+//!   so a matrix that fits in the cores' private caches stays split between them across calls
+//!   instead of moving from core to core. For one column a thread claims its whole share at once
+//!   (each further kernel call starts its prefetching cold), and what an owner has not started
+//!   when another thread runs out is taken from its back in halves; the outputs of a thread's own
+//!   rows go straight into `y`. For several columns a thread claims half of what is left of its
+//!   share (at most an eighth of it) at a time, each piece one kernel call, and steals the same
+//!   way: the threads end within about one piece of each other even when a worker starts late.
+//!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
+//!   by another thread only to steal.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -57,9 +63,9 @@ use rayon_core::{ThreadPool, ThreadPoolBuilder};
 pub const MIN_BYTES_PER_THREAD: usize = 64 << 10;
 
 /// The weight bytes of the smallest piece of a matvec (at least one row, in groups of eight rows):
-/// the threads take their rows in claims that halve down to one such piece, so that they end
-/// within about a piece's time of each other, while the cost of a claim (a lock, a kernel call)
-/// stays small against it.
+/// a thread that runs out of rows takes another's in halves down to one such piece, so that they
+/// end within about a piece's time of each other, while the cost of a claim (a lock, a kernel
+/// call) stays small against it.
 pub const CHUNK_BYTES: usize = 16 << 10;
 
 /// Activation values (columns times their length) per part of the quantization: a call's
@@ -67,8 +73,8 @@ pub const CHUNK_BYTES: usize = 16 << 10;
 /// come, before any of them starts on the weights.
 pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 
-/// How long a worker keeps spinning for the next call after its part of a call ends, before it
-/// parks: longer than the single-threaded work between two products of a forward pass (norms,
+/// How long a worker keeps checking for the next call after its last job ends, before it parks:
+/// longer than the single-threaded work between two products of a forward pass (norms,
 /// attention of a short context), short enough that an idle process stops spinning at once.
 pub const LINGER: Duration = Duration::from_micros(500);
 
@@ -78,12 +84,9 @@ const PIECES_PER_THREAD: usize = 8;
 /// Rows of a piece are a multiple of this (the rows kernels' groups of eight rows).
 const PIECE_ROW_MULTIPLE: usize = 8;
 
-/// How long a waiting thread spins before it yields its core between checks.
+/// How long a waiting thread (or a lingering worker) spins before it yields its core between
+/// checks.
 const SPIN: Duration = Duration::from_micros(10);
-
-/// Counts the pooled calls started in the process: a lingering worker stops spinning when it
-/// changes.
-static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// The quantized activations of the calls this thread makes.
@@ -212,7 +215,86 @@ pub fn matmul(
         let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
         let per_column = scratch_bytes / n;
         let column_ranges = n.div_ceil(piece_columns);
-        let count = rows.div_ceil(piece_rows) * column_ranges;
+        let row_pieces = rows.div_ceil(piece_rows);
+        let count = row_pieces * column_ranges;
+        if column_ranges == 1 {
+            // Whole columns: each thread's share of the pieces is a run of rows, and its outputs
+            // (that run of every column) are its own, locked only by a thread that steals from it.
+            let share_rows = |share: usize| {
+                let first =
+                    |i: usize| (Shares::bound(row_pieces, threads, i) * piece_rows).min(rows);
+                first(share)..first(share + 1)
+            };
+            let mut outs: Vec<Padded<Mutex<Vec<&mut [f32]>>>> = (0..threads)
+                .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
+                .collect();
+            for column in y.chunks_exact_mut(rows) {
+                let mut rest = column;
+                for (share, out) in outs.iter_mut().enumerate() {
+                    let (mine, after) =
+                        std::mem::take(&mut rest).split_at_mut(share_rows(share).len());
+                    out.0
+                        .get_mut()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(mine);
+                    rest = after;
+                }
+            }
+            // Claims `claim` of share `owner`, by thread `mine`, against the activations `xq`.
+            let process = |mine: usize, owner: usize, claim: Range<usize>, xq: &[u8]| {
+                let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
+                let base = share_rows(owner).start;
+                let first = claim.start * piece_rows;
+                let end = (claim.end * piece_rows).min(rows);
+                if owner == mine && n == 1 {
+                    // Its own rows of one column: straight into `y`.
+                    let mut out = lock();
+                    let to = out[0]
+                        .get_mut(first - base..end - base)
+                        .ok_or(mismatch(end, rows))?;
+                    let w = &w[first * row_bytes..end * row_bytes];
+                    return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
+                }
+                let step = if n == 1 { claim.len() } else { 1 };
+                for first in (first..end).step_by((step * piece_rows).max(1)) {
+                    let end = (first + step * piece_rows).min(end);
+                    let w = &w[first * row_bytes..end * row_bytes];
+                    with_buffer(&PIECE_OUT, |piece| {
+                        piece.clear();
+                        piece.resize((end - first) * n, 0.0);
+                        matmul_quantized(level, t, w, end - first, cols, n, xq, piece)?;
+                        let mut out = lock();
+                        let parts = piece.chunks_exact(end - first);
+                        for (column, part) in out.iter_mut().zip(parts) {
+                            column
+                                .get_mut(first - base..end - base)
+                                .ok_or(mismatch(end, rows))?
+                                .copy_from_slice(part);
+                        }
+                        Ok::<(), Error>(())
+                    })?;
+                }
+                Ok(())
+            };
+            // One column: a thread's whole share in one kernel call (see [`Shares`]). More: the
+            // claims halve, for balance; each piece is one call, so that its outputs (copied into
+            // `y`) stay a tile's worth.
+            return share(
+                &pool,
+                threads,
+                n == 1,
+                parts,
+                quantize_part,
+                count,
+                |mine, next| {
+                    let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
+                    while let Some((owner, claim)) = next() {
+                        process(mine, owner, claim, &xq)?;
+                    }
+                    Ok(())
+                },
+            );
+        }
         let y = Mutex::new(y);
         // Rows `rows` of columns `columns` into `y`.
         let compute = |xq: &[u8], row_range: Range<usize>, columns: Range<usize>| {
@@ -228,28 +310,26 @@ pub fn matmul(
                 for (column, piece) in to.zip(out.chunks_exact(piece_rows)) {
                     column[row_range.clone()].copy_from_slice(piece);
                 }
-                Ok(())
+                Ok::<(), Error>(())
             })
         };
         share(
             &pool,
             threads,
+            false,
             parts,
             quantize_part,
             count,
-            |claim: Range<usize>| {
+            |_, next| {
                 let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
-                if column_ranges == 1 {
-                    // Whole columns: the claimed pieces are one run of rows.
-                    let end = (claim.end * piece_rows).min(rows);
-                    return compute(&xq, claim.start * piece_rows..end, 0..n);
-                }
-                for piece in claim {
-                    let first_row = piece / column_ranges * piece_rows;
-                    let first_column = piece % column_ranges * piece_columns;
-                    let last_row = (first_row + piece_rows).min(rows);
-                    let last_column = (first_column + piece_columns).min(n);
-                    compute(&xq, first_row..last_row, first_column..last_column)?;
+                while let Some((_, claim)) = next() {
+                    for piece in claim {
+                        let first_row = piece / column_ranges * piece_rows;
+                        let first_column = piece % column_ranges * piece_columns;
+                        let last_row = (first_row + piece_rows).min(rows);
+                        let last_column = (first_column + piece_columns).min(n);
+                        compute(&xq, first_row..last_row, first_column..last_column)?;
+                    }
                 }
                 Ok(())
             },
@@ -271,10 +351,16 @@ pub fn for_each_piece(
         Some(pool) => share(
             &pool,
             threads,
+            false,
             0,
             |_| Ok(()),
             count,
-            |claim: Range<usize>| claim.into_iter().try_for_each(&work),
+            |_, next| {
+                while let Some((_, claim)) = next() {
+                    claim.into_iter().try_for_each(&work)?;
+                }
+                Ok(())
+            },
         ),
         None => (0..count).try_for_each(work),
     }
@@ -302,37 +388,74 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     (piece_rows, n.div_ceil(column_ranges))
 }
 
+/// A value on its own cache lines, so that what one thread writes there does not move another
+/// thread's data between cores.
+#[repr(align(128))]
+struct Padded<T>(T);
+
 /// The pieces `0..count` dealt into `threads` contiguous shares. Each thread claims runs of pieces
-/// from the front of its own share, then from the back of the others'; a claim is half of what is
-/// left there (at most an eighth of the share), so the claims shrink to one piece as the shares
-/// empty and the threads end close together.
+/// from the front of its own share, then from the back of the others'. With `whole` shares (pieces
+/// of equal cost: a matmul's rows) a thread's first claim is all of its share: one kernel call,
+/// whose every restart costs (its prefetching starts cold); another thread can then take only
+/// what an owner has not started. Otherwise (pieces of unequal cost) a claim is half of what is
+/// left there, at most an eighth of a share, so the claims shrink to one piece as the shares
+/// empty and the threads end close together. A thief always takes half of what is left.
 struct Shares {
     /// The pieces not yet taken of each share, `start..end`.
-    left: Vec<Mutex<(usize, usize)>>,
+    left: Vec<Padded<Mutex<(usize, usize)>>>,
     /// The largest claim.
     most: usize,
+    /// Whether an owner's first claim is all of its share.
+    whole: bool,
 }
 
 impl Shares {
-    fn new(count: usize, threads: usize) -> Shares {
-        let bound = |i: usize| count * i / threads;
+    fn new(count: usize, threads: usize, whole: bool) -> Shares {
         Shares {
             left: (0..threads)
-                .map(|i| Mutex::new((bound(i), bound(i + 1))))
+                .map(|i| {
+                    let bounds = (
+                        Self::bound(count, threads, i),
+                        Self::bound(count, threads, i + 1),
+                    );
+                    Padded(Mutex::new(bounds))
+                })
                 .collect(),
-            most: count.div_ceil(threads * 8).max(1),
+            most: if whole {
+                usize::MAX
+            } else {
+                count.div_ceil(threads.max(1) * 8).max(1)
+            },
+            whole,
         }
     }
 
-    /// The next pieces for the thread of share `mine`, `None` when every piece is taken.
-    fn next(&self, mine: usize) -> Option<Range<usize>> {
-        let lock = |i: usize| self.left[i].lock().unwrap_or_else(PoisonError::into_inner);
+    /// The first piece of share `i` of `count` pieces dealt into `threads` shares.
+    fn bound(count: usize, threads: usize, i: usize) -> usize {
+        // `count · i / threads` without overflow: the shares differ by at most one piece.
+        let threads = threads.max(1);
+        count / threads * i + count % threads * i / threads
+    }
+
+    /// The next pieces for the thread of share `mine` and the share they come from, `None` when
+    /// every piece is taken.
+    fn next(&self, mine: usize) -> Option<(usize, Range<usize>)> {
+        let lock = |i: usize| {
+            self.left[i]
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
         let claim = |left: usize| left.div_ceil(2).min(self.most);
         let mut own = lock(mine);
         if own.0 < own.1 {
             let first = own.0;
-            own.0 += claim(own.1 - own.0);
-            return Some(first..own.0);
+            own.0 = if self.whole {
+                own.1
+            } else {
+                own.0 + claim(own.1 - own.0)
+            };
+            return Some((mine, first..own.0));
         }
         drop(own);
         let others = (1..self.left.len()).map(|k| (mine + k) % self.left.len());
@@ -341,7 +464,7 @@ impl Shares {
             if theirs.0 < theirs.1 {
                 let end = theirs.1;
                 theirs.1 -= claim(theirs.1 - theirs.0);
-                return Some(theirs.1..end);
+                return Some((other, theirs.1..end));
             }
         }
         None
@@ -350,31 +473,37 @@ impl Shares {
     /// Takes every piece left, so that none is started after a failure.
     fn drain(&self) {
         for share in &self.left {
-            let mut share = share.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut share = share.0.lock().unwrap_or_else(PoisonError::into_inner);
             share.0 = share.1;
         }
     }
 }
 
-/// Runs `prepare` on every part `0..parts`, then `work` on every piece `0..count`, computed by the
-/// caller and `threads - 1` workers of `pool`: the parts taken one at a time as they come, the
-/// pieces in [`Shares`] claims; no thread starts a piece before every part is done. The first
-/// error is returned, and nothing is started after it. Each worker lingers afterwards (see
-/// [`LINGER`]).
+/// The claims of one thread of a [`share`] call: the next run of pieces and the share it comes
+/// from, `None` when every piece is taken (or the call has failed).
+type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
+
+/// Runs `prepare` on every part `0..parts`, then shares the pieces `0..count` between the caller
+/// and `threads - 1` workers of `pool`: the parts taken one at a time as they come; then each
+/// thread runs `work(mine, claims)` once, which computes the [`Shares`] claims that `claims()`
+/// hands it until it returns `None` (thread `mine` owns share `mine`). No thread starts a piece
+/// before every part is done. The first error is returned, and nothing is claimed after it. The
+/// workers linger afterwards (see [`LINGER`]).
+#[allow(clippy::too_many_arguments)]
 fn share(
-    pool: &ThreadPool,
+    pool: &Pool,
     threads: usize,
+    whole: bool,
     parts: usize,
     prepare: impl Fn(usize) -> Result<(), Error> + Sync,
     count: usize,
-    work: impl Fn(Range<usize>) -> Result<(), Error> + Sync,
+    work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let shares = Shares::new(count, threads);
-    let next_part = AtomicUsize::new(0);
-    let parts_done = AtomicUsize::new(0);
+    let shares = Shares::new(count, threads, whole);
+    let next_part = Padded(AtomicUsize::new(0));
+    let parts_done = Padded(AtomicUsize::new(0));
     let failure: Mutex<Option<Error>> = Mutex::new(None);
-    let joined = AtomicUsize::new(0);
-    let finished = AtomicUsize::new(0);
+    let finished = Padded(AtomicUsize::new(0));
     let failed = AtomicBool::new(false);
     let fail = |e: Error| {
         failed.store(true, Ordering::Release);
@@ -386,12 +515,12 @@ fn share(
     };
     let run = |mine: usize| {
         loop {
-            let part = next_part.fetch_add(1, Ordering::AcqRel);
+            let part = next_part.0.fetch_add(1, Ordering::AcqRel);
             if part >= parts {
                 break;
             }
             // Counted even if the part panics, so that no thread waits below forever.
-            let _done = CountOnDrop(&parts_done);
+            let _done = CountOnDrop(&parts_done.0);
             if !failed.load(Ordering::Acquire) {
                 if let Err(e) = prepare(part) {
                     fail(e);
@@ -399,36 +528,26 @@ fn share(
             }
         }
         // Every part is taken: wait for those another thread is still making.
-        wait_until(|| parts_done.load(Ordering::Acquire) >= parts);
-        while let Some(claim) = shares.next(mine) {
-            if let Err(e) = work(claim) {
-                fail(e);
-                return;
-            }
+        wait_until(|| parts_done.0.load(Ordering::Acquire) >= parts);
+        if let Err(e) = work(mine, &mut || shares.next(mine)) {
+            fail(e);
         }
     };
     // A panic in a worker is re-raised here once every spawned job has ended.
     pool.in_place_scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(|_| {
-                let mine = joined.fetch_add(1, Ordering::AcqRel) + 1;
+        for mine in 1..threads {
+            let run = &run;
+            let finished = &finished;
+            scope.spawn(move |_| {
                 // Counted even if a piece panics, so the caller's wait below ends.
-                let _finish = CountOnDrop(&finished);
+                let _finish = CountOnDrop(&finished.0);
                 run(mine);
             });
         }
-        // Ends the lingering of the workers of the last call: they find the jobs above waiting.
-        let call = CALLS.fetch_add(1, Ordering::AcqRel) + 1;
-        // Queued behind the jobs above, so a worker goes from its job straight into lingering
-        // (an idle rayon worker first yields its core, which on a busy machine loses it for a
-        // time slice); each lingers until the call after this one starts. From a worker of this
-        // pool (not a path this module takes) the jobs would go to its own queue, last in first
-        // out: no lingering then.
-        if pool.current_thread_index().is_none() {
-            for _ in 1..threads {
-                pool.spawn(move || linger(call));
-            }
-        }
+        // Workers that are not lingering get a lingering job behind the jobs above: they go from
+        // their part of the call straight into lingering for the next one (an idle rayon worker
+        // first yields its core, which on a busy machine loses it for a time slice).
+        linger_on(pool, threads - 1);
         run(0);
         // Wait for the workers here, rather than sleep in the scope and be woken: the wake-up
         // waits for a time slice on a loaded machine, and the scheduler may queue the woken
@@ -437,7 +556,7 @@ fn share(
         // its job before the scope can end (`wait_until` yields the core to it if it is queued
         // behind this thread).
         let spawned = threads - 1;
-        wait_until(|| finished.load(Ordering::Acquire) == spawned);
+        wait_until(|| finished.0.load(Ordering::Acquire) == spawned);
     });
     if failed.load(Ordering::Acquire) {
         if let Some(e) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
@@ -456,11 +575,70 @@ impl Drop for CountOnDrop<'_> {
     }
 }
 
-/// A worker's job after its part of pooled call number `call`: spins until the next pooled call
-/// starts or for [`LINGER`], so that the next call need not wake it.
-fn linger(call: usize) {
-    let until = Instant::now() + LINGER;
-    wait_until(|| CALLS.load(Ordering::Acquire) != call || Instant::now() >= until);
+/// A worker pool and the count of its [`linger`] jobs queued or running.
+struct Pool {
+    threads: ThreadPool,
+    lingering: Arc<AtomicUsize>,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = ThreadPool;
+    fn deref(&self) -> &ThreadPool {
+        &self.threads
+    }
+}
+
+/// Queues [`linger`] jobs on `pool` until `workers` of them are queued or running. Not from a
+/// worker of the pool (its jobs would go to its own queue, behind the lingering).
+fn linger_on(pool: &Pool, workers: usize) {
+    if pool.current_thread_index().is_some() {
+        return;
+    }
+    let count = &pool.lingering;
+    let mut lingering = count.load(Ordering::Acquire);
+    while lingering < workers {
+        match count.compare_exchange_weak(
+            lingering,
+            lingering + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let count = Arc::clone(count);
+                pool.spawn(move || linger(&count));
+                lingering += 1;
+            }
+            Err(now) => lingering = now,
+        }
+    }
+}
+
+/// A worker's job between calls: runs the jobs queued on its pool as they come (the next call's
+/// part reaches it in the time of a queue check, with no wake-up), and ends when it has found
+/// none for [`LINGER`]. It spins for the first [`SPIN`] without a job, then yields its core
+/// between checks, so that a thread queued behind it on the same core runs. `lingering` counts it.
+fn linger(lingering: &AtomicUsize) {
+    let mut idle = Instant::now();
+    let mut checks = 0u32;
+    loop {
+        if rayon_core::yield_now() == Some(rayon_core::Yield::Executed) {
+            idle = Instant::now();
+            checks = 0;
+            continue;
+        }
+        checks = checks.wrapping_add(1);
+        if checks.is_multiple_of(16) {
+            let waited = idle.elapsed();
+            if waited >= LINGER {
+                break;
+            }
+            if waited >= SPIN {
+                std::thread::yield_now();
+            }
+        }
+        std::hint::spin_loop();
+    }
+    lingering.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Returns when `done()` holds, spinning for the first [`SPIN`], then yielding the core between
@@ -483,17 +661,21 @@ fn wait_until(done: impl Fn() -> bool) {
 /// The worker pool, with at least `workers` threads: the one kept for the process, or a larger one
 /// that replaces it (calls still running keep the old one alive until they end). `None` if the
 /// threads cannot be started.
-fn pool(workers: usize) -> Option<Arc<ThreadPool>> {
-    static POOL: Mutex<Option<Arc<ThreadPool>>> = Mutex::new(None);
+fn pool(workers: usize) -> Option<Arc<Pool>> {
+    static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
     let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(pool) = kept.as_ref().filter(|p| p.current_num_threads() >= workers) {
         return Some(Arc::clone(pool));
     }
-    let pool = ThreadPoolBuilder::new()
+    let threads = ThreadPoolBuilder::new()
         .num_threads(workers)
         .thread_name(|i| format!("miniquant-matvec-{i}"))
         .build()
         .ok()?;
+    let pool = Pool {
+        threads,
+        lingering: Arc::new(AtomicUsize::new(0)),
+    };
     Some(Arc::clone(kept.insert(Arc::new(pool))))
 }
 
@@ -655,6 +837,29 @@ mod tests {
     }
 
     #[test]
+    fn rows_a_busy_worker_leaves_to_the_caller_keep_their_bits() {
+        // Every worker of the pool busy for a while: the caller takes the worker's share too, in
+        // halves from its back (the thief's path: through its own buffer into the owner's rows).
+        let (rows, cols) = (301, 2048);
+        let lvl = level::current();
+        for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
+            let w = matrix(t, rows, cols);
+            for n in [1, 3] {
+                let x = values(n * cols, 9);
+                let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                let workers = pool(1).expect("pool of 1");
+                for _ in 0..workers.current_num_threads() {
+                    workers.spawn(|| std::thread::sleep(Duration::from_millis(20)));
+                }
+                let mut y = vec![f32::NAN; n * rows];
+                matmul(lvl, t, &w, rows, cols, n, &x, 2, &mut y).unwrap();
+                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert!(got == want, "{t}, {n} columns, worker busy");
+            }
+        }
+    }
+
+    #[test]
     fn matmul_of_small_and_odd_shapes_on_three_threads() {
         // Few rows and many columns (the columns are cut into pieces), one row, no columns.
         let t = GgmlType::Q8_0;
@@ -758,36 +963,76 @@ mod tests {
 
     #[test]
     fn shares_give_each_piece_once_own_rows_first() {
-        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
-        // at most 1 piece (10 / 24).
-        let shares = Shares::new(10, 3);
-        assert_eq!(shares.next(1), Some(3..4));
-        let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10. A thread's first claim is all of
+        // its share; then it steals half of what is left of another's, from the back.
+        let shares = Shares::new(10, 3, true);
         assert_eq!(
-            own,
-            [6..7, 7..8, 8..9, 9..10],
-            "a thread's own share, front first"
+            shares.next(2),
+            Some((2, 6..10)),
+            "a thread's own share, whole"
         );
-        // Share 2 is empty: thread 2 steals from the back of share 0, then of share 1, while
-        // thread 0 takes share 0 from the front.
-        assert_eq!(shares.next(2), Some(2..3));
-        assert_eq!(shares.next(0), Some(0..1));
-        assert_eq!(shares.next(2), Some(1..2));
-        assert_eq!(shares.next(2), Some(5..6));
         assert_eq!(
-            shares.next(0),
-            Some(4..5),
-            "thread 0 steals what share 1 has left"
+            shares.next(2),
+            Some((0, 1..3)),
+            "then the back half of share 0"
+        );
+        assert_eq!(shares.next(2), Some((0, 0..1)));
+        assert_eq!(shares.next(2), Some((1, 4..6)), "then of share 1");
+        assert_eq!(
+            shares.next(1),
+            Some((1, 3..4)),
+            "its owner takes what is left"
         );
         assert_eq!(
             (shares.next(0), shares.next(1), shares.next(2)),
             (None, None, None)
         );
-        // Larger shares: claims halve what is left, at most an eighth of a share, front first
-        // for the owner and from the back for a thief; every piece once.
-        let shares = Shares::new(256, 2);
+        // A thread that finds another's share untouched takes halves of it, the owner the rest
+        // when it starts; every piece once.
+        let shares = Shares::new(256, 2, true);
         let mut claims = Vec::new();
-        while let Some(claim) = shares.next(0) {
+        for _ in 0..3 {
+            claims.extend(shares.next(0));
+        }
+        claims.extend(shares.next(1));
+        assert_eq!(
+            claims,
+            [(0, 0..128), (1, 192..256), (1, 160..192), (1, 128..160)]
+        );
+        assert_eq!((shares.next(0), shares.next(1)), (None, None));
+        // Uneven counts: the shares' bounds differ by at most one piece, without overflow.
+        assert_eq!(
+            (0..=4).map(|i| Shares::bound(10, 4, i)).collect::<Vec<_>>(),
+            [0, 2, 5, 7, 10]
+        );
+        assert_eq!(Shares::bound(usize::MAX, 2, 2), usize::MAX);
+        // After a failure nothing is left for anyone.
+        let shares = Shares::new(7, 2, true);
+        shares.drain();
+        assert_eq!((shares.next(0), shares.next(1)), (None, None));
+    }
+
+    #[test]
+    fn shares_of_unequal_pieces_halve_down_to_one() {
+        // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
+        // at most 1 piece (10 / 24).
+        let shares = Shares::new(10, 3, false);
+        assert_eq!(shares.next(1), Some((1, 3..4)));
+        let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
+        assert_eq!(own, [(2, 6..7), (2, 7..8), (2, 8..9), (2, 9..10)]);
+        assert_eq!(shares.next(2), Some((0, 2..3)));
+        assert_eq!(shares.next(0), Some((0, 0..1)));
+        assert_eq!(shares.next(2), Some((0, 1..2)));
+        assert_eq!(shares.next(2), Some((1, 5..6)));
+        assert_eq!(shares.next(0), Some((1, 4..5)));
+        assert_eq!(
+            (shares.next(0), shares.next(1), shares.next(2)),
+            (None, None, None)
+        );
+        // Larger shares: at most an eighth of a share, then halving; every piece once.
+        let shares = Shares::new(256, 2, false);
+        let mut claims = Vec::new();
+        while let Some((_, claim)) = shares.next(0) {
             claims.push(claim);
         }
         assert_eq!(claims[..5], [0..16, 16..32, 32..48, 48..64, 64..80]);
@@ -799,10 +1044,6 @@ mod tests {
         let mut covered: Vec<usize> = claims.into_iter().flatten().collect();
         covered.sort_unstable();
         assert_eq!(covered, (0..256).collect::<Vec<_>>());
-        // After a failure nothing is left for anyone.
-        let shares = Shares::new(7, 2);
-        shares.drain();
-        assert_eq!((shares.next(0), shares.next(1)), (None, None));
     }
 
     #[test]
@@ -817,15 +1058,18 @@ mod tests {
                     share(
                         &pool,
                         2,
+                        false,
                         1,
                         |_| Ok(()),
                         4,
-                        |claim| {
-                            for piece in claim {
-                                if piece == 0 {
-                                    std::thread::sleep(Duration::from_millis(200));
+                        |_, next| {
+                            while let Some((_, claim)) = next() {
+                                for piece in claim {
+                                    if piece == 0 {
+                                        std::thread::sleep(Duration::from_millis(200));
+                                    }
+                                    assert_ne!(piece, panicking, "piece {piece} fails");
                                 }
-                                assert_ne!(piece, panicking, "piece {piece} fails");
                             }
                             Ok(())
                         },
@@ -839,6 +1083,38 @@ mod tests {
                 .recv_timeout(Duration::from_secs(20))
                 .expect("the call returned");
             assert!(panicked, "the piece's panic reaches the caller");
+        }
+    }
+
+    #[test]
+    fn lingering_jobs_stay_one_per_worker_and_end() {
+        let threads = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let pool = Pool {
+            threads,
+            lingering: Arc::new(AtomicUsize::new(0)),
+        };
+        for _ in 0..20 {
+            share(
+                &pool,
+                3,
+                false,
+                0,
+                |_| Ok(()),
+                6,
+                |_, next| {
+                    while next().is_some() {}
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let queued = pool.lingering.load(Ordering::Acquire);
+            assert!(queued <= 2, "{queued} lingering jobs for 2 workers");
+        }
+        // Each ends once it has found no job for LINGER: the workers give their cores back.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while pool.lingering.load(Ordering::Acquire) > 0 {
+            assert!(Instant::now() < deadline, "the lingering jobs never ended");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
