@@ -31,6 +31,9 @@ use crate::quant::table::ArchKernels;
 pub(crate) mod kernels {
     pub mod dequantize;
     pub mod iq4_xs;
+    pub mod matmul;
+    #[cfg(test)]
+    mod matmul_tests;
     pub mod mmla;
     pub mod nibbles;
     mod ops;
@@ -65,7 +68,8 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, row_forms,
+        iq4_xs, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0,
+        row_forms,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
@@ -167,26 +171,32 @@ mod sets {
     pub(crate) const DOTPROD: ArchKernels = ArchKernels {
         q8_0: Ops {
             vec_dot: Some(q8_0::vec_dot_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q4_0: Ops {
             vec_dot: Some(q4_0::vec_dot_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q4_1: Ops {
             vec_dot: Some(n::vec_dot_q4_1_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q5_0: Ops {
             vec_dot: Some(n::vec_dot_q5_0_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q5_1: Ops {
             vec_dot: Some(n::vec_dot_q5_1_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             vec_dot: Some(n::vec_dot_iq4_nl_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q2_k: Ops {
@@ -199,6 +209,7 @@ mod sets {
         },
         mxfp4: Ops {
             vec_dot: Some(n::vec_dot_mxfp4_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         ..ArchKernels::NONE
@@ -209,30 +220,37 @@ mod sets {
     pub(crate) const I8MM: ArchKernels = ArchKernels {
         q8_0: Ops {
             vec_dot_2x2: Some(mmla::q8_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q4_0: Ops {
             vec_dot_2x2: Some(mmla::q4_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q4_1: Ops {
             vec_dot_2x2: Some(mmla::q4_1_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q5_0: Ops {
             vec_dot_2x2: Some(mmla::q5_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q5_1: Ops {
             vec_dot_2x2: Some(mmla::q5_1_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             vec_dot_2x2: Some(mmla::iq4_nl_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         mxfp4: Ops {
             vec_dot_2x2: Some(mmla::mxfp4_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         ..ArchKernels::NONE

@@ -1,0 +1,576 @@
+//! Register-blocked matmul tiles for the 32-value types (the table's `matmul` slot): four weight
+//! rows × `C` activation columns per tile, each weight block decoded once per `C` columns and each
+//! activation block loaded once per four rows.
+//!
+//! - `dotprod`: per block and column, two `sdot` per row leave four partial sums per row; three
+//!   `addp` fold the four rows' into one vector (lane = row), exact. Lanes = rows, one vector per
+//!   column: the row scales are one vector per block, a column's scale one broadcast lane.
+//! - `i8mm`: per block, rows and columns are paired; four `smmla` per row pair and column pair give
+//!   their 2×2 integer sums `[r0·c0, r0·c1, r1·c0, r1·c1]`, exact. The scales take that layout too
+//!   (`[w0, w0, w1, w1]`, `[x0, x1, x0, x1]`); at the end of the rows `uzp1`/`uzp2` put the outputs
+//!   back in column order.
+//!
+//! Either way each output lane runs its scalar twin's float step, in its order and unfused, once
+//! per block, serially over the blocks: the bits of the scalar vec_dot of its column. Rows and
+//! columns past the matrix's edge are filled by repeating the last row / column (computed, never
+//! stored), so one tile shape serves every shape.
+
+use super::nibbles::{iq4_nl_weights, mxfp4_weights, q4_1_weights, q5_0_weights, q5_1_weights};
+use super::ops::{load_i8, piece, sdot, smmla, store_f32};
+use super::q4_0::quants as q4_0_weights;
+use super::{has_dotprod, has_i8mm, nibbles, q4_0, q8_0};
+use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
+use crate::quant::iq::iq4_nl::BlockIq4Nl;
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::e8m0_to_f32_half;
+use crate::quant::misc::mxfp4::BlockMxfp4;
+use core::arch::aarch64::*;
+use core::arch::asm;
+
+/// Rows of a tile.
+const ROWS: usize = 4;
+
+/// Columns of a `dotprod` tile: eight column sums and eight row vectors stay in registers.
+const SDOT_COLUMNS: usize = 4;
+
+/// Columns of an `i8mm` tile (two column pairs).
+const SMMLA_COLUMNS: usize = 4;
+
+/// Four f16 values (little-endian bytes) as f32 lanes with one `fcvtl`: exact, NaNs quieted with
+/// their payload kept, as the scalar `fcvt` of [`super::ops::f16_le`] (tested for every pattern).
+#[inline(always)]
+pub(super) fn f16x4(h: [[u8; 2]; 4]) -> float32x4_t {
+    let bits = u64::from(u16::from_le_bytes(h[0]))
+        | u64::from(u16::from_le_bytes(h[1])) << 16
+        | u64::from(u16::from_le_bytes(h[2])) << 32
+        | u64::from(u16::from_le_bytes(h[3])) << 48;
+    let out: float32x4_t;
+    // SAFETY: `fmov` and `fcvtl` are base AArch64 floating point / Advanced SIMD (this module is
+    // compiled only with NEON) and touch only the named registers.
+    unsafe {
+        asm!(
+            "fmov {v:d}, {bits}",
+            "fcvtl {v:v}.4s, {v:v}.4h",
+            bits = in(reg) bits,
+            v = out(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// Four f32 as one vector.
+#[inline(always)]
+fn f32x4(v: [f32; 4]) -> float32x4_t {
+    // SAFETY: the array holds exactly the four f32 that `ld1` reads.
+    unsafe { vld1q_f32(v.as_ptr()) }
+}
+
+/// What the tiles take from a 32-value type: its weights as signed bytes, its activation quants,
+/// the scales of four blocks of each side as f32 lanes (`(d, m)` and `(d, s)`; zeros where the
+/// type has no min), and its scalar twin's float step on four outputs.
+pub trait Tiled: Sized + 'static {
+    /// The activation block.
+    type X: 'static;
+    /// The 32 weights (elements 0..16, 16..32).
+    fn weights(&self) -> (int8x16_t, int8x16_t);
+    /// The activation quants.
+    fn quants(x: &Self::X) -> &[i8; 32];
+    /// `(d, m)` of four weight blocks.
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t);
+    /// `(d, s)` of four activation blocks.
+    fn x_scales(b: [&Self::X; 4]) -> (float32x4_t, float32x4_t);
+    /// The scalar twin's float step.
+    const ORDER: Order;
+    /// The one-pair vec_dot (`sdot` where the CPU has it), for CPUs without the tiles' feature.
+    fn vec_dot(w: &[Self], x: &[Self::X]) -> f32;
+}
+
+/// No min: a zero vector beside `d`.
+#[inline(always)]
+fn d_only(d: float32x4_t) -> (float32x4_t, float32x4_t) {
+    (d, f32x4([0.0; 4]))
+}
+
+/// The order of a scalar twin's float step, `sumf += term` per block with the block's exact
+/// integer sum `sumi` and scales `dw`, `dx` (and the min `m` and activation sum `s`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// `sumi * (dw * dx)` (Q8_0).
+    SumiDwDx,
+    /// `(sumi * dw) * dx` (Q4_0).
+    SumiDwThenDx,
+    /// `(dw * dx) * sumi` (Q5_0).
+    DwDxThenSumi,
+    /// `(dx * dw) * sumi` (IQ4_NL, MXFP4).
+    DxDwThenSumi,
+    /// `(dw * dx) * sumi + m * s` (Q4_1, Q5_1).
+    WithMin,
+}
+
+/// `sumf + term`, lane by lane, in `order`, unfused: `s` holds the exact integer sums as f32, `w`
+/// the lanes' `(dw, m)`, `x` their `(dx, s)`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn step(
+    order: Order,
+    sumf: float32x4_t,
+    s: float32x4_t,
+    w: (float32x4_t, float32x4_t),
+    x: (float32x4_t, float32x4_t),
+) -> float32x4_t {
+    let term = match order {
+        Order::SumiDwDx => vmulq_f32(s, vmulq_f32(w.0, x.0)),
+        Order::SumiDwThenDx => vmulq_f32(vmulq_f32(s, w.0), x.0),
+        Order::DwDxThenSumi => vmulq_f32(vmulq_f32(w.0, x.0), s),
+        Order::DxDwThenSumi => vmulq_f32(vmulq_f32(x.0, w.0), s),
+        Order::WithMin => vaddq_f32(vmulq_f32(vmulq_f32(w.0, x.0), s), vmulq_f32(w.1, x.1)),
+    };
+    vaddq_f32(sumf, term)
+}
+
+impl Tiled for BlockQ8_0 {
+    type X = BlockQ8_0;
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        (load_i8(piece(&self.qs, 0)), load_i8(piece(&self.qs, 1)))
+    }
+    #[inline(always)]
+    fn quants(x: &BlockQ8_0) -> &[i8; 32] {
+        &x.qs
+    }
+    #[inline(always)]
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f16x4(b.map(|b| b.d)))
+    }
+    #[inline(always)]
+    fn x_scales(b: [&BlockQ8_0; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f16x4(b.map(|b| b.d)))
+    }
+    /// `sumf += sumi * (dw * dx)`.
+    const ORDER: Order = Order::SumiDwDx;
+    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
+        q8_0::vec_dot_dotprod(w, x)
+    }
+}
+
+/// The parts shared by the types dotted with Q8_0 blocks.
+macro_rules! against_q8_0 {
+    () => {
+        type X = BlockQ8_0;
+        #[inline(always)]
+        fn quants(x: &BlockQ8_0) -> &[i8; 32] {
+            &x.qs
+        }
+        #[inline(always)]
+        fn x_scales(b: [&BlockQ8_0; 4]) -> (float32x4_t, float32x4_t) {
+            d_only(f16x4(b.map(|b| b.d)))
+        }
+    };
+}
+
+/// The parts shared by the types dotted with Q8_1 blocks (those with a min).
+macro_rules! against_q8_1 {
+    () => {
+        type X = BlockQ8_1;
+        #[inline(always)]
+        fn quants(x: &BlockQ8_1) -> &[i8; 32] {
+            &x.qs
+        }
+        #[inline(always)]
+        fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+            (f16x4(b.map(|b| b.d)), f16x4(b.map(|b| b.m)))
+        }
+        #[inline(always)]
+        fn x_scales(b: [&BlockQ8_1; 4]) -> (float32x4_t, float32x4_t) {
+            (f16x4(b.map(|b| b.d)), f16x4(b.map(|b| b.s)))
+        }
+        /// `sumf += (dw * dx) * sumi + m * s`.
+        const ORDER: Order = Order::WithMin;
+    };
+}
+
+impl Tiled for BlockQ4_0 {
+    against_q8_0!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q4_0_weights(self) }
+    }
+    #[inline(always)]
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f16x4(b.map(|b| b.d)))
+    }
+    /// `sumf += (sumi * dw) * dx`.
+    const ORDER: Order = Order::SumiDwThenDx;
+    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
+        q4_0::vec_dot_dotprod(w, x)
+    }
+}
+
+impl Tiled for BlockQ5_0 {
+    against_q8_0!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q5_0_weights(self) }
+    }
+    #[inline(always)]
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f16x4(b.map(|b| b.d)))
+    }
+    /// `sumf += (dw * dx) * sumi`.
+    const ORDER: Order = Order::DwDxThenSumi;
+    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
+        nibbles::vec_dot_q5_0_dotprod(w, x)
+    }
+}
+
+impl Tiled for BlockIq4Nl {
+    against_q8_0!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { iq4_nl_weights(self) }
+    }
+    #[inline(always)]
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f16x4(b.map(|b| b.d)))
+    }
+    /// `sumf += (dx * dw) * sumi`.
+    const ORDER: Order = Order::DxDwThenSumi;
+    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
+        nibbles::vec_dot_iq4_nl_dotprod(w, x)
+    }
+}
+
+impl Tiled for BlockMxfp4 {
+    against_q8_0!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { mxfp4_weights(self) }
+    }
+    #[inline(always)]
+    fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
+        d_only(f32x4(b.map(|b| e8m0_to_f32_half(b.e))))
+    }
+    /// `sumf += (dx * e8m0_half(e)) * sumi`.
+    const ORDER: Order = Order::DxDwThenSumi;
+    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
+        nibbles::vec_dot_mxfp4_dotprod(w, x)
+    }
+}
+
+impl Tiled for BlockQ4_1 {
+    against_q8_1!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q4_1_weights(self) }
+    }
+    fn vec_dot(w: &[Self], x: &[BlockQ8_1]) -> f32 {
+        nibbles::vec_dot_q4_1_dotprod(w, x)
+    }
+}
+
+impl Tiled for BlockQ5_1 {
+    against_q8_1!();
+    #[inline(always)]
+    fn weights(&self) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q5_1_weights(self) }
+    }
+    fn vec_dot(w: &[Self], x: &[BlockQ8_1]) -> f32 {
+        nibbles::vec_dot_q5_1_dotprod(w, x)
+    }
+}
+
+/// The activation quants of a block as two vectors.
+#[inline(always)]
+fn activation<W: Tiled>(x: &W::X) -> (int8x16_t, int8x16_t) {
+    let q = W::quants(x);
+    (load_i8(piece(q, 0)), load_i8(piece(q, 1)))
+}
+
+/// The shortest of the slices: the blocks a tile runs over.
+#[inline(always)]
+fn common_len<A, B, const R: usize, const C: usize>(w: &[&[A]; R], x: &[&[B]; C]) -> usize {
+    let rows = w.iter().fold(usize::MAX, |l, s| l.min(s.len()));
+    x.iter().fold(rows, |l, s| l.min(s.len()))
+}
+
+/// Four rows against `C` columns with `sdot`: per column, the four rows' outputs as lanes.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn tile_sdot<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [float32x4_t; C] {
+    let blocks = common_len(&w, &x);
+    let mut sumf = [vdupq_n_f32(0.0); C];
+    for k in 0..blocks {
+        let wb: [&W; ROWS] = core::array::from_fn(|r| &w[r][k]);
+        let wv = wb.map(W::weights);
+        let ws = W::w_scales(wb);
+        // Columns in groups of four for their scales.
+        for group in 0..C.div_ceil(4) {
+            let xb: [&W::X; 4] = core::array::from_fn(|j| &x[(4 * group + j).min(C - 1)][k]);
+            let (dx, sx) = W::x_scales(xb);
+            for (j, xb) in xb.iter().enumerate().take(C - 4 * group) {
+                let (x0, x1) = activation::<W>(xb);
+                let acc: [int32x4_t; ROWS] =
+                    wv.map(|(w0, w1)| sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1));
+                let sums = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
+                let lane = |v: float32x4_t| match j {
+                    0 => vdupq_laneq_f32::<0>(v),
+                    1 => vdupq_laneq_f32::<1>(v),
+                    2 => vdupq_laneq_f32::<2>(v),
+                    _ => vdupq_laneq_f32::<3>(v),
+                };
+                let c = 4 * group + j;
+                if let Some(sumf) = sumf.get_mut(c) {
+                    *sumf = step(
+                        W::ORDER,
+                        *sumf,
+                        vcvtq_f32_s32(sums),
+                        ws,
+                        (lane(dx), lane(sx)),
+                    );
+                }
+            }
+        }
+    }
+    sumf
+}
+
+/// Bytes 0..8 of `a` then bytes 0..8 of `b`, and bytes 8..16 of each: the `smmla` operands of
+/// the row (or column) pair `a`, `b` over 16 values.
+#[inline]
+#[target_feature(enable = "neon")]
+fn pair_halves(a: int8x16_t, b: int8x16_t) -> [int8x16_t; 2] {
+    let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
+    [
+        vreinterpretq_s8_s64(vzip1q_s64(a, b)),
+        vreinterpretq_s8_s64(vzip2q_s64(a, b)),
+    ]
+}
+
+/// The four `smmla` operands of a pair of blocks (rows or columns).
+#[inline]
+#[target_feature(enable = "neon")]
+fn pair_operands(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> [int8x16_t; 4] {
+    let [p0, p1] = pair_halves(a.0, b.0);
+    let [p2, p3] = pair_halves(a.1, b.1);
+    [p0, p1, p2, p3]
+}
+
+/// Lanes `[v0, v0, v1, v1]` and `[v2, v2, v3, v3]`: a row pair's scales.
+#[inline]
+#[target_feature(enable = "neon")]
+fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
+    [vzip1q_f32(v, v), vzip2q_f32(v, v)]
+}
+
+/// Lanes `[v0, v1, v0, v1]` and `[v2, v3, v2, v3]`: a column pair's scales.
+#[inline]
+#[target_feature(enable = "neon")]
+fn column_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
+    let v = vreinterpretq_f64_f32(v);
+    [
+        vreinterpretq_f32_f64(vdupq_laneq_f64::<0>(v)),
+        vreinterpretq_f32_f64(vdupq_laneq_f64::<1>(v)),
+    ]
+}
+
+/// Four rows against four columns with `smmla`: per column, the four rows' outputs as lanes.
+#[inline]
+#[target_feature(enable = "neon,i8mm")]
+fn tile_smmla<W: Tiled>(
+    w: [&[W]; ROWS],
+    x: [&[W::X]; SMMLA_COLUMNS],
+) -> [float32x4_t; SMMLA_COLUMNS] {
+    let blocks = common_len(&w, &x);
+    // sumf[p][q]: row pair p, column pair q, lanes [r0·c0, r0·c1, r1·c0, r1·c1].
+    let mut sumf = [[vdupq_n_f32(0.0); 2]; 2];
+    for k in 0..blocks {
+        let wb: [&W; ROWS] = core::array::from_fn(|r| &w[r][k]);
+        let xb: [&W::X; SMMLA_COLUMNS] = core::array::from_fn(|c| &x[c][k]);
+        let wv = wb.map(W::weights);
+        let xv = xb.map(activation::<W>);
+        let a = [pair_operands(wv[0], wv[1]), pair_operands(wv[2], wv[3])];
+        let b = [pair_operands(xv[0], xv[1]), pair_operands(xv[2], xv[3])];
+        let (dw, mw) = W::w_scales(wb);
+        let (dx, sx) = W::x_scales(xb);
+        let (dw, mw) = (row_pair_lanes(dw), row_pair_lanes(mw));
+        let (dx, sx) = (column_pair_lanes(dx), column_pair_lanes(sx));
+        for p in 0..2 {
+            for q in 0..2 {
+                let mut acc = vdupq_n_s32(0);
+                for (&a, &b) in a[p].iter().zip(&b[q]) {
+                    acc = smmla(acc, a, b);
+                }
+                let s = vcvtq_f32_s32(acc);
+                sumf[p][q] = step(W::ORDER, sumf[p][q], s, (dw[p], mw[p]), (dx[q], sx[q]));
+            }
+        }
+    }
+    // Column 2q: the even lanes of both row pairs; column 2q + 1: the odd ones.
+    let [[t00, t01], [t10, t11]] = sumf;
+    [
+        vuzp1q_f32(t00, t10),
+        vuzp2q_f32(t00, t10),
+        vuzp1q_f32(t01, t11),
+        vuzp2q_f32(t01, t11),
+    ]
+}
+
+/// Writes a tile's column `c` outputs (`rows` valid lanes of `v`) at `y[at..]`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn store_rows(y: &mut [f32], at: usize, rows: usize, v: float32x4_t) {
+    let mut lanes = [0f32; 4];
+    store_f32(&mut lanes, v);
+    if rows == ROWS {
+        if let Some(out) = y
+            .get_mut(at..at.saturating_add(ROWS))
+            .and_then(|o| <&mut [f32; 4]>::try_from(o).ok())
+        {
+            store_f32(out, v);
+            return;
+        }
+    }
+    for (i, &value) in lanes.iter().enumerate().take(rows) {
+        if let Some(out) = y.get_mut(at.saturating_add(i)) {
+            *out = value;
+        }
+    }
+}
+
+/// The tiles over the whole matrix: columns in groups of `C`, rows in fours; a group or a four at
+/// the edge repeats its last column or row. `tile` computes one tile (the per-column vectors,
+/// lanes = rows).
+#[inline(always)]
+fn each_tile<W: Tiled, const C: usize>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    tile: impl Fn([&[W]; ROWS], [&[W::X]; C]) -> [float32x4_t; C],
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let rows = w.len() / row_blocks;
+    let column_blocks = x.len() / n;
+    let row = |r: usize| {
+        let start = r.saturating_mul(row_blocks);
+        w.get(start..start.saturating_add(row_blocks))
+            .unwrap_or_default()
+    };
+    let column = |c: usize| {
+        let start = c.saturating_mul(column_blocks);
+        x.get(start..start.saturating_add(column_blocks))
+            .unwrap_or_default()
+    };
+    for c0 in (0..n).step_by(C) {
+        let xs: [&[W::X]; C] = core::array::from_fn(|j| column((c0 + j).min(n - 1)));
+        let columns = (n - c0).min(C);
+        for r0 in (0..rows).step_by(ROWS) {
+            let ws: [&[W]; ROWS] = core::array::from_fn(|i| row((r0 + i).min(rows - 1)));
+            let out = tile(ws, xs);
+            for (j, &v) in out.iter().enumerate().take(columns) {
+                let at = (c0 + j).saturating_mul(y_stride).saturating_add(r0);
+                // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+                unsafe { store_rows(y, at, (rows - r0).min(ROWS), v) };
+            }
+        }
+    }
+}
+
+/// Every output by the one-pair vec_dot, for CPUs without the tiles' feature.
+fn each_output<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    for (c, column) in x.chunks(column_blocks.max(1)).take(n).enumerate() {
+        for (r, row) in w.chunks_exact(row_blocks).enumerate() {
+            let at = c.saturating_mul(y_stride).saturating_add(r);
+            if let Some(out) = y.get_mut(at) {
+                *out = W::vec_dot(row, column);
+            }
+        }
+    }
+}
+
+#[target_feature(enable = "neon,dotprod")]
+fn matmul_sdot<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    each_tile::<W, SDOT_COLUMNS>(w, row_blocks, x, n, y, y_stride, |w, x| {
+        // The closure inherits the enclosing function's dotprod.
+        tile_sdot::<W, SDOT_COLUMNS>(w, x)
+    });
+}
+
+#[target_feature(enable = "neon,i8mm")]
+fn matmul_smmla<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    each_tile::<W, SMMLA_COLUMNS>(w, row_blocks, x, n, y, y_stride, |w, x| {
+        // The closure inherits the enclosing function's i8mm.
+        tile_smmla::<W>(w, x)
+    });
+}
+
+/// The `dotprod` level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): `sdot` tiles where
+/// the CPU has dotprod, else one vec_dot per output (same bits).
+pub fn dotprod<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    if has_dotprod() {
+        // SAFETY: the CPU has dotprod (checked just above).
+        unsafe { matmul_sdot(w, row_blocks, x, n, y, y_stride) }
+    } else {
+        each_output(w, row_blocks, x, n, y, y_stride);
+    }
+}
+
+/// The `i8mm` level's matmul: `smmla` tiles where the CPU has i8mm, else [`dotprod`] (same bits).
+pub fn i8mm<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    if has_i8mm() {
+        // SAFETY: the CPU has i8mm (checked just above).
+        unsafe { matmul_smmla(w, row_blocks, x, n, y, y_stride) }
+    } else {
+        dotprod(w, row_blocks, x, n, y, y_stride);
+    }
+}
