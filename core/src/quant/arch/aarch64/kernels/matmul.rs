@@ -36,24 +36,28 @@ const SDOT_COLUMNS: usize = 4;
 /// Columns of an `i8mm` tile (two column pairs).
 const SMMLA_COLUMNS: usize = 4;
 
-/// Four f16 values (little-endian bytes) as f32 lanes with one `fcvtl`: exact, NaNs quieted with
-/// their payload kept, as the scalar `fcvt` of [`super::ops::f16_le`] (tested for every pattern).
+/// Four f16 values (little-endian bytes, each anywhere in memory) as f32 lanes: one `ldr` and
+/// three `ld1` lane loads, then one `fcvtl`: exact, NaNs quieted with their payload kept, as the
+/// scalar `fcvt` of [`super::ops::f16_le`] (tested for every pattern).
 #[inline(always)]
-pub(super) fn f16x4(h: [[u8; 2]; 4]) -> float32x4_t {
-    let bits = u64::from(u16::from_le_bytes(h[0]))
-        | u64::from(u16::from_le_bytes(h[1])) << 16
-        | u64::from(u16::from_le_bytes(h[2])) << 32
-        | u64::from(u16::from_le_bytes(h[3])) << 48;
+pub(super) fn f16x4(h: [&[u8; 2]; 4]) -> float32x4_t {
     let out: float32x4_t;
-    // SAFETY: `fmov` and `fcvtl` are base AArch64 floating point / Advanced SIMD (this module is
-    // compiled only with NEON) and touch only the named registers.
+    // SAFETY: each load reads the two bytes of one of the references (AArch64 loads from normal
+    // memory need no alignment); `fcvtl` is Advanced SIMD (this module is compiled only with
+    // NEON). Only the named registers are written.
     unsafe {
         asm!(
-            "fmov {v:d}, {bits}",
+            "ldr {v:h}, [{p0}]",
+            "ld1 {{{v:v}.h}}[1], [{p1}]",
+            "ld1 {{{v:v}.h}}[2], [{p2}]",
+            "ld1 {{{v:v}.h}}[3], [{p3}]",
             "fcvtl {v:v}.4s, {v:v}.4h",
-            bits = in(reg) bits,
+            p0 = in(reg) h[0].as_ptr(),
+            p1 = in(reg) h[1].as_ptr(),
+            p2 = in(reg) h[2].as_ptr(),
+            p3 = in(reg) h[3].as_ptr(),
             v = out(vreg) out,
-            options(pure, nomem, nostack, preserves_flags)
+            options(pure, readonly, nostack, preserves_flags)
         );
     }
     out
@@ -141,11 +145,11 @@ impl Tiled for BlockQ8_0 {
     }
     #[inline(always)]
     fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
-        d_only(f16x4(b.map(|b| b.d)))
+        d_only(f16x4(b.map(|b| &b.d)))
     }
     #[inline(always)]
     fn x_scales(b: [&BlockQ8_0; 4]) -> (float32x4_t, float32x4_t) {
-        d_only(f16x4(b.map(|b| b.d)))
+        d_only(f16x4(b.map(|b| &b.d)))
     }
     /// `sumf += sumi * (dw * dx)`.
     const ORDER: Order = Order::SumiDwDx;
@@ -164,7 +168,7 @@ macro_rules! against_q8_0 {
         }
         #[inline(always)]
         fn x_scales(b: [&BlockQ8_0; 4]) -> (float32x4_t, float32x4_t) {
-            d_only(f16x4(b.map(|b| b.d)))
+            d_only(f16x4(b.map(|b| &b.d)))
         }
     };
 }
@@ -179,11 +183,11 @@ macro_rules! against_q8_1 {
         }
         #[inline(always)]
         fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
-            (f16x4(b.map(|b| b.d)), f16x4(b.map(|b| b.m)))
+            (f16x4(b.map(|b| &b.d)), f16x4(b.map(|b| &b.m)))
         }
         #[inline(always)]
         fn x_scales(b: [&BlockQ8_1; 4]) -> (float32x4_t, float32x4_t) {
-            (f16x4(b.map(|b| b.d)), f16x4(b.map(|b| b.s)))
+            (f16x4(b.map(|b| &b.d)), f16x4(b.map(|b| &b.s)))
         }
         /// `sumf += (dw * dx) * sumi + m * s`.
         const ORDER: Order = Order::WithMin;
@@ -199,7 +203,7 @@ impl Tiled for BlockQ4_0 {
     }
     #[inline(always)]
     fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
-        d_only(f16x4(b.map(|b| b.d)))
+        d_only(f16x4(b.map(|b| &b.d)))
     }
     /// `sumf += (sumi * dw) * dx`.
     const ORDER: Order = Order::SumiDwThenDx;
@@ -217,7 +221,7 @@ impl Tiled for BlockQ5_0 {
     }
     #[inline(always)]
     fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
-        d_only(f16x4(b.map(|b| b.d)))
+        d_only(f16x4(b.map(|b| &b.d)))
     }
     /// `sumf += (dw * dx) * sumi`.
     const ORDER: Order = Order::DwDxThenSumi;
@@ -235,7 +239,7 @@ impl Tiled for BlockIq4Nl {
     }
     #[inline(always)]
     fn w_scales(b: [&Self; 4]) -> (float32x4_t, float32x4_t) {
-        d_only(f16x4(b.map(|b| b.d)))
+        d_only(f16x4(b.map(|b| &b.d)))
     }
     /// `sumf += (dx * dw) * sumi`.
     const ORDER: Order = Order::DxDwThenSumi;
@@ -293,51 +297,44 @@ fn activation<W: Tiled>(x: &W::X) -> (int8x16_t, int8x16_t) {
     (load_i8(piece(q, 0)), load_i8(piece(q, 1)))
 }
 
-/// The shortest of the slices: the blocks a tile runs over.
+/// `f` on the blocks `k` of the four rows and four columns, for every `k` below the shortest
+/// one's length (zipped slice iterators: no bounds check per block).
 #[inline(always)]
-fn common_len<A, B, const R: usize, const C: usize>(w: &[&[A]; R], x: &[&[B]; C]) -> usize {
-    let rows = w.iter().fold(usize::MAX, |l, s| l.min(s.len()));
-    x.iter().fold(rows, |l, s| l.min(s.len()))
+fn each_block<W, X>(w: [&[W]; 4], x: [&[X]; 4], mut f: impl FnMut([&W; 4], [&X; 4])) {
+    let rows = w[0].iter().zip(w[1]).zip(w[2]).zip(w[3]);
+    let columns = x[0].iter().zip(x[1]).zip(x[2]).zip(x[3]);
+    for ((((w0, w1), w2), w3), (((x0, x1), x2), x3)) in rows.zip(columns) {
+        f([w0, w1, w2, w3], [x0, x1, x2, x3]);
+    }
 }
 
-/// Four rows against `C` columns with `sdot`: per column, the four rows' outputs as lanes.
+/// Four rows against four columns with `sdot`: per column, the four rows' outputs as lanes.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn tile_sdot<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [float32x4_t; C] {
-    let blocks = common_len(&w, &x);
-    let mut sumf = [vdupq_n_f32(0.0); C];
-    for k in 0..blocks {
-        let wb: [&W; ROWS] = core::array::from_fn(|r| &w[r][k]);
+fn tile_sdot<W: Tiled>(w: [&[W]; ROWS], x: [&[W::X]; SDOT_COLUMNS]) -> [float32x4_t; SDOT_COLUMNS] {
+    let mut sumf = [vdupq_n_f32(0.0); SDOT_COLUMNS];
+    each_block(w, x, |wb, xb| {
         let wv = wb.map(W::weights);
         let ws = W::w_scales(wb);
-        // Columns in groups of four for their scales.
-        for group in 0..C.div_ceil(4) {
-            let xb: [&W::X; 4] = core::array::from_fn(|j| &x[(4 * group + j).min(C - 1)][k]);
-            let (dx, sx) = W::x_scales(xb);
-            for (j, xb) in xb.iter().enumerate().take(C - 4 * group) {
-                let (x0, x1) = activation::<W>(xb);
-                let acc: [int32x4_t; ROWS] =
-                    wv.map(|(w0, w1)| sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1));
-                let sums = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
-                let lane = |v: float32x4_t| match j {
-                    0 => vdupq_laneq_f32::<0>(v),
-                    1 => vdupq_laneq_f32::<1>(v),
-                    2 => vdupq_laneq_f32::<2>(v),
-                    _ => vdupq_laneq_f32::<3>(v),
-                };
-                let c = 4 * group + j;
-                if let Some(sumf) = sumf.get_mut(c) {
-                    *sumf = step(
-                        W::ORDER,
-                        *sumf,
-                        vcvtq_f32_s32(sums),
-                        ws,
-                        (lane(dx), lane(sx)),
-                    );
-                }
-            }
-        }
-    }
+        let (dx, sx) = W::x_scales(xb);
+        let column = |c: usize, sumf: float32x4_t, lane: fn(float32x4_t) -> float32x4_t| {
+            let (x0, x1) = activation::<W>(xb[c]);
+            let acc: [int32x4_t; ROWS] =
+                wv.map(|(w0, w1)| sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1));
+            let sums = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
+            step(
+                W::ORDER,
+                sumf,
+                vcvtq_f32_s32(sums),
+                ws,
+                (lane(dx), lane(sx)),
+            )
+        };
+        sumf[0] = column(0, sumf[0], |v| vdupq_laneq_f32::<0>(v));
+        sumf[1] = column(1, sumf[1], |v| vdupq_laneq_f32::<1>(v));
+        sumf[2] = column(2, sumf[2], |v| vdupq_laneq_f32::<2>(v));
+        sumf[3] = column(3, sumf[3], |v| vdupq_laneq_f32::<3>(v));
+    });
     sumf
 }
 
@@ -387,12 +384,9 @@ fn tile_smmla<W: Tiled>(
     w: [&[W]; ROWS],
     x: [&[W::X]; SMMLA_COLUMNS],
 ) -> [float32x4_t; SMMLA_COLUMNS] {
-    let blocks = common_len(&w, &x);
     // sumf[p][q]: row pair p, column pair q, lanes [r0·c0, r0·c1, r1·c0, r1·c1].
     let mut sumf = [[vdupq_n_f32(0.0); 2]; 2];
-    for k in 0..blocks {
-        let wb: [&W; ROWS] = core::array::from_fn(|r| &w[r][k]);
-        let xb: [&W::X; SMMLA_COLUMNS] = core::array::from_fn(|c| &x[c][k]);
+    each_block(w, x, |wb, xb| {
         let wv = wb.map(W::weights);
         let xv = xb.map(activation::<W>);
         let a = [pair_operands(wv[0], wv[1]), pair_operands(wv[2], wv[3])];
@@ -411,7 +405,7 @@ fn tile_smmla<W: Tiled>(
                 sumf[p][q] = step(W::ORDER, sumf[p][q], s, (dw[p], mw[p]), (dx[q], sx[q]));
             }
         }
-    }
+    });
     // Column 2q: the even lanes of both row pairs; column 2q + 1: the odd ones.
     let [[t00, t01], [t10, t11]] = sumf;
     [
@@ -521,7 +515,7 @@ fn matmul_sdot<W: Tiled>(
 ) {
     each_tile::<W, SDOT_COLUMNS>(w, row_blocks, x, n, y, y_stride, |w, x| {
         // The closure inherits the enclosing function's dotprod.
-        tile_sdot::<W, SDOT_COLUMNS>(w, x)
+        tile_sdot::<W>(w, x)
     });
 }
 

@@ -322,7 +322,7 @@ fn f16x4_matches_the_scalar_conversion_for_every_bit_pattern() {
     for bits in (0..=u16::MAX).step_by(4) {
         let h: [[u8; 2]; 4] = core::array::from_fn(|i| (bits + i as u16).to_le_bytes());
         let mut out = [0f32; 4];
-        super::ops::store_f32(&mut out, matmul::f16x4(h));
+        super::ops::store_f32(&mut out, matmul::f16x4([&h[0], &h[1], &h[2], &h[3]]));
         for (i, &o) in out.iter().enumerate() {
             let expected = crate::quant::cast::f16_le(h[i]);
             assert_eq!(o.to_bits(), expected.to_bits(), "{:#06x}", bits + i as u16);
