@@ -16,7 +16,7 @@
 //! stored), so one tile shape serves every shape.
 
 use super::nibbles::{iq4_nl_weights, mxfp4_weights, q4_1_weights, q5_0_weights, q5_1_weights};
-use super::ops::{load_i8, piece, sdot, smmla, store_f32};
+use super::ops::{load_i8, piece, smmla, store_f32};
 use super::q4_0::quants as q4_0_weights;
 use super::{has_dotprod, has_i8mm, nibbles, q4_0, q8_0};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
@@ -30,11 +30,14 @@ use core::arch::asm;
 /// Rows of a tile.
 const ROWS: usize = 4;
 
-/// Columns of a `dotprod` tile: eight column sums and eight row vectors stay in registers.
-const SDOT_COLUMNS: usize = 4;
+/// Columns of a wide `dotprod` tile.
+const SDOT_WIDE: usize = 8;
 
-/// Columns of an `i8mm` tile (two column pairs).
-const SMMLA_COLUMNS: usize = 4;
+/// Columns of a wide `i8mm` tile (column pairs).
+const SMMLA_WIDE: usize = 8;
+
+/// Columns of the tiles that take the columns left over by the wide ones.
+const NARROW: usize = 4;
 
 /// Four f16 values (little-endian bytes, each anywhere in memory) as f32 lanes: one `ldr` and
 /// three `ld1` lane loads, then one `fcvtl`: exact, NaNs quieted with their payload kept, as the
@@ -297,43 +300,125 @@ fn activation<W: Tiled>(x: &W::X) -> (int8x16_t, int8x16_t) {
     (load_i8(piece(q, 0)), load_i8(piece(q, 1)))
 }
 
-/// `f` on the blocks `k` of the four rows and four columns, for every `k` below the shortest
-/// one's length (zipped slice iterators: no bounds check per block).
+/// `f` on the blocks `k` of the four rows and `C` columns, for every `k` below the shortest
+/// slice's length. Each slice is first cut to exactly that length (a `get` that cannot fail), so
+/// that indexing below it needs no bounds check per block.
 #[inline(always)]
-fn each_block<W, X>(w: [&[W]; 4], x: [&[X]; 4], mut f: impl FnMut([&W; 4], [&X; 4])) {
-    let rows = w[0].iter().zip(w[1]).zip(w[2]).zip(w[3]);
-    let columns = x[0].iter().zip(x[1]).zip(x[2]).zip(x[3]);
-    for ((((w0, w1), w2), w3), (((x0, x1), x2), x3)) in rows.zip(columns) {
-        f([w0, w1, w2, w3], [x0, x1, x2, x3]);
+fn each_block<W, X, const C: usize>(
+    w: [&[W]; ROWS],
+    x: [&[X]; C],
+    mut f: impl FnMut([&W; ROWS], [&X; C]),
+) {
+    let rows = w.iter().fold(usize::MAX, |l, s| l.min(s.len()));
+    let blocks = x.iter().fold(rows, |l, s| l.min(s.len()));
+    let mut w_cut: [&[W]; ROWS] = [&[]; ROWS];
+    let mut x_cut: [&[X]; C] = [&[]; C];
+    for (cut, s) in w_cut.iter_mut().zip(w) {
+        let Some(s) = s.get(..blocks) else { return };
+        *cut = s;
+    }
+    for (cut, s) in x_cut.iter_mut().zip(x) {
+        let Some(s) = s.get(..blocks) else { return };
+        *cut = s;
+    }
+    for k in 0..blocks {
+        let (wb, xb) = (w_cut.map(|s| &s[k]), x_cut.map(|s| &s[k]));
+        f(wb, xb);
     }
 }
 
-/// Four rows against four columns with `sdot`: per column, the four rows' outputs as lanes.
+/// `sdot` by element: each i32 lane `i` of `acc` plus the dot product of bytes `4i..4i + 4` of
+/// `a` with bytes `4L..4L + 4` of `b`.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn tile_sdot<W: Tiled>(w: [&[W]; ROWS], x: [&[W::X]; SDOT_COLUMNS]) -> [float32x4_t; SDOT_COLUMNS] {
-    let mut sumf = [vdupq_n_f32(0.0); SDOT_COLUMNS];
+fn sdot_lane<const L: i32>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: `sdot` only reads and writes the named registers; the enclosing function requires
+    // the dotprod feature, so the instruction exists.
+    unsafe {
+        asm!(
+            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.4b[{l}]",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            l = const L,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// Four rows of 16 bytes transposed by 32-bit words: vector `j` holds word `j` of row `i` in lane
+/// `i`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn transpose_words(r: [int8x16_t; ROWS]) -> [int8x16_t; 4] {
+    let [r0, r1, r2, r3] = r.map(|v| vreinterpretq_s32_s8(v));
+    let (t0, t1) = (vtrn1q_s32(r0, r1), vtrn2q_s32(r0, r1));
+    let (t2, t3) = (vtrn1q_s32(r2, r3), vtrn2q_s32(r2, r3));
+    let [t0, t1, t2, t3] = [t0, t1, t2, t3].map(|v| vreinterpretq_s64_s32(v));
+    [
+        vtrn1q_s64(t0, t2),
+        vtrn1q_s64(t1, t3),
+        vtrn2q_s64(t0, t2),
+        vtrn2q_s64(t1, t3),
+    ]
+    .map(|v| vreinterpretq_s8_s64(v))
+}
+
+/// Broadcast lane `c % 4` of `v`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn lane(v: float32x4_t, c: usize) -> float32x4_t {
+    match c % 4 {
+        0 => vdupq_laneq_f32::<0>(v),
+        1 => vdupq_laneq_f32::<1>(v),
+        2 => vdupq_laneq_f32::<2>(v),
+        _ => vdupq_laneq_f32::<3>(v),
+    }
+}
+
+/// Four rows against `C` columns with `sdot` by element: the rows' weights transposed by words
+/// once per block, then per column eight `sdot`s leave each row's exact sum in its lane. Returns
+/// per column the four rows' outputs as lanes.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn tile_sdot<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [float32x4_t; C] {
+    let mut sumf = [vdupq_n_f32(0.0); C];
     each_block(w, x, |wb, xb| {
         let wv = wb.map(W::weights);
+        let [t0, t1, t2, t3] = transpose_words(wv.map(|v| v.0));
+        let [t4, t5, t6, t7] = transpose_words(wv.map(|v| v.1));
         let ws = W::w_scales(wb);
-        let (dx, sx) = W::x_scales(xb);
-        let column = |c: usize, sumf: float32x4_t, lane: fn(float32x4_t) -> float32x4_t| {
-            let (x0, x1) = activation::<W>(xb[c]);
-            let acc: [int32x4_t; ROWS] =
-                wv.map(|(w0, w1)| sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1));
-            let sums = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
-            step(
-                W::ORDER,
-                sumf,
-                vcvtq_f32_s32(sums),
-                ws,
-                (lane(dx), lane(sx)),
-            )
-        };
-        sumf[0] = column(0, sumf[0], |v| vdupq_laneq_f32::<0>(v));
-        sumf[1] = column(1, sumf[1], |v| vdupq_laneq_f32::<1>(v));
-        sumf[2] = column(2, sumf[2], |v| vdupq_laneq_f32::<2>(v));
-        sumf[3] = column(3, sumf[3], |v| vdupq_laneq_f32::<3>(v));
+        // Columns in groups of four for their scales. The groups are written out by a macro:
+        // as a loop or a closure called twice, LLVM kept them rolled (sums in memory, the
+        // scale lane picked by branches).
+        macro_rules! group {
+            ($group:expr) => {{
+                let group: usize = $group;
+                let xg: [&W::X; 4] = core::array::from_fn(|j| xb[(4 * group + j).min(C - 1)]);
+                let (dx, sx) = W::x_scales(xg);
+                for (j, xb) in xg.iter().enumerate() {
+                    let (x0, x1) = activation::<W>(xb);
+                    let mut acc = sdot_lane::<0>(vdupq_n_s32(0), t0, x0);
+                    acc = sdot_lane::<1>(acc, t1, x0);
+                    acc = sdot_lane::<2>(acc, t2, x0);
+                    acc = sdot_lane::<3>(acc, t3, x0);
+                    acc = sdot_lane::<0>(acc, t4, x1);
+                    acc = sdot_lane::<1>(acc, t5, x1);
+                    acc = sdot_lane::<2>(acc, t6, x1);
+                    acc = sdot_lane::<3>(acc, t7, x1);
+                    let s = vcvtq_f32_s32(acc);
+                    if let Some(sumf) = sumf.get_mut(4 * group + j) {
+                        *sumf = step(W::ORDER, *sumf, s, ws, (lane(dx, j), lane(sx, j)));
+                    }
+                }
+            }};
+        }
+        group!(0);
+        if C > 4 {
+            group!(1);
+        }
     });
     sumf
 }
@@ -366,54 +451,73 @@ fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
     [vzip1q_f32(v, v), vzip2q_f32(v, v)]
 }
 
-/// Lanes `[v0, v1, v0, v1]` and `[v2, v3, v2, v3]`: a column pair's scales.
+/// Lanes `[v0, v1, v0, v1]` or `[v2, v3, v2, v3]` (`high`): a column pair's scales.
 #[inline]
 #[target_feature(enable = "neon")]
-fn column_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
+fn column_pair_lanes(v: float32x4_t, high: bool) -> float32x4_t {
     let v = vreinterpretq_f64_f32(v);
-    [
-        vreinterpretq_f32_f64(vdupq_laneq_f64::<0>(v)),
-        vreinterpretq_f32_f64(vdupq_laneq_f64::<1>(v)),
-    ]
+    vreinterpretq_f32_f64(if high {
+        vdupq_laneq_f64::<1>(v)
+    } else {
+        vdupq_laneq_f64::<0>(v)
+    })
 }
 
-/// Four rows against four columns with `smmla`: per column, the four rows' outputs as lanes.
+/// Four rows against `C` columns (`C` even) with `smmla`: per block, the two row pairs' operands
+/// once, then per column pair four `smmla`s per row pair. Returns per column the four rows'
+/// outputs as lanes.
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
-fn tile_smmla<W: Tiled>(
-    w: [&[W]; ROWS],
-    x: [&[W::X]; SMMLA_COLUMNS],
-) -> [float32x4_t; SMMLA_COLUMNS] {
-    // sumf[p][q]: row pair p, column pair q, lanes [r0·c0, r0·c1, r1·c0, r1·c1].
-    let mut sumf = [[vdupq_n_f32(0.0); 2]; 2];
+fn tile_smmla<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [float32x4_t; C] {
+    // sumf[q][p]: column pair q, row pair p, lanes [r0·c0, r0·c1, r1·c0, r1·c1].
+    let mut sumf = [[vdupq_n_f32(0.0); 2]; C];
     each_block(w, x, |wb, xb| {
         let wv = wb.map(W::weights);
-        let xv = xb.map(activation::<W>);
         let a = [pair_operands(wv[0], wv[1]), pair_operands(wv[2], wv[3])];
-        let b = [pair_operands(xv[0], xv[1]), pair_operands(xv[2], xv[3])];
         let (dw, mw) = W::w_scales(wb);
-        let (dx, sx) = W::x_scales(xb);
         let (dw, mw) = (row_pair_lanes(dw), row_pair_lanes(mw));
-        let (dx, sx) = (column_pair_lanes(dx), column_pair_lanes(sx));
-        for p in 0..2 {
-            for q in 0..2 {
-                let mut acc = vdupq_n_s32(0);
-                for (&a, &b) in a[p].iter().zip(&b[q]) {
-                    acc = smmla(acc, a, b);
+        // Columns in groups of four for their scales, the groups written out (as in the `sdot`
+        // tile).
+        macro_rules! group {
+            ($group:expr) => {{
+                let group: usize = $group;
+                let xg: [&W::X; 4] = core::array::from_fn(|j| xb[(4 * group + j).min(C - 1)]);
+                let (dx, sx) = W::x_scales(xg);
+                for half in 0..2 {
+                    let b = pair_operands(
+                        activation::<W>(xg[2 * half]),
+                        activation::<W>(xg[2 * half + 1]),
+                    );
+                    let high = half == 1;
+                    let x_lanes = (column_pair_lanes(dx, high), column_pair_lanes(sx, high));
+                    for p in 0..2 {
+                        let mut acc = vdupq_n_s32(0);
+                        for (&a, &b) in a[p].iter().zip(&b) {
+                            acc = smmla(acc, a, b);
+                        }
+                        let s = vcvtq_f32_s32(acc);
+                        let q = 2 * group + half;
+                        if let Some(sumf) = sumf.get_mut(q).and_then(|t| t.get_mut(p)) {
+                            *sumf = step(W::ORDER, *sumf, s, (dw[p], mw[p]), x_lanes);
+                        }
+                    }
                 }
-                let s = vcvtq_f32_s32(acc);
-                sumf[p][q] = step(W::ORDER, sumf[p][q], s, (dw[p], mw[p]), (dx[q], sx[q]));
-            }
+            }};
+        }
+        group!(0);
+        if C > 4 {
+            group!(1);
         }
     });
     // Column 2q: the even lanes of both row pairs; column 2q + 1: the odd ones.
-    let [[t00, t01], [t10, t11]] = sumf;
-    [
-        vuzp1q_f32(t00, t10),
-        vuzp2q_f32(t00, t10),
-        vuzp1q_f32(t01, t11),
-        vuzp2q_f32(t01, t11),
-    ]
+    core::array::from_fn(|c| {
+        let [t0, t1] = sumf[c / 2];
+        if c % 2 == 0 {
+            vuzp1q_f32(t0, t1)
+        } else {
+            vuzp2q_f32(t0, t1)
+        }
+    })
 }
 
 /// Writes a tile's column `c` outputs (`rows` valid lanes of `v`) at `y[at..]`.
@@ -438,47 +542,83 @@ fn store_rows(y: &mut [f32], at: usize, rows: usize, v: float32x4_t) {
     }
 }
 
-/// The tiles over the whole matrix: columns in groups of `C`, rows in fours; a group or a four at
-/// the edge repeats its last column or row. `tile` computes one tile (the per-column vectors,
-/// lanes = rows).
-#[inline(always)]
-fn each_tile<W: Tiled, const C: usize>(
-    w: &[W],
+/// A matrix as the tiles see it: `rows` rows of `row_blocks` weight blocks, `n` columns of
+/// `column_blocks` activation blocks, outputs at `y[c * y_stride + r]`.
+struct Problem<'a, W: Tiled> {
+    w: &'a [W],
     row_blocks: usize,
-    x: &[W::X],
+    rows: usize,
+    x: &'a [W::X],
+    column_blocks: usize,
     n: usize,
-    y: &mut [f32],
     y_stride: usize,
-    tile: impl Fn([&[W]; ROWS], [&[W::X]; C]) -> [float32x4_t; C],
-) {
-    if row_blocks == 0 || n == 0 {
-        return;
+}
+
+impl<W: Tiled> Problem<'_, W> {
+    fn row(&self, r: usize) -> &[W] {
+        let start = r.saturating_mul(self.row_blocks);
+        let end = start.saturating_add(self.row_blocks);
+        self.w.get(start..end).unwrap_or_default()
     }
-    let rows = w.len() / row_blocks;
-    let column_blocks = x.len() / n;
-    let row = |r: usize| {
-        let start = r.saturating_mul(row_blocks);
-        w.get(start..start.saturating_add(row_blocks))
-            .unwrap_or_default()
-    };
-    let column = |c: usize| {
-        let start = c.saturating_mul(column_blocks);
-        x.get(start..start.saturating_add(column_blocks))
-            .unwrap_or_default()
-    };
-    for c0 in (0..n).step_by(C) {
-        let xs: [&[W::X]; C] = core::array::from_fn(|j| column((c0 + j).min(n - 1)));
-        let columns = (n - c0).min(C);
-        for r0 in (0..rows).step_by(ROWS) {
-            let ws: [&[W]; ROWS] = core::array::from_fn(|i| row((r0 + i).min(rows - 1)));
-            let out = tile(ws, xs);
-            for (j, &v) in out.iter().enumerate().take(columns) {
-                let at = (c0 + j).saturating_mul(y_stride).saturating_add(r0);
-                // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-                unsafe { store_rows(y, at, (rows - r0).min(ROWS), v) };
+
+    fn column(&self, c: usize) -> &[W::X] {
+        let start = c.saturating_mul(self.column_blocks);
+        let end = start.saturating_add(self.column_blocks);
+        self.x.get(start..end).unwrap_or_default()
+    }
+
+    /// The tiles of the columns `c0..c1` in groups of `C`, every row in fours; a group or a four
+    /// at the edge repeats its last column or row (computed, never stored). `tile` computes one
+    /// tile (per column, the four rows' outputs as lanes).
+    #[inline(always)]
+    fn tiles<const C: usize>(
+        &self,
+        columns: core::ops::Range<usize>,
+        y: &mut [f32],
+        tile: impl Fn([&[W]; ROWS], [&[W::X]; C]) -> [float32x4_t; C],
+    ) {
+        let (rows, last_column) = (self.rows, columns.end.saturating_sub(1));
+        for c0 in columns.clone().step_by(C) {
+            let xs: [&[W::X]; C] = core::array::from_fn(|j| self.column((c0 + j).min(last_column)));
+            let valid = (columns.end - c0).min(C);
+            for r0 in (0..rows).step_by(ROWS) {
+                let ws: [&[W]; ROWS] = core::array::from_fn(|i| self.row((r0 + i).min(rows - 1)));
+                let out = tile(ws, xs);
+                for (j, &v) in out.iter().enumerate().take(valid) {
+                    let at = (c0 + j).saturating_mul(self.y_stride).saturating_add(r0);
+                    // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+                    unsafe { store_rows(y, at, (rows - r0).min(ROWS), v) };
+                }
             }
         }
     }
+}
+
+/// The matrix as a [`Problem`], `None` when it has no output.
+fn problem<'a, W: Tiled>(
+    w: &'a [W],
+    row_blocks: usize,
+    x: &'a [W::X],
+    n: usize,
+    y_stride: usize,
+) -> Option<Problem<'a, W>> {
+    if row_blocks == 0 || n == 0 || w.len() < row_blocks {
+        return None;
+    }
+    Some(Problem {
+        w,
+        row_blocks,
+        rows: w.len() / row_blocks,
+        x,
+        column_blocks: x.len() / n,
+        n,
+        y_stride,
+    })
+}
+
+/// Columns of the wide tiles: as many groups of `WIDE` as fit; the rest go to `NARROW` tiles.
+fn split_columns(n: usize, wide: usize) -> usize {
+    n - n % wide
 }
 
 /// Every output by the one-pair vec_dot, for CPUs without the tiles' feature.
@@ -513,10 +653,13 @@ fn matmul_sdot<W: Tiled>(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    each_tile::<W, SDOT_COLUMNS>(w, row_blocks, x, n, y, y_stride, |w, x| {
-        // The closure inherits the enclosing function's dotprod.
-        tile_sdot::<W>(w, x)
-    });
+    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
+        return;
+    };
+    let wide = split_columns(m.n, SDOT_WIDE);
+    // The closures inherit the enclosing function's dotprod.
+    m.tiles::<SDOT_WIDE>(0..wide, y, |w, x| tile_sdot::<W, SDOT_WIDE>(w, x));
+    m.tiles::<NARROW>(wide..m.n, y, |w, x| tile_sdot::<W, NARROW>(w, x));
 }
 
 #[target_feature(enable = "neon,i8mm")]
@@ -528,10 +671,13 @@ fn matmul_smmla<W: Tiled>(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    each_tile::<W, SMMLA_COLUMNS>(w, row_blocks, x, n, y, y_stride, |w, x| {
-        // The closure inherits the enclosing function's i8mm.
-        tile_smmla::<W>(w, x)
-    });
+    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
+        return;
+    };
+    let wide = split_columns(m.n, SMMLA_WIDE);
+    // The closures inherit the enclosing function's i8mm.
+    m.tiles::<SMMLA_WIDE>(0..wide, y, |w, x| tile_smmla::<W, SMMLA_WIDE>(w, x));
+    m.tiles::<NARROW>(wide..m.n, y, |w, x| tile_smmla::<W, NARROW>(w, x));
 }
 
 /// The `dotprod` level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): `sdot` tiles where
