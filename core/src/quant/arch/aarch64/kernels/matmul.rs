@@ -36,9 +36,6 @@ const SDOT_WIDE: usize = 8;
 /// Columns of a wide `i8mm` tile (column pairs).
 const SMMLA_WIDE: usize = 8;
 
-/// Columns of the tiles that take the columns left over by the wide ones.
-const NARROW: usize = 4;
-
 /// Four f16 values (little-endian bytes, each anywhere in memory) as f32 lanes: one `ldr` and
 /// three `ld1` lane loads, then one `fcvtl`: exact, NaNs quieted with their payload kept, as the
 /// scalar `fcvt` of [`super::ops::f16_le`] (tested for every pattern).
@@ -398,7 +395,7 @@ fn tile_sdot<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [flo
                 let group: usize = $group;
                 let xg: [&W::X; 4] = core::array::from_fn(|j| xb[(4 * group + j).min(C - 1)]);
                 let (dx, sx) = W::x_scales(xg);
-                for (j, xb) in xg.iter().enumerate() {
+                for (j, xb) in xg.iter().enumerate().take(C) {
                     let (x0, x1) = activation::<W>(xb);
                     let mut acc = sdot_lane::<0>(vdupq_n_s32(0), t0, x0);
                     acc = sdot_lane::<1>(acc, t1, x0);
@@ -483,7 +480,7 @@ fn tile_smmla<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [fl
                 let group: usize = $group;
                 let xg: [&W::X; 4] = core::array::from_fn(|j| xb[(4 * group + j).min(C - 1)]);
                 let (dx, sx) = W::x_scales(xg);
-                for half in 0..2 {
+                for half in 0..(C / 2).min(2) {
                     let b = pair_operands(
                         activation::<W>(xg[2 * half]),
                         activation::<W>(xg[2 * half + 1]),
@@ -616,9 +613,16 @@ fn problem<'a, W: Tiled>(
     })
 }
 
-/// Columns of the wide tiles: as many groups of `WIDE` as fit; the rest go to `NARROW` tiles.
-fn split_columns(n: usize, wide: usize) -> usize {
-    n - n % wide
+/// How the columns are split between tile widths: the first `.0` columns in wide tiles (a last
+/// group of more than four columns padded to a wide one), then the rest (at most four) in
+/// four-column tiles if more than two are left, else in two-column ones (`.1`).
+fn split_columns(n: usize, wide: usize) -> (usize, bool) {
+    let rest = n % wide;
+    if rest == 0 || rest > 4 {
+        (n, false)
+    } else {
+        (n - rest, rest > 2)
+    }
 }
 
 /// Every output by the one-pair vec_dot, for CPUs without the tiles' feature.
@@ -656,10 +660,14 @@ fn matmul_sdot<W: Tiled>(
     let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
         return;
     };
-    let wide = split_columns(m.n, SDOT_WIDE);
+    let (wide, four) = split_columns(m.n, SDOT_WIDE);
     // The closures inherit the enclosing function's dotprod.
     m.tiles::<SDOT_WIDE>(0..wide, y, |w, x| tile_sdot::<W, SDOT_WIDE>(w, x));
-    m.tiles::<NARROW>(wide..m.n, y, |w, x| tile_sdot::<W, NARROW>(w, x));
+    if four {
+        m.tiles::<4>(wide..m.n, y, |w, x| tile_sdot::<W, 4>(w, x));
+    } else {
+        m.tiles::<2>(wide..m.n, y, |w, x| tile_sdot::<W, 2>(w, x));
+    }
 }
 
 #[target_feature(enable = "neon,i8mm")]
@@ -674,10 +682,14 @@ fn matmul_smmla<W: Tiled>(
     let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
         return;
     };
-    let wide = split_columns(m.n, SMMLA_WIDE);
+    let (wide, four) = split_columns(m.n, SMMLA_WIDE);
     // The closures inherit the enclosing function's i8mm.
     m.tiles::<SMMLA_WIDE>(0..wide, y, |w, x| tile_smmla::<W, SMMLA_WIDE>(w, x));
-    m.tiles::<NARROW>(wide..m.n, y, |w, x| tile_smmla::<W, NARROW>(w, x));
+    if four {
+        m.tiles::<4>(wide..m.n, y, |w, x| tile_smmla::<W, 4>(w, x));
+    } else {
+        m.tiles::<2>(wide..m.n, y, |w, x| tile_smmla::<W, 2>(w, x));
+    }
 }
 
 /// The `dotprod` level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): `sdot` tiles where
