@@ -17,8 +17,13 @@
 //! `dotprod` level inherits the K-quant kernels from NEON. Q2_K is the exception: its generic dot is
 //! one integer total per super-block, so it has an `sdot` form.
 //!
-//! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`, used by
-//! matmul) for the 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
+//! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`) for the
+//! 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
+//!
+//! `dotprod` and `i8mm` fill the table's `matmul` slot for the 32-value types
+//! (`kernels::matmul`): register tiles of four rows × eight columns (four or two for the last
+//! columns), `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each
+//! output with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
