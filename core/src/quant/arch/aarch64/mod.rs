@@ -20,10 +20,10 @@
 //! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`) for the
 //! 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
 //!
-//! `dotprod` and `i8mm` fill the table's `matmul` slot for the 32-value types
-//! (`kernels::matmul`): register tiles of four rows × eight columns (four or two for the last
-//! columns), `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each
-//! output with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
+//! Every level fills the table's `matmul` slot for the 32-value types (`kernels::matmul`): register
+//! tiles of four rows × eight columns (four or two for the last columns) with widening multiplies,
+//! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
+//! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
@@ -84,6 +84,7 @@ mod sets {
             dequantize: Some(row_forms::dequantize_q8_0),
             quantize: Some(row_forms::quantize_q8_0),
             vec_dot: Some(q8_0::vec_dot),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q8_1: Ops {
@@ -97,26 +98,31 @@ mod sets {
         q4_0: Ops {
             dequantize: Some(row_forms::dequantize_q4_0),
             vec_dot: Some(q4_0::vec_dot),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q4_1: Ops {
             dequantize: Some(row_forms::dequantize_q4_1),
             vec_dot: Some(n::vec_dot_q4_1),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q5_0: Ops {
             dequantize: Some(row_forms::dequantize_q5_0),
             vec_dot: Some(n::vec_dot_q5_0),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q5_1: Ops {
             dequantize: Some(row_forms::dequantize_q5_1),
             vec_dot: Some(n::vec_dot_q5_1),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             dequantize: Some(row_forms::dequantize_iq4_nl),
             vec_dot: Some(n::vec_dot_iq4_nl),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q2_k: Ops {
@@ -152,6 +158,7 @@ mod sets {
         mxfp4: Ops {
             dequantize: Some(row_forms::dequantize_mxfp4),
             vec_dot: Some(n::vec_dot_mxfp4),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         f32: Ops {

@@ -1,10 +1,12 @@
-//! Register-blocked matmul tiles for the 32-value types (the table's `matmul` slot): four weight
-//! rows × `C` activation columns per tile, each weight block decoded once per `C` columns and each
-//! activation block loaded once per four rows.
+//! Register-blocked matmul tiles for the 32-value types (the table's `matmul` slot at every
+//! AArch64 level): four weight rows × eight activation columns per tile (the last columns in tiles
+//! of four or two), each weight block decoded once per tile's columns and each activation block
+//! loaded once per four rows.
 //!
-//! - `dotprod`: per block and column, two `sdot` per row leave four partial sums per row; three
-//!   `addp` fold the four rows' into one vector (lane = row), exact. Lanes = rows, one vector per
-//!   column: the row scales are one vector per block, a column's scale one broadcast lane.
+//! - NEON: per block and column, widening multiplies (`smull`, `sadalp`) give four partial sums
+//!   per row; three `addp` fold the four rows' into one vector (lane = row), exact.
+//! - `dotprod`: the four rows' weights transposed by 32-bit words once per block; per column,
+//!   eight `sdot` by element leave each row's exact sum in its lane (no horizontal sum).
 //! - `i8mm`: per block, rows and columns are paired; four `smmla` per row pair and column pair give
 //!   their 2×2 integer sums `[r0·c0, r0·c1, r1·c0, r1·c1]`, exact. The scales take that layout too
 //!   (`[w0, w0, w1, w1]`, `[x0, x1, x0, x1]`); at the end of the rows `uzp1`/`uzp2` put the outputs
@@ -13,12 +15,13 @@
 //! Either way each output lane runs its scalar twin's float step, in its order and unfused, once
 //! per block, serially over the blocks: the bits of the scalar vec_dot of its column. Rows and
 //! columns past the matrix's edge are filled by repeating the last row / column (computed, never
-//! stored), so one tile shape serves every shape.
+//! stored), so a few tile shapes serve every shape. Instruction counts per output and block, old
+//! path against these: docs/kernel-experiments.md.
 
 use super::nibbles::{iq4_nl_weights, mxfp4_weights, q4_1_weights, q5_0_weights, q5_1_weights};
 use super::ops::{load_i8, piece, smmla, store_f32};
 use super::q4_0::quants as q4_0_weights;
-use super::{has_dotprod, has_i8mm, nibbles, q4_0, q8_0};
+use super::{has_dotprod, has_i8mm};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
@@ -29,6 +32,9 @@ use core::arch::asm;
 
 /// Rows of a tile.
 const ROWS: usize = 4;
+
+/// Columns of a wide baseline NEON tile.
+const NEON_WIDE: usize = 8;
 
 /// Columns of a wide `dotprod` tile.
 const SDOT_WIDE: usize = 8;
@@ -86,8 +92,6 @@ pub trait Tiled: Sized + 'static {
     fn x_scales(b: [&Self::X; 4]) -> (float32x4_t, float32x4_t);
     /// The scalar twin's float step.
     const ORDER: Order;
-    /// The one-pair vec_dot (`sdot` where the CPU has it), for CPUs without the tiles' feature.
-    fn vec_dot(w: &[Self], x: &[Self::X]) -> f32;
 }
 
 /// No min: a zero vector beside `d`.
@@ -153,9 +157,6 @@ impl Tiled for BlockQ8_0 {
     }
     /// `sumf += sumi * (dw * dx)`.
     const ORDER: Order = Order::SumiDwDx;
-    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
-        q8_0::vec_dot_dotprod(w, x)
-    }
 }
 
 /// The parts shared by the types dotted with Q8_0 blocks.
@@ -207,9 +208,6 @@ impl Tiled for BlockQ4_0 {
     }
     /// `sumf += (sumi * dw) * dx`.
     const ORDER: Order = Order::SumiDwThenDx;
-    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
-        q4_0::vec_dot_dotprod(w, x)
-    }
 }
 
 impl Tiled for BlockQ5_0 {
@@ -225,9 +223,6 @@ impl Tiled for BlockQ5_0 {
     }
     /// `sumf += (dw * dx) * sumi`.
     const ORDER: Order = Order::DwDxThenSumi;
-    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
-        nibbles::vec_dot_q5_0_dotprod(w, x)
-    }
 }
 
 impl Tiled for BlockIq4Nl {
@@ -243,9 +238,6 @@ impl Tiled for BlockIq4Nl {
     }
     /// `sumf += (dx * dw) * sumi`.
     const ORDER: Order = Order::DxDwThenSumi;
-    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
-        nibbles::vec_dot_iq4_nl_dotprod(w, x)
-    }
 }
 
 impl Tiled for BlockMxfp4 {
@@ -261,9 +253,6 @@ impl Tiled for BlockMxfp4 {
     }
     /// `sumf += (dx * e8m0_half(e)) * sumi`.
     const ORDER: Order = Order::DxDwThenSumi;
-    fn vec_dot(w: &[Self], x: &[BlockQ8_0]) -> f32 {
-        nibbles::vec_dot_mxfp4_dotprod(w, x)
-    }
 }
 
 impl Tiled for BlockQ4_1 {
@@ -273,9 +262,6 @@ impl Tiled for BlockQ4_1 {
         // SAFETY: this module is compiled only for targets with NEON (quant/arch).
         unsafe { q4_1_weights(self) }
     }
-    fn vec_dot(w: &[Self], x: &[BlockQ8_1]) -> f32 {
-        nibbles::vec_dot_q4_1_dotprod(w, x)
-    }
 }
 
 impl Tiled for BlockQ5_1 {
@@ -284,9 +270,6 @@ impl Tiled for BlockQ5_1 {
     fn weights(&self) -> (int8x16_t, int8x16_t) {
         // SAFETY: this module is compiled only for targets with NEON (quant/arch).
         unsafe { q5_1_weights(self) }
-    }
-    fn vec_dot(w: &[Self], x: &[BlockQ8_1]) -> f32 {
-        nibbles::vec_dot_q5_1_dotprod(w, x)
     }
 }
 
@@ -406,6 +389,52 @@ fn tile_sdot<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [flo
                     acc = sdot_lane::<2>(acc, t6, x1);
                     acc = sdot_lane::<3>(acc, t7, x1);
                     let s = vcvtq_f32_s32(acc);
+                    if let Some(sumf) = sumf.get_mut(4 * group + j) {
+                        *sumf = step(W::ORDER, *sumf, s, ws, (lane(dx, j), lane(sx, j)));
+                    }
+                }
+            }};
+        }
+        group!(0);
+        if C > 4 {
+            group!(1);
+        }
+    });
+    sumf
+}
+
+/// `Σ w·x` of a block pair as four i32 partial sums, with widening multiplies: each i16 product
+/// (at most 2^14 in magnitude) is pairwise-added into i32 lanes right away, exact for any bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+fn block_lanes(w: (int8x16_t, int8x16_t), x0: int8x16_t, x1: int8x16_t) -> int32x4_t {
+    let mut acc = vpaddlq_s16(vmull_s8(vget_low_s8(w.0), vget_low_s8(x0)));
+    acc = vpadalq_s16(acc, vmull_high_s8(w.0, x0));
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w.1), vget_low_s8(x1)));
+    vpadalq_s16(acc, vmull_high_s8(w.1, x1))
+}
+
+/// Four rows against `C` columns with baseline NEON: per block and column, four partial sums per
+/// row from widening multiplies, folded into one vector (lane = row) by three `addp`, exact.
+/// Returns per column the four rows' outputs as lanes.
+#[inline]
+#[target_feature(enable = "neon")]
+fn tile_neon<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [float32x4_t; C] {
+    let mut sumf = [vdupq_n_f32(0.0); C];
+    each_block(w, x, |wb, xb| {
+        let wv = wb.map(W::weights);
+        let ws = W::w_scales(wb);
+        // Columns in groups of four for their scales, written out (as in the `sdot` tile).
+        macro_rules! group {
+            ($group:expr) => {{
+                let group: usize = $group;
+                let xg: [&W::X; 4] = core::array::from_fn(|j| xb[(4 * group + j).min(C - 1)]);
+                let (dx, sx) = W::x_scales(xg);
+                for (j, xb) in xg.iter().enumerate().take(C) {
+                    let (x0, x1) = activation::<W>(xb);
+                    let acc: [int32x4_t; ROWS] = wv.map(|w| block_lanes(w, x0, x1));
+                    let sums = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
+                    let s = vcvtq_f32_s32(sums);
                     if let Some(sumf) = sumf.get_mut(4 * group + j) {
                         *sumf = step(W::ORDER, *sumf, s, ws, (lane(dx, j), lane(sx, j)));
                     }
@@ -625,8 +654,8 @@ fn split_columns(n: usize, wide: usize) -> (usize, bool) {
     }
 }
 
-/// Every output by the one-pair vec_dot, for CPUs without the tiles' feature.
-fn each_output<W: Tiled>(
+#[target_feature(enable = "neon")]
+fn matmul_neon<W: Tiled>(
     w: &[W],
     row_blocks: usize,
     x: &[W::X],
@@ -634,17 +663,15 @@ fn each_output<W: Tiled>(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    if row_blocks == 0 || n == 0 {
+    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
         return;
-    }
-    let column_blocks = x.len() / n;
-    for (c, column) in x.chunks(column_blocks.max(1)).take(n).enumerate() {
-        for (r, row) in w.chunks_exact(row_blocks).enumerate() {
-            let at = c.saturating_mul(y_stride).saturating_add(r);
-            if let Some(out) = y.get_mut(at) {
-                *out = W::vec_dot(row, column);
-            }
-        }
+    };
+    let (wide, four) = split_columns(m.n, NEON_WIDE);
+    m.tiles::<NEON_WIDE>(0..wide, y, |w, x| tile_neon::<W, NEON_WIDE>(w, x));
+    if four {
+        m.tiles::<4>(wide..m.n, y, |w, x| tile_neon::<W, 4>(w, x));
+    } else {
+        m.tiles::<2>(wide..m.n, y, |w, x| tile_neon::<W, 2>(w, x));
     }
 }
 
@@ -692,8 +719,22 @@ fn matmul_smmla<W: Tiled>(
     }
 }
 
-/// The `dotprod` level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): `sdot` tiles where
-/// the CPU has dotprod, else one vec_dot per output (same bits).
+/// The NEON level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): tiles of widening
+/// multiplies.
+pub fn neon<W: Tiled>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[W::X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+    unsafe { matmul_neon(w, row_blocks, x, n, y, y_stride) }
+}
+
+/// The `dotprod` level's matmul: `sdot` tiles where the CPU has dotprod, else [`neon`] (same
+/// bits).
 pub fn dotprod<W: Tiled>(
     w: &[W],
     row_blocks: usize,
@@ -706,7 +747,7 @@ pub fn dotprod<W: Tiled>(
         // SAFETY: the CPU has dotprod (checked just above).
         unsafe { matmul_sdot(w, row_blocks, x, n, y, y_stride) }
     } else {
-        each_output(w, row_blocks, x, n, y, y_stride);
+        neon(w, row_blocks, x, n, y, y_stride);
     }
 }
 

@@ -156,7 +156,8 @@ where
         .collect();
     let mut failures = Vec::new();
     let stride = rows + 3;
-    let kernels: [(&str, MatmulFn<W, <W as Tiled>::X>); 2] = [
+    let kernels: [(&str, MatmulFn<W, <W as Tiled>::X>); 3] = [
+        ("neon", matmul::neon::<W>),
         ("dotprod", matmul::dotprod::<W>),
         ("i8mm", matmul::i8mm::<W>),
     ];
