@@ -330,3 +330,19 @@ fn f16x4_matches_the_scalar_conversion_for_every_bit_pattern() {
         }
     }
 }
+
+#[test]
+fn every_available_aarch64_level_has_the_tiles_in_its_matmul_slot() {
+    for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
+        let has = BlockQ8_0::matmul_kernel(level).is_some();
+        assert_eq!(has, level.is_available(), "Q8_0 matmul at {level}");
+        #[cfg(feature = "legacy")]
+        assert_eq!(
+            crate::quant::legacy::BlockQ4_0::matmul_kernel(level).is_some(),
+            level.is_available(),
+            "Q4_0 matmul at {level}"
+        );
+    }
+    // Scalar keeps today's path: no matmul kernel.
+    assert!(BlockQ8_0::matmul_kernel(Level::Scalar).is_none());
+}
