@@ -17,8 +17,13 @@
 //! `dotprod` level inherits the K-quant kernels from NEON. Q2_K is the exception: its generic dot is
 //! one integer total per super-block, so it has an `sdot` form.
 //!
-//! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`, used by
-//! matmul) for the 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
+//! `i8mm` fills the table's `vec_dot_2x2` slot (two rows × two columns per `smmla`) for the
+//! 32-value types (`kernels::mmla`); its one-pair vec_dots are the `dotprod` ones.
+//!
+//! Every level fills the table's `matmul` slot for the 32-value types (`kernels::matmul`): register
+//! tiles of four rows × eight columns (four or two for the last columns) with widening multiplies,
+//! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
+//! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
@@ -31,6 +36,9 @@ use crate::quant::table::ArchKernels;
 pub(crate) mod kernels {
     pub mod dequantize;
     pub mod iq4_xs;
+    pub mod matmul;
+    #[cfg(test)]
+    mod matmul_tests;
     pub mod mmla;
     pub mod nibbles;
     mod ops;
@@ -65,7 +73,8 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, row_forms,
+        iq4_xs, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0,
+        row_forms,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
@@ -75,6 +84,7 @@ mod sets {
             dequantize: Some(row_forms::dequantize_q8_0),
             quantize: Some(row_forms::quantize_q8_0),
             vec_dot: Some(q8_0::vec_dot),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q8_1: Ops {
@@ -88,26 +98,31 @@ mod sets {
         q4_0: Ops {
             dequantize: Some(row_forms::dequantize_q4_0),
             vec_dot: Some(q4_0::vec_dot),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q4_1: Ops {
             dequantize: Some(row_forms::dequantize_q4_1),
             vec_dot: Some(n::vec_dot_q4_1),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q5_0: Ops {
             dequantize: Some(row_forms::dequantize_q5_0),
             vec_dot: Some(n::vec_dot_q5_0),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q5_1: Ops {
             dequantize: Some(row_forms::dequantize_q5_1),
             vec_dot: Some(n::vec_dot_q5_1),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             dequantize: Some(row_forms::dequantize_iq4_nl),
             vec_dot: Some(n::vec_dot_iq4_nl),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         q2_k: Ops {
@@ -143,6 +158,7 @@ mod sets {
         mxfp4: Ops {
             dequantize: Some(row_forms::dequantize_mxfp4),
             vec_dot: Some(n::vec_dot_mxfp4),
+            matmul: Some(matmul::neon),
             ..Ops::NONE
         },
         f32: Ops {
@@ -167,26 +183,32 @@ mod sets {
     pub(crate) const DOTPROD: ArchKernels = ArchKernels {
         q8_0: Ops {
             vec_dot: Some(q8_0::vec_dot_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q4_0: Ops {
             vec_dot: Some(q4_0::vec_dot_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q4_1: Ops {
             vec_dot: Some(n::vec_dot_q4_1_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q5_0: Ops {
             vec_dot: Some(n::vec_dot_q5_0_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q5_1: Ops {
             vec_dot: Some(n::vec_dot_q5_1_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             vec_dot: Some(n::vec_dot_iq4_nl_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         q2_k: Ops {
@@ -199,6 +221,7 @@ mod sets {
         },
         mxfp4: Ops {
             vec_dot: Some(n::vec_dot_mxfp4_dotprod),
+            matmul: Some(matmul::dotprod),
             ..Ops::NONE
         },
         ..ArchKernels::NONE
@@ -209,30 +232,37 @@ mod sets {
     pub(crate) const I8MM: ArchKernels = ArchKernels {
         q8_0: Ops {
             vec_dot_2x2: Some(mmla::q8_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q4_0: Ops {
             vec_dot_2x2: Some(mmla::q4_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q4_1: Ops {
             vec_dot_2x2: Some(mmla::q4_1_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q5_0: Ops {
             vec_dot_2x2: Some(mmla::q5_0_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         q5_1: Ops {
             vec_dot_2x2: Some(mmla::q5_1_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         iq4_nl: Ops {
             vec_dot_2x2: Some(mmla::iq4_nl_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         mxfp4: Ops {
             vec_dot_2x2: Some(mmla::mxfp4_2x2),
+            matmul: Some(matmul::i8mm),
             ..Ops::NONE
         },
         ..ArchKernels::NONE
