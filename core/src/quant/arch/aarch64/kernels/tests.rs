@@ -692,6 +692,7 @@ fn the_emulated_cpu_reaches_the_kernels_of_its_level() {
     }
     let tile = BlockQ8_0::vec_dot_2x2_kernel(Level::I8mm);
     assert_eq!(tile.is_some(), has_i8mm(), "Q8_0 2x2 kernel at i8mm");
+    #[cfg(feature = "legacy")]
     assert_eq!(
         BlockQ4_0::vec_dot_2x2_kernel(Level::I8mm).is_some(),
         has_i8mm()
