@@ -73,8 +73,12 @@ fn term16(sumi: __m512, d: __m512, ls: __m512, dx: __m512) -> __m512 {
     _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(d, dx), ls), sumi)
 }
 
-/// Fewer columns than this run [`vec_dot`] per row and column (docs/kernel-experiments.md).
-const MIN_COLUMNS: usize = 6;
+/// Fewer columns than this run [`vec_dot`] per row and column at AVX2, where the tiles start
+/// to pay from three columns (docs/kernel-experiments.md).
+const MIN_COLUMNS: usize = 3;
+
+/// [`MIN_COLUMNS`] at VNNI: the tiles pay from two columns.
+const MIN_COLUMNS_VNNI: usize = 2;
 
 /// `out[r]` = the AVX2 vec_dot of row `r` of `w` (`row_blocks` blocks each) and `x`.
 #[inline]
@@ -183,7 +187,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockIq4Xs, g: usize| {
                 _mm256_xor_si256(group_levels(b, g), _mm256_set1_epi8(-128))
             },

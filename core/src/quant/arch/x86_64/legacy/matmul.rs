@@ -80,13 +80,9 @@ pub(in super::super) struct Kit<DW, SW, SX, QX, T, R> {
     pub(in super::super) rows: R,
 }
 
-/// A per-block closure as a grouped driver's per-group one (the group index ignored).
-#[inline(always)]
-fn whole<B, R>(f: impl Fn(&B) -> R) -> impl Fn(&B, usize) -> R {
-    move |b, _| f(b)
-}
-
-/// [`whole`] for an activation block's quants (a reference into the block).
+/// An activation block's quants as a grouped driver's per-group closure (the group index
+/// ignored). The other closures are adapted inside the drivers, whose target features they
+/// inherit (so that the type's kernels inline into them).
 #[inline(always)]
 fn whole_quants<X>(f: impl Fn(&X) -> &[i8; 32]) -> impl Fn(&X, usize) -> &[i8; 32] {
     move |xb, _| f(xb)
@@ -323,12 +319,13 @@ fn gemm_vnni<W, X>(
         impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
+    let (decode, w_scales, x_scales) = (kit.decode, kit.w_scales, kit.x_scales);
     let kit = Kit {
         bias: kit.bias,
         min_columns: kit.min_columns,
-        decode: whole(kit.decode),
-        w_scales: whole(kit.w_scales),
-        x_scales: whole(kit.x_scales),
+        decode: move |b: &W, _: usize| decode(b),
+        w_scales: move |b: &W, _: usize| w_scales(b),
+        x_scales: move |xb: &X, _: usize| x_scales(xb),
         x_quants: whole_quants(kit.x_quants),
         term: kit.term,
         rows: kit.rows,
@@ -1169,13 +1166,14 @@ fn gemm_avx2_wide<W, X>(
         impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
+    let (decode, w_scales, x_scales) = (kit.decode, kit.w_scales, kit.x_scales);
     let term = kit.term;
     let kit = Kit {
         bias: kit.bias,
         min_columns: kit.min_columns,
-        decode: whole(kit.decode),
-        w_scales: whole(kit.w_scales),
-        x_scales: whole(kit.x_scales),
+        decode: move |b: &W, _: usize| decode(b),
+        w_scales: move |b: &W, _: usize| w_scales(b),
+        x_scales: move |xb: &X, _: usize| x_scales(xb),
         x_quants: whole_quants(kit.x_quants),
         term: move |sumi, dw, _, dx| term(sumi, dw, dx),
         rows: kit.rows,
