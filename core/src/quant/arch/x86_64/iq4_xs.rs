@@ -66,11 +66,12 @@ fn term8(sumi: __m256, d: __m256, ls: __m256, dx: __m256) -> __m256 {
     _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), ls), sumi)
 }
 
-/// [`term8`] on sixteen rows.
+/// [`term8`] on sixteen rows, `d · d_x` (`d4d8`) taken once per super-block: `(d4d8 · (ls − 32))
+/// · sumi`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn term16(sumi: __m512, d: __m512, ls: __m512, dx: __m512) -> __m512 {
-    _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(d, dx), ls), sumi)
+fn term16(sumi: __m512, ls: __m512, d4d8: __m512) -> __m512 {
+    _mm512_mul_ps(_mm512_mul_ps(d4d8, ls), sumi)
 }
 
 /// Fewer columns than this run [`vec_dot`] per row and column at AVX2, where the tiles start
@@ -194,7 +195,10 @@ kernel! {
             w_scales: |b: &BlockIq4Xs, g: usize| (f16_le(b.d), group_scale(b, g)),
             x_scales: |xb: &BlockQ8K, _: usize| (xb.scale(), 0.0),
             x_quants: q8k_group,
-            term: |sumi, d, ls, dx, _| term16(sumi, d, ls, dx),
+            term: (
+                |d: __m512, dx: __m512| _mm512_mul_ps(d, dx),
+                |sumi, _, ls, _, _, d4d8| term16(sumi, ls, d4d8),
+            ),
             rows: |w: &[BlockIq4Xs], rb, x: &[BlockQ8K], out: &mut [f32]| {
                 each_row(t.avx2(), w, rb, x, out)
             },

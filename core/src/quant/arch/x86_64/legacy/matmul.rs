@@ -192,11 +192,16 @@ fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
     strip_rows: [usize; S],
     first: bool,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
-    term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+    term: &(
+        impl Fn(__m512, __m512) -> __m512,
+        impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+    ),
 ) {
+    let (block_scale, term) = term;
     let lanes = strip_rows.map(|r| r.min(STRIP_ROWS));
     let masks = lanes.map(|l| ((1u32 << l) - 1) as __mmask16);
     let mut sumf = [[_mm512_setzero_ps(); C]; S];
+    let mut scales = [[_mm512_setzero_ps(); C]; S];
     if !first {
         for s in 0..S {
             for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
@@ -233,8 +238,13 @@ fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
             let sx = _mm512_set1_ps(summaries[c].s[k]);
             for s in 0..S {
                 let (dw, mw) = (strips[s].d[k], strips[s].m[k]);
+                // A chunk starts on a block's first group.
+                if k % G == 0 {
+                    scales[s][c] = block_scale(dw, dx);
+                }
                 let sumi = _mm512_cvtepi32_ps(acc[s][c]);
-                sumf[s][c] = _mm512_add_ps(sumf[s][c], term(sumi, dw, mw, dx, sx));
+                let t = term(sumi, dw, mw, dx, sx, scales[s][c]);
+                sumf[s][c] = _mm512_add_ps(sumf[s][c], t);
             }
         }
     }
@@ -265,7 +275,10 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
     y: &mut [f32],
     first: bool,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
-    term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+    term: &(
+        impl Fn(__m512, __m512) -> __m512,
+        impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+    ),
 ) {
     let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
     let mut c = 0;
@@ -320,6 +333,7 @@ fn gemm_vnni<W, X>(
     >,
 ) {
     let (decode, w_scales, x_scales) = (kit.decode, kit.w_scales, kit.x_scales);
+    let term = kit.term;
     let kit = Kit {
         bias: kit.bias,
         min_columns: kit.min_columns,
@@ -327,14 +341,20 @@ fn gemm_vnni<W, X>(
         w_scales: move |b: &W, _: usize| w_scales(b),
         x_scales: move |xb: &X, _: usize| x_scales(xb),
         x_quants: whole_quants(kit.x_quants),
-        term: kit.term,
+        term: (
+            |_, _| _mm512_setzero_ps(),
+            move |sumi, dw, mw, dx, sx, _| term(sumi, dw, mw, dx, sx),
+        ),
         rows: kit.rows,
     };
     gemm_vnni_grouped::<1, W, X>(w, row_blocks, x, n, y, y_stride, kit)
 }
 
 /// [`gemm_vnni`] for blocks of `G` groups of 32 values (a divisor of the chunk), each group with
-/// its own float step: the loops' blocks are groups, the kit's closures take the group's index.
+/// its own float step: the loops' blocks are groups, the kit's closures take the group's index,
+/// and its term is a pair: `block_scale(d_w, d_x)`, taken at each block's first group, and
+/// `term(sumi, d_w, m_w, d_x, s_x, block_scale)` per group (a product shared by a block's groups
+/// is rounded once, as the scalar twin does, instead of once per group).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -350,7 +370,10 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
         impl Fn(&W, usize) -> (f32, f32),
         impl Fn(&X, usize) -> (f32, f32),
         impl Fn(&X, usize) -> &[i8; 32],
-        impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+        (
+            impl Fn(__m512, __m512) -> __m512,
+            impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+        ),
         impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
