@@ -11,7 +11,8 @@
 //! The matmul kernels run the legacy types' tiles (`legacy::matmul`) with a group of 32 values as
 //! their block, eight to a super-block: per group, the weight row's `d` and `ls − 32` and the
 //! column's Q8_K `d`, and the term `((d · d_x) · (ls − 32)) · sumi` on a strip's rows at once,
-//! added to each row's `sumf` in group order.
+//! added to each row's `sumf` in group order (at VNNI `d · d_x`, the scalar `d4d8`, is taken once
+//! per super-block).
 
 use super::legacy::matmul::{gemm_avx2_wide_grouped, gemm_vnni_grouped, Kit};
 use super::tokens::{kernel, Avx2, Avx512Vnni};
