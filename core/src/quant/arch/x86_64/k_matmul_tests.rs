@@ -1,4 +1,4 @@
-//! The K-quant matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
+//! The K-quant (and IQ4_XS) matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
 //! x86_64 level (and at VNNI without VBMI): rows of 1 to 16 super-blocks (the 512-bit tiles'
 //! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tile's 4,
 //! column counts of 8 (the fewest the tiles take) and more around its 2 and 4 (and fewer: the
@@ -15,6 +15,7 @@ use std::vec::Vec;
 use super::detect::{hide, Features};
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::cast::{blocks, blocks_mut};
+use crate::quant::iq::iq4_xs::BlockIq4Xs;
 use crate::quant::k_quants;
 use crate::quant::level::{self, available, Level};
 use crate::quant::table::Kernels;
@@ -222,6 +223,7 @@ fn check_all() -> Vec<String> {
     failures.append(&mut check_type::<k_quants::BlockQ6K>(0x4b_0006, &[208]));
     failures.append(&mut check_type::<k_quants::BlockQ3K>(0x4b_0003, &[108]));
     failures.append(&mut check_type::<k_quants::BlockQ2K>(0x4b_0002, &[80, 82]));
+    failures.append(&mut check_type::<BlockIq4Xs>(0x49_0004, &[0]));
     failures
 }
 

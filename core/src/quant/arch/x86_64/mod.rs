@@ -154,6 +154,7 @@ pub(crate) const AVX2: ArchKernels = {
         iq4_xs: {
             vec_dot: iq4_xs::vec_dot,
             dequantize: iq4_xs::dequantize,
+            matmul: iq4_xs::matmul,
         },
         f32: {
             vec_dot: plain::vec_dot_f32_avx2,
@@ -212,6 +213,9 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         vec_dot: q3_k::vec_dot_vnni,
         rows: q3_k::rows_vnni,
         matmul: q3_k::matmul_vnni,
+    },
+    iq4_xs: {
+        matmul: iq4_xs::matmul_vnni,
     },
     q4_k: {
         vec_dot: q4_k::vec_dot_q4_k_vnni,

@@ -9,6 +9,10 @@
 //! at once, in its order, added to each lane's serial `sumf`. A decoded strip serves a group of
 //! columns; each column's block scales and `bias · Σ y` are taken once per group and chunk for
 //! all strips. Between chunks of blocks a lane's `sumf` waits in its output (an f32, exact).
+//!
+//! The VNNI and full-byte AVX2 drivers also take blocks of `G` groups of 32 values whose float
+//! step is per group (IQ4_XS against Q8_K: `G = 8`): there a "block" of the loops is one group,
+//! `G` of them per weight and activation block, and the type's closures get the group's index.
 
 use core::arch::x86_64::*;
 
@@ -63,16 +67,25 @@ struct ColumnChunk {
 /// order (quant plus `bias`) with their scales `(d, m)`, its activation blocks' `(d, s)` and
 /// quants, and the scalar twin's float term from `(sumi, d_w, m_w, d_x, s_x)`, a strip's rows wide;
 /// `rows`, the type's rows kernel at the level (`(w, row_blocks, x, out)`), for fewer columns than
-/// `min_columns`.
-struct Kit<DW, SW, SX, QX, T, R> {
-    bias: i8,
-    min_columns: usize,
-    decode: DW,
-    w_scales: SW,
-    x_scales: SX,
-    x_quants: QX,
-    term: T,
-    rows: R,
+/// `min_columns`. In the grouped drivers (`G` groups of 32 per block) `decode`, `w_scales`,
+/// `x_scales` and `x_quants` also take the group's index in its block.
+pub(in super::super) struct Kit<DW, SW, SX, QX, T, R> {
+    pub(in super::super) bias: i8,
+    pub(in super::super) min_columns: usize,
+    pub(in super::super) decode: DW,
+    pub(in super::super) w_scales: SW,
+    pub(in super::super) x_scales: SX,
+    pub(in super::super) x_quants: QX,
+    pub(in super::super) term: T,
+    pub(in super::super) rows: R,
+}
+
+/// An activation block's quants as a grouped driver's per-group closure (the group index
+/// ignored). The other closures are adapted inside the drivers, whose target features they
+/// inherit (so that the type's kernels inline into them).
+#[inline(always)]
+fn whole_quants<X>(f: impl Fn(&X) -> &[i8; 32]) -> impl Fn(&X, usize) -> &[i8; 32] {
+    move |xb, _| f(xb)
 }
 
 /// Sixteen rows of 32 bytes, `rows[r]` in element order, as eight vectors: vector `j` holds
@@ -112,31 +125,31 @@ pub(in super::super) fn transpose16(rows: &[__m256i; STRIP_ROWS]) -> [__m512i; 8
 }
 
 /// Decodes rows `rows` of `w` (`row_blocks` blocks each) for the chunk of blocks at `first_block`
-/// (`blocks` of them) into `strip`; lanes past the strip's rows get zeros.
+/// (`blocks` of them; groups, `G` per block of `w`) into `strip`; lanes past the strip's rows get
+/// zeros.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn decode_strip<W>(
+fn decode_strip<const G: usize, W>(
     strip: &mut Strip,
     w: &[W],
     row_blocks: usize,
     rows: core::ops::Range<usize>,
     first_block: usize,
     blocks: usize,
-    decode: &impl Fn(&W) -> __m256i,
-    w_scales: &impl Fn(&W) -> (f32, f32),
+    decode: &impl Fn(&W, usize) -> __m256i,
+    w_scales: &impl Fn(&W, usize) -> (f32, f32),
 ) {
     for k in 0..blocks.min(CHUNK_BLOCKS) {
         let mut quants = [_mm256_setzero_si256(); STRIP_ROWS];
         let mut d = [0f32; STRIP_ROWS];
         let mut m = [0f32; STRIP_ROWS];
+        let unit = first_block + k;
         for (lane, row) in rows.clone().take(STRIP_ROWS).enumerate() {
-            let at = row
-                .saturating_mul(row_blocks)
-                .saturating_add(first_block + k);
+            let at = row.saturating_mul(row_blocks).saturating_add(unit / G);
             if let Some(b) = w.get(at) {
-                quants[lane] = decode(b);
-                (d[lane], m[lane]) = w_scales(b);
+                quants[lane] = decode(b, unit % G);
+                (d[lane], m[lane]) = w_scales(b, unit % G);
             }
         }
         strip.quants[k] = transpose16(&quants);
@@ -164,11 +177,12 @@ fn broadcast_dword(qs: &[i8; 32], j: usize) -> i32 {
 /// first row in column `c`, `strip_rows[s]` its row count (0 for none). `first` says whether
 /// this is the rows' first chunk (else each `sumf` continues from `y`). Per block and dword, the
 /// `C` activation broadcasts serve all `S` strips and each strip's quant vector all `C` columns.
+/// With `G` groups per block, block `k` of the chunk is group `k % G` of column block `k / G`.
 // Block `k` indexes the columns, their summaries and the strips alike.
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_columns<X, const S: usize, const C: usize>(
+fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
     strips: [&Strip; S],
     blocks: usize,
     columns: [&[X]; C],
@@ -177,12 +191,17 @@ fn tile_columns<X, const S: usize, const C: usize>(
     y: &mut [f32],
     strip_rows: [usize; S],
     first: bool,
-    x_quants: &impl Fn(&X) -> &[i8; 32],
-    term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+    x_quants: &impl Fn(&X, usize) -> &[i8; 32],
+    term: &(
+        impl Fn(__m512, __m512) -> __m512,
+        impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+    ),
 ) {
+    let (block_scale, term) = term;
     let lanes = strip_rows.map(|r| r.min(STRIP_ROWS));
     let masks = lanes.map(|l| ((1u32 << l) - 1) as __mmask16);
     let mut sumf = [[_mm512_setzero_ps(); C]; S];
+    let mut scales = [[_mm512_setzero_ps(); C]; S];
     if !first {
         for s in 0..S {
             for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
@@ -193,11 +212,11 @@ fn tile_columns<X, const S: usize, const C: usize>(
             }
         }
     }
-    let blocks = columns
-        .iter()
-        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    let blocks = columns.iter().fold(blocks.min(CHUNK_BLOCKS), |b, column| {
+        b.min(column.len().saturating_mul(G))
+    });
     for k in 0..blocks {
-        let qs: [&[i8; 32]; C] = core::array::from_fn(|c| x_quants(&columns[c][k]));
+        let qs: [&[i8; 32]; C] = core::array::from_fn(|c| x_quants(&columns[c][k / G], k % G));
         let mut acc = [[_mm512_setzero_si512(); C]; S];
         for c in 0..C {
             let bias = _mm512_set1_epi32(summaries[c].neg_bias_sum[k]);
@@ -219,8 +238,13 @@ fn tile_columns<X, const S: usize, const C: usize>(
             let sx = _mm512_set1_ps(summaries[c].s[k]);
             for s in 0..S {
                 let (dw, mw) = (strips[s].d[k], strips[s].m[k]);
+                // A chunk starts on a block's first group.
+                if k % G == 0 {
+                    scales[s][c] = block_scale(dw, dx);
+                }
                 let sumi = _mm512_cvtepi32_ps(acc[s][c]);
-                sumf[s][c] = _mm512_add_ps(sumf[s][c], term(sumi, dw, mw, dx, sx));
+                let t = term(sumi, dw, mw, dx, sx, scales[s][c]);
+                sumf[s][c] = _mm512_add_ps(sumf[s][c], t);
             }
         }
     }
@@ -239,7 +263,7 @@ fn tile_columns<X, const S: usize, const C: usize>(
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn strips_over_group<'x, X: 'x, const S: usize, const C: usize>(
+fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
     strips: [&Strip; S],
     strip_rows: [usize; S],
     first_row: usize,
@@ -250,8 +274,11 @@ fn strips_over_group<'x, X: 'x, const S: usize, const C: usize>(
     output: &impl Fn(usize, usize) -> usize,
     y: &mut [f32],
     first: bool,
-    x_quants: &impl Fn(&X) -> &[i8; 32],
-    term: &impl Fn(__m512, __m512, __m512, __m512, __m512) -> __m512,
+    x_quants: &impl Fn(&X, usize) -> &[i8; 32],
+    term: &(
+        impl Fn(__m512, __m512) -> __m512,
+        impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+    ),
 ) {
     let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
     let mut c = 0;
@@ -259,7 +286,7 @@ fn strips_over_group<'x, X: 'x, const S: usize, const C: usize>(
         let left = group - c;
         macro_rules! tile {
             ($cols:tt) => {{
-                tile_columns::<X, S, $cols>(
+                tile_columns::<G, X, S, $cols>(
                     strips,
                     chunk,
                     core::array::from_fn(|i| column_chunk(c + i)),
@@ -305,11 +332,58 @@ fn gemm_vnni<W, X>(
         impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
+    let (decode, w_scales, x_scales) = (kit.decode, kit.w_scales, kit.x_scales);
+    let term = kit.term;
+    let kit = Kit {
+        bias: kit.bias,
+        min_columns: kit.min_columns,
+        decode: move |b: &W, _: usize| decode(b),
+        w_scales: move |b: &W, _: usize| w_scales(b),
+        x_scales: move |xb: &X, _: usize| x_scales(xb),
+        x_quants: whole_quants(kit.x_quants),
+        term: (
+            |_, _| _mm512_setzero_ps(),
+            move |sumi, dw, mw, dx, sx, _| term(sumi, dw, mw, dx, sx),
+        ),
+        rows: kit.rows,
+    };
+    gemm_vnni_grouped::<1, W, X>(w, row_blocks, x, n, y, y_stride, kit)
+}
+
+/// [`gemm_vnni`] for blocks of `G` groups of 32 values (a divisor of the chunk), each group with
+/// its own float step: the loops' blocks are groups, the kit's closures take the group's index,
+/// and its term is a pair: `block_scale(d_w, d_x)`, taken at each block's first group, and
+/// `term(sumi, d_w, m_w, d_x, s_x, block_scale)` per group (a product shared by a block's groups
+/// is rounded once, as the scalar twin does, instead of once per group).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W, usize) -> __m256i,
+        impl Fn(&W, usize) -> (f32, f32),
+        impl Fn(&X, usize) -> (f32, f32),
+        impl Fn(&X, usize) -> &[i8; 32],
+        (
+            impl Fn(__m512, __m512) -> __m512,
+            impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
+        ),
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    const { assert!(G > 0 && CHUNK_BLOCKS.is_multiple_of(G)) };
     if row_blocks == 0 || n == 0 {
         return;
     }
     let column_blocks = x.len() / n;
-    let blocks = row_blocks.min(column_blocks);
+    // Counted in groups from here on (a chunk starts on a block's first group).
+    let blocks = row_blocks.min(column_blocks).saturating_mul(G);
     let rows = w.len() / row_blocks;
     if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
@@ -342,18 +416,23 @@ fn gemm_vnni<W, X>(
         let mut first_column = 0;
         while first_column < n {
             let group = GROUP_COLUMNS.min(n - first_column);
+            // The column's blocks holding the chunk's groups.
             let column_chunk = |c: usize| {
                 let start = (first_column + c)
                     .saturating_mul(column_blocks)
-                    .saturating_add(first_block);
-                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+                    .saturating_add(first_block / G);
+                x.get(start..start.saturating_add(chunk.div_ceil(G)))
+                    .unwrap_or(&[])
             };
             for (c, summary) in summaries.iter_mut().take(group).enumerate() {
-                for (k, xb) in column_chunk(c).iter().enumerate() {
-                    let (d, s) = (kit.x_scales)(xb);
+                let blocks = column_chunk(c);
+                for k in 0..chunk.min(blocks.len().saturating_mul(G)) {
+                    let Some(xb) = blocks.get(k / G) else { break };
+                    let (d, s) = (kit.x_scales)(xb, k % G);
                     summary.d[k] = d;
                     summary.s[k] = s;
-                    let by = dpbusd(_mm256_setzero_si256(), bias, load32(x_quants(xb)));
+                    let q = load32(x_quants(xb, k % G));
+                    let by = dpbusd(_mm256_setzero_si256(), bias, q);
                     summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
                 }
             }
@@ -372,7 +451,7 @@ fn gemm_vnni<W, X>(
                         let start = first_row + s * STRIP_ROWS;
                         let range = start..start + count.min(STRIP_ROWS);
                         let (decode, scales) = (&kit.decode, &kit.w_scales);
-                        decode_strip(
+                        decode_strip::<G, W>(
                             strip,
                             w,
                             row_blocks,
@@ -386,7 +465,7 @@ fn gemm_vnni<W, X>(
                 }
                 let [a, b] = &strips;
                 if strip_rows[1] > 0 {
-                    strips_over_group::<X, 2, 4>(
+                    strips_over_group::<G, X, 2, 4>(
                         [a, b],
                         strip_rows.map(|r| r.min(STRIP_ROWS)),
                         first_row,
@@ -401,7 +480,7 @@ fn gemm_vnni<W, X>(
                         term,
                     );
                 } else {
-                    strips_over_group::<X, 1, 4>(
+                    strips_over_group::<G, X, 1, 4>(
                         [a],
                         [strip_rows[0]],
                         first_row,
@@ -953,45 +1032,51 @@ fn gemm_avx2<W, X>(
 
 /// An AVX2 strip of full-byte quants (Q8_0, IQ4_NL: products that `maddubs` pairs would
 /// saturate) decoded for one chunk: per block, sixteen transposed vectors of i16 pairs (vector
-/// `j` holds elements `2j, 2j + 1` of row `r`, sign-extended, in i32 lane `r`) and the rows' `d`.
+/// `j` holds elements `2j, 2j + 1` of row `r`, sign-extended, in i32 lane `r`) and the rows'
+/// scales `(d, m)`.
 struct Strip8Wide {
     quants: [[__m256i; 16]; CHUNK_BLOCKS],
     d: [__m256; CHUNK_BLOCKS],
+    m: [__m256; CHUNK_BLOCKS],
 }
 
-/// [`decode_strip8`] for [`Strip8Wide`]: `decode` gives a block's 32 signed quants.
+/// [`decode_strip8`] for [`Strip8Wide`] (blocks of `G` groups, as [`decode_strip`]): `decode`
+/// gives a block's (group's) 32 signed quants.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn decode_strip8_wide<W>(
+fn decode_strip8_wide<const G: usize, W>(
     strip: &mut Strip8Wide,
     w: &[W],
     row_blocks: usize,
     rows: core::ops::Range<usize>,
     first_block: usize,
     blocks: usize,
-    decode: &impl Fn(&W) -> __m256i,
-    w_scales: &impl Fn(&W) -> (f32, f32),
+    decode: &impl Fn(&W, usize) -> __m256i,
+    w_scales: &impl Fn(&W, usize) -> (f32, f32),
 ) {
     for k in 0..blocks.min(CHUNK_BLOCKS) {
         let mut low = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
         let mut high = [_mm256_setzero_si256(); STRIP_ROWS_AVX2];
         let mut d = [0f32; STRIP_ROWS_AVX2];
+        let mut m = [0f32; STRIP_ROWS_AVX2];
+        let unit = first_block + k;
         for (lane, row) in rows.clone().take(STRIP_ROWS_AVX2).enumerate() {
-            let at = row
-                .saturating_mul(row_blocks)
-                .saturating_add(first_block + k);
+            let at = row.saturating_mul(row_blocks).saturating_add(unit / G);
             if let Some(b) = w.get(at) {
-                let q = decode(b);
+                let q = decode(b, unit % G);
                 low[lane] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
                 high[lane] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q));
-                d[lane] = w_scales(b).0;
+                (d[lane], m[lane]) = w_scales(b, unit % G);
             }
         }
         let (low, high) = (transpose8(&low), transpose8(&high));
         strip.quants[k] = core::array::from_fn(|j| if j < 8 { low[j] } else { high[j - 8] });
-        // SAFETY: `d` holds eight f32; `loadu` has no alignment requirement.
-        strip.d[k] = unsafe { _mm256_loadu_ps(d.as_ptr()) };
+        // SAFETY: `d` and `m` hold eight f32; `loadu` has no alignment requirement.
+        unsafe {
+            strip.d[k] = _mm256_loadu_ps(d.as_ptr());
+            strip.m[k] = _mm256_loadu_ps(m.as_ptr());
+        }
     }
 }
 
@@ -1015,11 +1100,12 @@ fn pairs16(qs: &[i8; 32]) -> [i32; 16] {
 
 /// `S` wide strips' rows against `C` columns over one chunk: per block and column, sixteen
 /// `madd` of each strip's i16 pairs against the column's pair `j` broadcast (one broadcast for
-/// all strips; exact i32 sums), then the float term in the scalar order.
+/// all strips; exact i32 sums), then the float term `term(sumi, d_w, m_w, d_x)` in the scalar
+/// order. With `G` groups per block, as [`tile_columns`].
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn tile_columns8_wide<X, const S: usize, const C: usize>(
+fn tile_columns8_wide<const G: usize, X, const S: usize, const C: usize>(
     strips: [&Strip8Wide; S],
     blocks: usize,
     columns: [&[X]; C],
@@ -1028,8 +1114,8 @@ fn tile_columns8_wide<X, const S: usize, const C: usize>(
     y: &mut [f32],
     lanes: [usize; S],
     first: bool,
-    x_quants: &impl Fn(&X) -> &[i8; 32],
-    term: &impl Fn(__m256, __m256, __m256) -> __m256,
+    x_quants: &impl Fn(&X, usize) -> &[i8; 32],
+    term: &impl Fn(__m256, __m256, __m256, __m256) -> __m256,
 ) {
     let lanes = lanes.map(|l| l.min(STRIP_ROWS_AVX2));
     let mut sumf = [[_mm256_setzero_ps(); C]; S];
@@ -1045,11 +1131,12 @@ fn tile_columns8_wide<X, const S: usize, const C: usize>(
             }
         }
     }
-    let blocks = columns
-        .iter()
-        .fold(blocks.min(CHUNK_BLOCKS), |b, column| b.min(column.len()));
+    let blocks = columns.iter().fold(blocks.min(CHUNK_BLOCKS), |b, column| {
+        b.min(column.len().saturating_mul(G))
+    });
     for k in 0..blocks {
-        let pairs: [[i32; 16]; C] = core::array::from_fn(|c| pairs16(x_quants(&columns[c][k])));
+        let pairs: [[i32; 16]; C] =
+            core::array::from_fn(|c| pairs16(x_quants(&columns[c][k / G], k % G)));
         let mut acc = [[_mm256_setzero_si256(); C]; S];
         for j in 0..16 {
             for c in 0..C {
@@ -1063,7 +1150,8 @@ fn tile_columns8_wide<X, const S: usize, const C: usize>(
         for c in 0..C {
             let dx = _mm256_set1_ps(summaries[c].d[k]);
             for s in 0..S {
-                let t = term(_mm256_cvtepi32_ps(acc[s][c]), strips[s].d[k], dx);
+                let (dw, mw) = (strips[s].d[k], strips[s].m[k]);
+                let t = term(_mm256_cvtepi32_ps(acc[s][c]), dw, mw, dx);
                 sumf[s][c] = _mm256_add_ps(sumf[s][c], t);
             }
         }
@@ -1101,11 +1189,49 @@ fn gemm_avx2_wide<W, X>(
         impl Fn(&[W], usize, &[X], &mut [f32]),
     >,
 ) {
+    let (decode, w_scales, x_scales) = (kit.decode, kit.w_scales, kit.x_scales);
+    let term = kit.term;
+    let kit = Kit {
+        bias: kit.bias,
+        min_columns: kit.min_columns,
+        decode: move |b: &W, _: usize| decode(b),
+        w_scales: move |b: &W, _: usize| w_scales(b),
+        x_scales: move |xb: &X, _: usize| x_scales(xb),
+        x_quants: whole_quants(kit.x_quants),
+        term: move |sumi, dw, _, dx| term(sumi, dw, dx),
+        rows: kit.rows,
+    };
+    gemm_avx2_wide_grouped::<1, W, X>(w, row_blocks, x, n, y, y_stride, kit)
+}
+
+/// [`gemm_avx2_wide`] for blocks of `G` groups of 32 values (as [`gemm_vnni_grouped`]), with
+/// `term(sumi, d_w, m_w, d_x)`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: Kit<
+        impl Fn(&W, usize) -> __m256i,
+        impl Fn(&W, usize) -> (f32, f32),
+        impl Fn(&X, usize) -> (f32, f32),
+        impl Fn(&X, usize) -> &[i8; 32],
+        impl Fn(__m256, __m256, __m256, __m256) -> __m256,
+        impl Fn(&[W], usize, &[X], &mut [f32]),
+    >,
+) {
+    const { assert!(G > 0 && CHUNK_BLOCKS.is_multiple_of(G)) };
     if row_blocks == 0 || n == 0 {
         return;
     }
     let column_blocks = x.len() / n;
-    let blocks = row_blocks.min(column_blocks);
+    // Counted in groups from here on (a chunk starts on a block's first group).
+    let blocks = row_blocks.min(column_blocks).saturating_mul(G);
     let rows = w.len() / row_blocks;
     if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
@@ -1119,6 +1245,7 @@ fn gemm_avx2_wide<W, X>(
     let new_strip = || Strip8Wide {
         quants: [[_mm256_setzero_si256(); 16]; CHUNK_BLOCKS],
         d: [_mm256_setzero_ps(); CHUNK_BLOCKS],
+        m: [_mm256_setzero_ps(); CHUNK_BLOCKS],
     };
     let mut strips = [new_strip(), new_strip()];
     let empty = ColumnChunk {
@@ -1135,15 +1262,19 @@ fn gemm_avx2_wide<W, X>(
         let mut first_column = 0;
         while first_column < n {
             let group = GROUP_COLUMNS.min(n - first_column);
+            // The column's blocks holding the chunk's groups.
             let column_chunk = |c: usize| {
                 let start = (first_column + c)
                     .saturating_mul(column_blocks)
-                    .saturating_add(first_block);
-                x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
+                    .saturating_add(first_block / G);
+                x.get(start..start.saturating_add(chunk.div_ceil(G)))
+                    .unwrap_or(&[])
             };
             for (c, summary) in summaries.iter_mut().take(group).enumerate() {
-                for (k, xb) in column_chunk(c).iter().enumerate() {
-                    summary.d[k] = (kit.x_scales)(xb).0;
+                let blocks = column_chunk(c);
+                for k in 0..chunk.min(blocks.len().saturating_mul(G)) {
+                    let Some(xb) = blocks.get(k / G) else { break };
+                    summary.d[k] = (kit.x_scales)(xb, k % G).0;
                 }
             }
             let output = |c: usize, row: usize| {
@@ -1162,7 +1293,7 @@ fn gemm_avx2_wide<W, X>(
                     if lanes[s] > 0 {
                         let start = first_row + s * STRIP_ROWS_AVX2;
                         let (decode, scales) = (&kit.decode, &kit.w_scales);
-                        decode_strip8_wide(
+                        decode_strip8_wide::<G, W>(
                             strip,
                             w,
                             row_blocks,
@@ -1179,7 +1310,7 @@ fn gemm_avx2_wide<W, X>(
                 while c < group {
                     macro_rules! tile {
                         ($strips:expr, $s:tt, $cols:tt) => {{
-                            tile_columns8_wide::<X, $s, $cols>(
+                            tile_columns8_wide::<G, X, $s, $cols>(
                                 $strips,
                                 chunk,
                                 core::array::from_fn(|i| column_chunk(c + i)),
