@@ -654,70 +654,36 @@ fn split_columns(n: usize, wide: usize) -> (usize, bool) {
     }
 }
 
-#[target_feature(enable = "neon")]
-fn matmul_neon<W: Tiled>(
-    w: &[W],
-    row_blocks: usize,
-    x: &[W::X],
-    n: usize,
-    y: &mut [f32],
-    y_stride: usize,
-) {
-    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
-        return;
+/// A level's matmul driver: the problem checked, then the wide tiles and those for the columns
+/// left. The closures inherit the function's target features.
+macro_rules! level_driver {
+    ($features:literal, $name:ident, $tile:ident, $wide:ident) => {
+        #[target_feature(enable = $features)]
+        fn $name<W: Tiled>(
+            w: &[W],
+            row_blocks: usize,
+            x: &[W::X],
+            n: usize,
+            y: &mut [f32],
+            y_stride: usize,
+        ) {
+            let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
+                return;
+            };
+            let (wide, four) = split_columns(m.n, $wide);
+            m.tiles::<$wide>(0..wide, y, |w, x| $tile::<W, $wide>(w, x));
+            if four {
+                m.tiles::<4>(wide..m.n, y, |w, x| $tile::<W, 4>(w, x));
+            } else {
+                m.tiles::<2>(wide..m.n, y, |w, x| $tile::<W, 2>(w, x));
+            }
+        }
     };
-    let (wide, four) = split_columns(m.n, NEON_WIDE);
-    m.tiles::<NEON_WIDE>(0..wide, y, |w, x| tile_neon::<W, NEON_WIDE>(w, x));
-    if four {
-        m.tiles::<4>(wide..m.n, y, |w, x| tile_neon::<W, 4>(w, x));
-    } else {
-        m.tiles::<2>(wide..m.n, y, |w, x| tile_neon::<W, 2>(w, x));
-    }
 }
 
-#[target_feature(enable = "neon,dotprod")]
-fn matmul_sdot<W: Tiled>(
-    w: &[W],
-    row_blocks: usize,
-    x: &[W::X],
-    n: usize,
-    y: &mut [f32],
-    y_stride: usize,
-) {
-    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
-        return;
-    };
-    let (wide, four) = split_columns(m.n, SDOT_WIDE);
-    // The closures inherit the enclosing function's dotprod.
-    m.tiles::<SDOT_WIDE>(0..wide, y, |w, x| tile_sdot::<W, SDOT_WIDE>(w, x));
-    if four {
-        m.tiles::<4>(wide..m.n, y, |w, x| tile_sdot::<W, 4>(w, x));
-    } else {
-        m.tiles::<2>(wide..m.n, y, |w, x| tile_sdot::<W, 2>(w, x));
-    }
-}
-
-#[target_feature(enable = "neon,i8mm")]
-fn matmul_smmla<W: Tiled>(
-    w: &[W],
-    row_blocks: usize,
-    x: &[W::X],
-    n: usize,
-    y: &mut [f32],
-    y_stride: usize,
-) {
-    let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
-        return;
-    };
-    let (wide, four) = split_columns(m.n, SMMLA_WIDE);
-    // The closures inherit the enclosing function's i8mm.
-    m.tiles::<SMMLA_WIDE>(0..wide, y, |w, x| tile_smmla::<W, SMMLA_WIDE>(w, x));
-    if four {
-        m.tiles::<4>(wide..m.n, y, |w, x| tile_smmla::<W, 4>(w, x));
-    } else {
-        m.tiles::<2>(wide..m.n, y, |w, x| tile_smmla::<W, 2>(w, x));
-    }
-}
+level_driver!("neon", matmul_neon, tile_neon, NEON_WIDE);
+level_driver!("neon,dotprod", matmul_sdot, tile_sdot, SDOT_WIDE);
+level_driver!("neon,i8mm", matmul_smmla, tile_smmla, SMMLA_WIDE);
 
 /// The NEON level's matmul ([`MatmulFn`](crate::quant::table::MatmulFn)): tiles of widening
 /// multiplies.

@@ -12,6 +12,7 @@
 extern crate std;
 
 use super::matmul::{self, Tiled};
+use super::tests::{Rng, SPECIAL_F16};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1, QK8_0};
 use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
 use crate::quant::legacy::{
@@ -27,41 +28,6 @@ use std::format;
 use std::string::String;
 use std::vec;
 use std::vec::Vec;
-
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() >> 33) as usize % n
-    }
-    /// Roughly normal, times a random power of two.
-    fn value(&mut self) -> f32 {
-        let sum: f32 = (0..4)
-            .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32)
-            .sum();
-        let scale = f32::from_bits((127 - 8 + self.below(16) as u32) << 23);
-        (sum - 2.0) * scale
-    }
-    fn block<B: Pod>(&mut self) -> B {
-        let mut b = B::zeroed();
-        for byte in bytemuck::bytes_of_mut(&mut b) {
-            *byte = self.next() as u8;
-        }
-        b
-    }
-}
-
-/// f16 scales that stress the float steps: zeros, NaNs, infinities, subnormals, the largest
-/// finite, ordinary values.
-const SPECIAL_F16: [u16; 12] = [
-    0x0000, 0x8000, 0x7e00, 0x7c01, 0xfe00, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x7bff, 0x3c00, 0xb555,
-];
 
 /// A finite normal f16 with a full random mantissa, either sign.
 fn finite_f16(rng: &mut Rng) -> [u8; 2] {
@@ -80,7 +46,7 @@ struct Maker<B> {
 /// or an extreme byte pattern with finite f16 fields.
 fn make<B: Pod>(rng: &mut Rng, maker: &Maker<B>, blocks: usize, kind: usize) -> Vec<B> {
     let quantized = |rng: &mut Rng| {
-        let values: [f32; QK8_0] = core::array::from_fn(|_| rng.value());
+        let values: [f32; QK8_0] = core::array::from_fn(|_| rng.value_scaled(8, 16));
         (maker.quantize)(&values)
     };
     match kind % 4 {

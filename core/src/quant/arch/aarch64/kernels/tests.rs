@@ -21,27 +21,31 @@ use crate::quant::legacy::{
 use bytemuck::Zeroable;
 use std::vec::Vec;
 
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
+/// xorshift64*: deterministic test data (also the matmul tests').
+pub(super) struct Rng(pub(super) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() >> 33) as usize % n
     }
-    /// Roughly normal, times a random power of two.
+    /// Roughly normal, times a random power of two from `2^-12` to `2^11`.
     fn value(&mut self) -> f32 {
+        self.value_scaled(12, 24)
+    }
+    /// Roughly normal, times a random power of two from `2^-lowest` (`exponents` of them).
+    pub(super) fn value_scaled(&mut self, lowest: u32, exponents: usize) -> f32 {
         let sum: f32 = (0..4)
             .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32)
             .sum();
-        let scale = f32::from_bits((127 - 12 + self.below(24) as u32) << 23);
+        let scale = f32::from_bits((127 - lowest + self.below(exponents) as u32) << 23);
         (sum - 2.0) * scale
     }
-    fn block<B: bytemuck::Pod>(&mut self) -> B {
+    pub(super) fn block<B: bytemuck::Pod>(&mut self) -> B {
         let mut b = B::zeroed();
         for byte in bytemuck::bytes_of_mut(&mut b) {
             *byte = self.next() as u8;
@@ -52,7 +56,7 @@ impl Rng {
 
 /// f16 scales that stress the float steps: zeros, NaNs (quiet, signalling, negative),
 /// infinities, subnormals, the largest finite, ordinary values.
-const SPECIAL_F16: [u16; 12] = [
+pub(super) const SPECIAL_F16: [u16; 12] = [
     0x0000, 0x8000, 0x7e00, 0x7c01, 0xfe00, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x7bff, 0x3c00, 0xb555,
 ];
 /// The same for Q8_K's f32 scale.
