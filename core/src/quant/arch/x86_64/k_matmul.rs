@@ -109,40 +109,6 @@ impl Decoded {
     }
 }
 
-/// A block of a signed type with sixteen 16-value sub-blocks and no mins (Q6_K, Q3_K) in tile
-/// form, from `halves[h]` (half `h`'s four groups of 32 signed quants, element order), `scale(s)`
-/// (sub-block `s`'s signed scale) and `d`: pair `p`'s first vector holds sub-blocks `4p` and
-/// `4p + 2` (scale pair `(scale(4p), scale(4p + 2))`), its second `4p + 1` and `4p + 3`; `extra`
-/// is the correction `128·Σ scale·q` per lane (the block's lanes against an activation of 128s).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn signed_decoded<P: Primitives>(
-    p: P,
-    halves: [[__m256i; 4]; 2],
-    scale: impl Fn(usize) -> i32,
-    d: f32,
-) -> Decoded {
-    let mut quants = [_mm256_setzero_si256(); 8];
-    for (out, [g0, g1, g2, g3]) in quants.chunks_exact_mut(4).zip(halves) {
-        let [v0, v1] = pair_in_lanes(p, g0, g1);
-        let [v2, v3] = pair_in_lanes(p, g2, g3);
-        out.copy_from_slice(&[v0, v1, v2, v3]);
-    }
-    let scales: [i32; 8] = core::array::from_fn(|v| {
-        let (pair, second) = (v / 2, v % 2);
-        let first = 4 * pair + second;
-        (scale(first) & 0xffff) | scale(first + 2) << 16
-    });
-    let correction = block_lanes::<P, true>(p, &quants, &scales, _mm256_set1_epi8(i8::MIN));
-    Decoded {
-        quants,
-        scales,
-        extra: correction,
-        d,
-        dmin: 0.0,
-    }
-}
-
 /// The pair of 32-value groups `a` (first) and `b` (second) in tile lane order.
 #[inline]
 #[target_feature(enable = "avx2")]

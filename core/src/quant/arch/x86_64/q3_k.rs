@@ -14,7 +14,7 @@
 use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
-use super::k_matmul::{signed_decoded, Decoded, TileLevel};
+use super::k_matmul::{block_lanes, pair_in_lanes, Decoded, TileLevel};
 use super::primitives::Primitives;
 use super::q6_k::matmul::signed_k_matmul;
 use super::tokens::{every_level, kernel, Avx2};
@@ -189,15 +189,31 @@ every_level! {
 #[target_feature(enable = "avx2,f16c")]
 fn tile_block<P: Primitives>(p: P, b: &BlockQ3K) -> Decoded {
     let four = _mm256_set1_epi8(4);
-    // Unshuffled here: `signed_decoded` puts the groups in lane order.
+    // Unshuffled here: `pair_in_lanes` puts the groups in lane order.
     let hmask = load32(&b.hmask);
-    let halves: [[__m256i; 4]; 2] = core::array::from_fn(|half| {
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for (half, out) in quants.chunks_exact_mut(4).enumerate() {
         let qs = load32(part(&b.qs, 32 * half));
-        half_quants(qs, hmask, half).map(|g| _mm256_sub_epi8(g, four))
-    });
+        let [g0, g1, g2, g3] = half_quants(qs, hmask, half).map(|g| _mm256_sub_epi8(g, four));
+        let [v0, v1] = pair_in_lanes(p, g0, g1);
+        let [v2, v3] = pair_in_lanes(p, g2, g3);
+        out.copy_from_slice(&[v0, v1, v2, v3]);
+    }
     let unpacked = unpack_q3_scales(&b.scales);
     let scale = |s: usize| unpacked.get(s).map_or(0, |&v| i32::from(v) - 32);
-    signed_decoded(p, halves, scale, f16_le(b.d))
+    let scales: [i32; 8] = core::array::from_fn(|v| {
+        let (pair, second) = (v / 2, v % 2);
+        let first = 4 * pair + second;
+        (scale(first) & 0xffff) | scale(first + 2) << 16
+    });
+    let correction = block_lanes::<P, true>(p, &quants, &scales, _mm256_set1_epi8(i8::MIN));
+    Decoded {
+        quants,
+        scales,
+        extra: correction,
+        d: f16_le(b.d),
+        dmin: 0.0,
+    }
 }
 
 every_level! {

@@ -4,7 +4,7 @@
 
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{k_matmul, signed_decoded, Decoded, TileLevel};
+use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
 use super::super::k_matmul_busd::signed_four_row_groups;
 use super::super::k_matmul_zmm::four_row_groups;
 use super::super::primitives::Primitives;
@@ -22,11 +22,12 @@ use crate::quant::k_quants::BlockQ6K;
 fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
     let nibble = _mm256_set1_epi8(0x0f);
     let bias = _mm256_set1_epi8(32);
-    let halves: [[__m256i; 4]; 2] = core::array::from_fn(|half| {
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for (half, out) in quants.chunks_exact_mut(4).enumerate() {
         let a = load32(part(&b.ql, 64 * half));
         let c = load32(part(&b.ql, 64 * half + 32));
         let high_bits = q6_k_high_bits(load32(part(&b.qh, 32 * half)));
-        [
+        let groups = [
             _mm256_or_si256(_mm256_and_si256(a, nibble), high_bits[0]),
             _mm256_or_si256(_mm256_and_si256(c, nibble), high_bits[1]),
             _mm256_or_si256(
@@ -38,10 +39,26 @@ fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
                 high_bits[3],
             ),
         ]
-        .map(|g| _mm256_sub_epi8(g, bias))
-    });
+        .map(|g| _mm256_sub_epi8(g, bias));
+        let [g0, g1, g2, g3] = groups;
+        let [v0, v1] = pair_in_lanes(p, g0, g1);
+        let [v2, v3] = pair_in_lanes(p, g2, g3);
+        out.copy_from_slice(&[v0, v1, v2, v3]);
+    }
     let scale = |s: usize| i32::from(b.scales.get(s).copied().unwrap_or(0));
-    signed_decoded(p, halves, scale, f16_le(b.d))
+    let scales: [i32; 8] = core::array::from_fn(|v| {
+        let (pair, second) = (v / 2, v % 2);
+        let first = 4 * pair + second;
+        (scale(first) & 0xffff) | scale(first + 2) << 16
+    });
+    let correction = block_lanes::<P, true>(p, &quants, &scales, _mm256_set1_epi8(i8::MIN));
+    Decoded {
+        quants,
+        scales,
+        extra: correction,
+        d: f16_le(b.d),
+        dmin: 0.0,
+    }
 }
 
 /// Columns from which the signed types take the row-pair 512-bit tiles
