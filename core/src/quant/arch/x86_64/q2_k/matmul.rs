@@ -113,14 +113,14 @@ fn decode_strip(
     }
 }
 
-/// Dword `j` of a column's quants (bytes `4j..4j + 4`), and of its `bsums` (the i16 pair
-/// `2j, 2j + 1`).
+/// Dword `j` of a column's quants (bytes `4j..4j + 4`).
 #[inline(always)]
 fn quant_dword(xb: &BlockQ8K, j: usize) -> i32 {
     let q = |i: usize| xb.qs.get(4 * j + i).map_or(0, |&v| v as u8);
     i32::from_le_bytes([q(0), q(1), q(2), q(3)])
 }
 
+/// Dword `j` of a column's `bsums`: the i16 pair `2j, 2j + 1`.
 #[inline(always)]
 fn bsum_dword(xb: &BlockQ8K, j: usize) -> i32 {
     let b = |i: usize| xb.bsums.get(2 * j + i).copied().unwrap_or([0, 0]);
