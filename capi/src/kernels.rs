@@ -281,6 +281,7 @@ pub extern "C" fn mq_kernel_level() -> *const c_char {
         level::Level::I8mm => c"i8mm",
         level::Level::Avx2 => c"avx2",
         level::Level::Avx512Vnni => c"avx512vnni",
+        level::Level::Amx => c"amx",
         #[allow(unreachable_patterns)]
         _ => c"?",
     })

@@ -78,7 +78,7 @@ impl Wide {
             use crate::quant::Level;
             if level.is_available() {
                 match level {
-                    Level::Avx512Vnni => return Wide::Avx512,
+                    Level::Avx512Vnni | Level::Amx => return Wide::Avx512,
                     Level::Avx2 => return Wide::Avx2,
                     _ => {}
                 }

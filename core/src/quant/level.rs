@@ -7,13 +7,20 @@
 //!    does not parse or a level this CPU lacks is ignored here, the CLI reports it as an error);
 //! 3. the best level the CPU has: known at compile time from `cfg(target_feature)` (bare metal,
 //!    `-C target-cpu`), else detected at run time once and cached in an atomic: on x86_64 in
-//!    every build (`cpuid`), on aarch64 under `std`.
+//!    every build (`cpuid`), on aarch64 under `std`. Experimental levels
+//!    ([`Level::is_experimental`]: `amx`) are never picked here, only by name.
+//!
+//! The `amx` level needs more than the CPU: the OS must let the process use the tile registers.
+//! Linux asks for a per-process request (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`), which
+//! this `no_std` crate cannot make; bare-metal firmware enables the tile state in XCR0 itself.
+//! Whoever did so says it with [`grant_amx`] (the `std` adapter does, after its request
+//! succeeded); without that grant `amx` is unavailable.
 //!
 //! Built with `--cfg miniquant_disable_simd`, only [`Level::Scalar`] exists at run time and no
 //! SIMD code is compiled.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 pub use super::level_id::Level;
 
@@ -21,7 +28,8 @@ pub use super::level_id::Level;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum LevelError {
-    /// The name is none of `scalar neon dotprod i8mm avx2 avx512vnni` (or `auto` where accepted).
+    /// The name is none of `scalar neon dotprod i8mm avx2 avx512vnni amx` (or `auto` where
+    /// accepted).
     UnknownName,
     /// This CPU (or this build) does not have the level.
     Unavailable {
@@ -120,7 +128,48 @@ const fn compiled_in(level: Level) -> bool {
             target_feature = "dotprod",
             target_feature = "i8mm"
         )),
+        // Never known at compile time: the tiles also need the OS's (or firmware's) grant.
+        Level::Amx => false,
     }
+}
+
+/// Set by [`grant_amx`].
+static AMX_GRANTED: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process may execute AMX tile instructions, and returns whether the `amx`
+/// level is now available (the CPU has AMX-TILE and AMX-INT8, the OS saves the tile state, and
+/// this build has SIMD). Without this call the `amx` level is never available. The level stays
+/// experimental (not the automatic choice): name it to use it.
+///
+/// # Safety
+/// The tile state must be enabled for this process, so that no tile instruction faults: on Linux,
+/// `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)` (permission for XTILEDATA) returned success in this
+/// process; on bare metal, XCR0 bits 17 and 18 are set (and XFD does not trap the tiles) on every
+/// core that runs the kernels.
+#[allow(unsafe_code)] // The contract is the caller's; this body has no unsafe operation.
+pub unsafe fn grant_amx() -> bool {
+    AMX_GRANTED.store(true, Ordering::Relaxed);
+    Level::Amx.is_available()
+}
+
+/// Whether the CPU has AMX-TILE and AMX-INT8 and the OS saves the tile state (XCR0), whether or
+/// not the process was granted their use: what decides whether asking the OS is worth it.
+pub fn amx_supported() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+    return super::arch::x86_64::detect::amx();
+    #[allow(unreachable_code)]
+    false
+}
+
+/// Whether the tiles may be used: granted, or in this crate's own tests, requested from the OS
+/// by the test build itself (Linux), so that the level tests run `amx` wherever the CPU has it.
+#[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+fn amx_granted() -> bool {
+    #[cfg(test)]
+    if super::arch::x86_64::amx::request_for_tests() {
+        return true;
+    }
+    AMX_GRANTED.load(Ordering::Relaxed)
 }
 
 /// Run-time detection. On x86_64 with `cpuid`/`xgetbv` in every build (no `std` needed), cached
@@ -134,6 +183,7 @@ fn detected(level: Level) -> bool {
         return match level {
             Level::Avx2 => has.avx2,
             Level::Avx512Vnni => has.avx512vnni,
+            Level::Amx => super::arch::x86_64::detect::amx() && amx_granted(),
             _ => false,
         };
     }
@@ -163,7 +213,7 @@ static DETECTED: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// The level in effect (forced, from the environment, or detected), once resolved.
 static CURRENT: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// The best level this CPU and build have (detected once, then cached).
+/// The best level this CPU and build have, experimental ones aside (detected once, then cached).
 pub fn detect() -> Level {
     if let Some(level) = Level::from_u8(DETECTED.load(Ordering::Relaxed).wrapping_sub(1)) {
         return level;
@@ -171,7 +221,7 @@ pub fn detect() -> Level {
     let best = Level::ALL
         .into_iter()
         .rev()
-        .find(|l| l.is_available())
+        .find(|l| !l.is_experimental() && l.is_available())
         .unwrap_or(Level::Scalar);
     DETECTED.store(best as u8 + 1, Ordering::Relaxed);
     best
@@ -267,9 +317,27 @@ mod tests {
         assert!(detect().is_available());
     }
 
+    /// `amx` is never the automatic choice, and exists only where the CPU has AMX.
+    #[test]
+    fn amx_is_experimental_and_needs_the_cpu() {
+        assert!(Level::Amx.is_experimental());
+        assert!(Level::ALL
+            .into_iter()
+            .all(|l| l.is_experimental() == (l == Level::Amx)));
+        assert_ne!(detect(), Level::Amx);
+        if !amx_supported() {
+            assert!(!Level::Amx.is_available());
+            assert_eq!(
+                set_level(Level::Amx),
+                Err(LevelError::unavailable(Level::Amx))
+            );
+            std::eprintln!("no AMX here: the amx level is not run");
+        }
+    }
+
     #[test]
     fn other_architectures_are_unavailable() {
-        let x86 = [Level::Avx2, Level::Avx512Vnni];
+        let x86 = [Level::Avx2, Level::Avx512Vnni, Level::Amx];
         let arm = [Level::Neon, Level::Dotprod, Level::I8mm];
         let foreign: &[Level] = if cfg!(target_arch = "x86_64") {
             &arm

@@ -5,7 +5,7 @@
 use core::fmt;
 
 /// A kernel level. Levels of one architecture form a chain: each includes the ones below it
-/// (`I8mm` ⊃ `Dotprod` ⊃ `Neon` ⊃ `Scalar`, `Avx512Vnni` ⊃ `Avx2` ⊃ `Scalar`), and a kernel missing
+/// (`I8mm` ⊃ `Dotprod` ⊃ `Neon` ⊃ `Scalar`, `Amx` ⊃ `Avx512Vnni` ⊃ `Avx2` ⊃ `Scalar`), and a kernel missing
 /// at one level falls back to the next lower one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -23,20 +23,25 @@ pub enum Level {
     Avx2 = 4,
     /// x86_64 with AVX-512 F/BW/VL and VNNI (`vpdpbusd`), on top of AVX2.
     Avx512Vnni = 5,
+    /// x86_64 with AMX-TILE and AMX-INT8 (`tdpbssd` on tiles), on top of AVX-512 VNNI; usable
+    /// only once the OS permission is granted (`level::grant_amx`). Experimental: never chosen
+    /// automatically, only by name, until an AMX machine has run its tests.
+    Amx = 6,
 }
 
 impl Level {
     /// Every level, lowest first.
-    pub const ALL: [Level; 6] = [
+    pub const ALL: [Level; 7] = [
         Level::Scalar,
         Level::Neon,
         Level::Dotprod,
         Level::I8mm,
         Level::Avx2,
         Level::Avx512Vnni,
+        Level::Amx,
     ];
 
-    /// The level's name: `scalar neon dotprod i8mm avx2 avx512vnni`.
+    /// The level's name: `scalar neon dotprod i8mm avx2 avx512vnni amx`.
     pub const fn name(self) -> &'static str {
         match self {
             Level::Scalar => "scalar",
@@ -45,6 +50,7 @@ impl Level {
             Level::I8mm => "i8mm",
             Level::Avx2 => "avx2",
             Level::Avx512Vnni => "avx512vnni",
+            Level::Amx => "amx",
         }
     }
 
@@ -61,7 +67,15 @@ impl Level {
             Level::Dotprod => Some(Level::Neon),
             Level::I8mm => Some(Level::Dotprod),
             Level::Avx512Vnni => Some(Level::Avx2),
+            Level::Amx => Some(Level::Avx512Vnni),
         }
+    }
+
+    /// Whether the level is experimental: its kernels have not run on hardware that has it, so
+    /// it is never the automatic choice ([`level::detect`](super::level::detect) skips it), only
+    /// taken when named (`--level`, `MINIQUANT_LEVEL`, `set_level`).
+    pub const fn is_experimental(self) -> bool {
+        matches!(self, Level::Amx)
     }
 }
 

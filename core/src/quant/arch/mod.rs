@@ -43,6 +43,8 @@ macro_rules! pick {
                 $crate::quant::level::Level::Avx512Vnni => {
                     $crate::quant::arch::x86_64::AVX512VNNI.$field.$op
                 }
+                #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+                $crate::quant::level::Level::Amx => $crate::quant::arch::x86_64::AMX.$field.$op,
                 #[cfg(all(target_arch = "aarch64", not(miniquant_disable_simd)))]
                 $crate::quant::level::Level::Neon => $crate::quant::arch::aarch64::NEON.$field.$op,
                 #[cfg(all(target_arch = "aarch64", not(miniquant_disable_simd)))]

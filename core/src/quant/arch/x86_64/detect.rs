@@ -4,7 +4,10 @@
 //!
 //! A feature counts only if the CPU has it and the OS saves the registers it uses: YMM state
 //! (XCR0 bits 1 and 2) for AVX2, and opmask plus both halves of the ZMM state (bits 5, 6 and 7)
-//! for AVX-512, as the Intel SDM (vol. 1, 13.3 and 15.2) prescribes.
+//! for AVX-512, as the Intel SDM (vol. 1, 13.3 and 15.2) prescribes; AMX likewise needs the tile
+//! configuration and tile data components saved (XCR0 bits 17 and 18, SDM vol. 1, 13.3 and the
+//! AMX chapter, "Detecting Intel AMX support"), and on top of that a grant the OS may require per
+//! process (see [`amx`]).
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -23,19 +26,36 @@ pub(crate) struct Features {
 const AVX2: u8 = 1;
 const AVX512VNNI: u8 = 2;
 const AVX512VBMI: u8 = 4;
+/// AMX-TILE and AMX-INT8 with their state saved, on top of `AVX512VNNI`.
+const AMX: u8 = 8;
 /// Set once the bits above are known.
 const KNOWN: u8 = 0x80;
 
 /// The detected features, `KNOWN` plus their bits once [`features`] ran.
 static CACHE: AtomicU8 = AtomicU8::new(0);
 
-/// The features of this CPU and OS (queried once, then cached).
-pub(crate) fn features() -> Features {
+/// The detected bits, `KNOWN` included (queried once, then cached).
+fn cached() -> u8 {
     let mut bits = CACHE.load(Ordering::Relaxed);
     if bits & KNOWN == 0 {
         bits = query() | KNOWN;
         CACHE.store(bits, Ordering::Relaxed);
     }
+    bits
+}
+
+/// Whether the CPU has AMX-TILE and AMX-INT8 with the palette the kernels use, the OS saves the
+/// tile state (XCR0), and [`features`] reports AVX-512 VNNI (so hiding VNNI in a test hides AMX).
+/// This is not yet permission to run a tile instruction: Linux also wants the process to ask
+/// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`), and firmware must have set XCR0 itself; the
+/// level checks add the grant (`level::grant_amx`).
+pub(crate) fn amx() -> bool {
+    cached() & AMX != 0 && features().avx512vnni
+}
+
+/// The features of this CPU and OS (queried once, then cached).
+pub(crate) fn features() -> Features {
+    let bits = cached();
     #[cfg(test)]
     let bits = {
         let hidden = hidden();
@@ -104,7 +124,40 @@ fn query() -> u8 {
         && bit(leaf7.ebx, 31)
         && bit(leaf7.ecx, 11);
     let avx512vbmi = avx512vnni && bit(leaf7.ecx, 1);
-    (avx2 as u8 * AVX2) | (avx512vnni as u8 * AVX512VNNI) | (avx512vbmi as u8 * AVX512VBMI)
+    // Leaf 7 EDX: AMX-TILE 24, AMX-INT8 25; XCR0: XTILECFG 17, XTILEDATA 18 (both or neither).
+    let tiles_saved = xcr0 >> 17 & 0b11 == 0b11;
+    let amx = avx512vnni
+        && tiles_saved
+        && bit(leaf7.edx, 24)
+        && bit(leaf7.edx, 25)
+        && max_leaf >= 0x1e
+        && palette_fits();
+    (avx2 as u8 * AVX2)
+        | (avx512vnni as u8 * AVX512VNNI)
+        | (avx512vbmi as u8 * AVX512VBMI)
+        | (amx as u8 * AMX)
+}
+
+/// Whether tile palette 1 has the shape the AMX kernels configure: eight tiles of up to 16 rows
+/// of 64 bytes (CPUID leaf 1DH, sub-leaf 1: EBX[15:0] bytes per row, EBX[31:16] tile names,
+/// ECX[15:0] rows), and the multiplier takes K = 16 rows and N = 64 bytes (leaf 1EH, sub-leaf 0:
+/// EBX[7:0] `tmul_maxk`, EBX[23:8] `tmul_maxn`), per the SDM's AMX CPUID tables.
+fn palette_fits() -> bool {
+    // SAFETY: the caller checked that the highest basic leaf is at least 1EH.
+    #[allow(unused_unsafe)]
+    let (palettes, palette1, tmul) = unsafe {
+        (
+            __cpuid_count(0x1d, 0),
+            __cpuid_count(0x1d, 1),
+            __cpuid_count(0x1e, 0),
+        )
+    };
+    palettes.eax >= 1
+        && palette1.ebx & 0xffff >= 64
+        && palette1.ebx >> 16 >= 8
+        && palette1.ecx & 0xffff >= 16
+        && tmul.ebx & 0xff >= 16
+        && (tmul.ebx >> 8) & 0xffff >= 64
 }
 
 /// XCR0, the register-state components the OS saves.
@@ -134,6 +187,14 @@ mod tests {
             avx512vbmi: avx512vnni && has!("avx512vbmi"),
         };
         assert_eq!(features(), expected);
-        std::eprintln!("detected {expected:?}");
+        std::eprintln!("detected {expected:?}, AMX {}", amx());
+        // The standard library names no AMX feature on stable; CPUID leaf 7 EDX bit 24 must be set
+        // where AMX is found (and AMX implies the VNNI level).
+        if amx() {
+            // SAFETY: `amx()` found leaf 7 present.
+            #[allow(unused_unsafe)]
+            let leaf7 = unsafe { __cpuid_count(7, 0) };
+            assert!(bit(leaf7.edx, 24) && bit(leaf7.edx, 25) && expected.avx512vnni);
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! x86_64 kernels: AVX2 (with F16C) and AVX-512 VNNI (`vpdpbusd`, on top of AVX-512 F/BW/VL).
+//! x86_64 kernels: AVX2 (with F16C), AVX-512 VNNI (`vpdpbusd`, on top of AVX-512 F/BW/VL) and,
+//! experimental, AMX (`tdpbssd` tiles, on top of AVX-512 VNNI; the `amx` module).
 //!
 //! One module per block-type family, each with its vec_dot, multi-row (`rows`), dequantize and
 //! quantize kernels at every level; beside them the level-independent helpers (`vector`), the
@@ -11,6 +12,7 @@
 #![allow(unsafe_code)]
 
 mod activation;
+pub(crate) mod amx;
 pub(crate) mod detect;
 mod drivers;
 mod iq4_xs;
@@ -31,7 +33,7 @@ pub(crate) mod tokens;
 mod vector;
 
 use crate::quant::table::{ArchKernels, Ops};
-use tokens::{Avx2, Avx512Vnni};
+use tokens::{Amx, Avx2, Avx512Vnni};
 
 /// One level's [`ArchKernels`] from `field: { op: kernel, .. }` lists, each kernel an entry taking
 /// the level's token `$T`; the table's plain function for it makes the token and calls it.
@@ -244,5 +246,15 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         dequantize: plain::dequantize_bf16_avx512,
         quantize: plain::quantize_bf16_avx512,
         vec_dot: plain::vec_dot_bf16_avx512,
+    },
+});
+
+/// AMX (experimental: chosen only by name); kernels not set here fall back to the VNNI ones.
+pub(crate) const AMX: ArchKernels = level_kernels!(Amx {
+    q8_0: {
+        matmul: amx::matmul_q8_0,
+    },
+    q4_0: {
+        matmul: amx::matmul_q4_0,
     },
 });

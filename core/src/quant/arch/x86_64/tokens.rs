@@ -32,6 +32,14 @@ pub(crate) struct Avx512Vbmi {
     _proof: (),
 }
 
+/// AMX-TILE and AMX-INT8, detected and granted (`level::grant_amx`), on top of [`Avx512Vnni`]
+/// (the `amx` level). Rust names no AMX target feature on stable, so the token proves the AVX-512
+/// VNNI features to `#[target_feature]` and the tiles to the inline `asm!` that takes it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Amx {
+    _proof: (),
+}
+
 impl Token for Avx2 {
     const FEATURES: &'static str = "avx2,f16c";
 }
@@ -42,6 +50,32 @@ impl Token for Avx512Vnni {
 
 impl Token for Avx512Vbmi {
     const FEATURES: &'static str = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi";
+}
+
+impl Token for Amx {
+    const FEATURES: &'static str = Avx512Vnni::FEATURES;
+}
+
+impl Amx {
+    /// The token, if this CPU has the `amx` level and the tiles were granted.
+    pub(crate) fn try_new() -> Option<Amx> {
+        Level::Amx.is_available().then_some(Amx { _proof: () })
+    }
+
+    /// The token without the check.
+    ///
+    /// # Safety
+    /// The CPU must have AMX-TILE, AMX-INT8 and every feature of [`Avx512Vnni`], the OS must save
+    /// the tile state, and this process must hold the OS's permission to use it.
+    pub(crate) const unsafe fn new_unchecked() -> Amx {
+        Amx { _proof: () }
+    }
+
+    /// The level below, which this one includes.
+    #[inline(always)]
+    pub(crate) fn vnni(self) -> Avx512Vnni {
+        Avx512Vnni { _proof: () }
+    }
 }
 
 impl Avx2 {
@@ -275,6 +309,7 @@ mod tests {
             Level::Avx512Vnni.is_available()
                 && (has.avx512vbmi || cfg!(target_feature = "avx512vbmi"))
         );
+        assert_eq!(Amx::try_new().is_some(), Level::Amx.is_available());
         detect::hide(detect::Features {
             avx2: true,
             avx512vnni: true,
@@ -289,6 +324,8 @@ mod tests {
         assert_eq!(Avx2::try_new().is_some(), compiled_avx2);
         assert_eq!(Avx512Vnni::try_new().is_some(), compiled_vnni);
         assert!(Avx512Vbmi::try_new().is_none());
+        // AMX includes VNNI: hidden with it.
+        assert!(Amx::try_new().is_none() || compiled_vnni);
         detect::hide(detect::Features {
             avx2: false,
             avx512vnni: false,

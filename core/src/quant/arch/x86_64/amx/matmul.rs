@@ -1,0 +1,365 @@
+//! The AMX matmul: strips of 32 weight rows against groups of 32 activation columns, a block at a
+//! time. Per block, the activation tiles `A0`, `A1` hold the group's columns (16 each, one
+//! 32-byte block per tile row, the quants as they are) and the weight tiles `B0`, `B1` the strip's
+//! rows (16 each, decoded to signed bytes and interleaved by dword: tile row `k` holds bytes
+//! `4k..4k + 4` of each weight row); four `tdpbssd` leave in `C<i><j>` the exact integer sum of
+//! every (column, row) pair of the block, laid out as the output is (a column's rows
+//! contiguous). Each output's `sumf` then takes the type's float step for the block, in block
+//! order, unfused, as its scalar vec_dot does.
+//!
+//! A strip's weights are decoded once per chunk of blocks for all columns; a group's activation
+//! blocks are copied into tile layout once per strip and chunk. Between chunks an output's
+//! `sumf` waits in `y` (an f32, exact). Tiles past the strip's rows or the group's columns are
+//! neither loaded nor multiplied; within a tile, lanes past them are zero and not written out.
+
+use super::tiles::{
+    Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG, TILE_BYTES, TILE_ROWS,
+};
+use crate::quant::activation::BlockQ8_0;
+use crate::quant::arch::x86_64::legacy::matmul::{matmul_q4_0_vnni, matmul_q8_0_vnni};
+use crate::quant::arch::x86_64::tokens::{kernel, Amx};
+use crate::quant::cast::f16_le;
+use crate::quant::legacy::BlockQ4_0;
+
+/// Weight rows of a strip: two weight tiles.
+const STRIP_ROWS: usize = 2 * TILE_ROWS;
+/// Activation columns of a group: two activation tiles.
+const GROUP_COLUMNS: usize = 2 * TILE_ROWS;
+/// Blocks staged at once: 8 KiB of weight tiles and 8 KiB of activation tiles.
+const CHUNK_BLOCKS: usize = 8;
+/// Fewer columns run the VNNI matmul: configuring the tiles and taking whole tiles for a few
+/// columns cannot pay (a guess: no AMX machine has measured it yet).
+const MIN_COLUMNS: usize = 8;
+
+/// What a type's matmul takes from the type: its weight blocks as 32 signed bytes in element
+/// order with their scales `(d, m)`, its activation blocks' quants and `(d, s)`, and its scalar
+/// twin's float step `term(sumf, sumi, d_w, m_w, d_x, s_x)`, the new `sumf`. Constants, so that
+/// the drivers (inlined into each kernel) call them directly.
+pub(super) struct Kit<W, X> {
+    pub(super) decode: fn(&W) -> [i8; 32],
+    pub(super) w_scales: fn(&W) -> (f32, f32),
+    pub(super) x_scales: fn(&X) -> (f32, f32),
+    pub(super) x_quants: fn(&X) -> &[i8; 32],
+    pub(super) term: fn(f32, i32, f32, f32, f32, f32) -> f32,
+}
+
+/// A strip's weights for one chunk, in weight-tile layout, with their rows' scales.
+struct Strip {
+    tiles: [[[u8; TILE_BYTES]; 2]; CHUNK_BLOCKS],
+    d: [[f32; STRIP_ROWS]; CHUNK_BLOCKS],
+    m: [[f32; STRIP_ROWS]; CHUNK_BLOCKS],
+}
+
+/// A group's activations for one chunk, in activation-tile layout, with their scales.
+struct Group {
+    tiles: [[[u8; TILE_BYTES]; 2]; CHUNK_BLOCKS],
+    d: [[f32; GROUP_COLUMNS]; CHUNK_BLOCKS],
+    s: [[f32; GROUP_COLUMNS]; CHUNK_BLOCKS],
+}
+
+/// Every row of `w` (`row_blocks` blocks each) against every one of the `n` columns of `x`,
+/// row `r` of column `c` to `y[c * y_stride + r]`, on `tiles` (configured here and released at
+/// the end). The matmul kernel contract of `table::MatmulFn`; memory-safe and panic-free for any
+/// lengths (garbage in, garbage out).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn gemm<T: Tiles, W, X>(
+    tiles: &mut T,
+    w: &[W],
+    row_blocks: usize,
+    x: &[X],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    kit: &Kit<W, X>,
+) {
+    if row_blocks == 0 || n == 0 {
+        return;
+    }
+    let column_blocks = x.len() / n;
+    let blocks = row_blocks.min(column_blocks);
+    let rows = w.len() / row_blocks;
+    let mut strip = Strip {
+        tiles: [[[0; TILE_BYTES]; 2]; CHUNK_BLOCKS],
+        d: [[0.0; STRIP_ROWS]; CHUNK_BLOCKS],
+        m: [[0.0; STRIP_ROWS]; CHUNK_BLOCKS],
+    };
+    let mut group = Group {
+        tiles: [[[0; TILE_BYTES]; 2]; CHUNK_BLOCKS],
+        d: [[0.0; GROUP_COLUMNS]; CHUNK_BLOCKS],
+        s: [[0.0; GROUP_COLUMNS]; CHUNK_BLOCKS],
+    };
+    tiles.configure(&KERNEL_CONFIG);
+    let mut first_row = 0;
+    while first_row < rows {
+        let strip_rows = STRIP_ROWS.min(rows - first_row);
+        // At least one chunk, so that rows of no blocks still get their zero.
+        let mut first_block = 0;
+        while first_block == 0 || first_block < blocks {
+            let chunk = CHUNK_BLOCKS.min(blocks - first_block);
+            stage_weights(
+                &mut strip,
+                w,
+                row_blocks,
+                first_row,
+                strip_rows,
+                first_block,
+                chunk,
+                kit,
+            );
+            let mut first_column = 0;
+            while first_column < n {
+                let columns = GROUP_COLUMNS.min(n - first_column);
+                let place = Place {
+                    first_row,
+                    strip_rows,
+                    first_column,
+                    columns,
+                    first_block,
+                    chunk,
+                };
+                stage_activations(&mut group, x, column_blocks, &place, kit);
+                run_chunk(tiles, &strip, &group, &place, y, y_stride, kit.term);
+                first_column += columns;
+            }
+            if chunk == 0 {
+                break;
+            }
+            first_block += chunk;
+        }
+        first_row += strip_rows;
+    }
+    tiles.release();
+}
+
+/// Where a chunk of a (strip, group) pair sits.
+struct Place {
+    first_row: usize,
+    strip_rows: usize,
+    first_column: usize,
+    columns: usize,
+    first_block: usize,
+    chunk: usize,
+}
+
+/// Decodes rows `first_row..first_row + strip_rows` of the chunk's blocks into weight-tile
+/// layout; rows past the strip get zeros.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn stage_weights<W, X>(
+    strip: &mut Strip,
+    w: &[W],
+    row_blocks: usize,
+    first_row: usize,
+    strip_rows: usize,
+    first_block: usize,
+    chunk: usize,
+    kit: &Kit<W, X>,
+) {
+    for k in 0..chunk.min(CHUNK_BLOCKS) {
+        for r in 0..STRIP_ROWS {
+            let (j, lane) = (r / TILE_ROWS, r % TILE_ROWS);
+            let at = (first_row + r)
+                .saturating_mul(row_blocks)
+                .saturating_add(first_block + k);
+            let block = if r < strip_rows { w.get(at) } else { None };
+            let (q, (d, m)) = match block {
+                Some(b) => ((kit.decode)(b), (kit.w_scales)(b)),
+                None => ([0; 32], (0.0, 0.0)),
+            };
+            strip.d[k][r] = d;
+            strip.m[k][r] = m;
+            let tile = &mut strip.tiles[k][j];
+            // Dword `dw` of the row to tile row `dw`, dword column `lane`.
+            for (dw, quad) in q.chunks_exact(4).enumerate() {
+                let at = dw * B_COLSB + 4 * lane;
+                for (byte, &v) in tile[at..at + 4].iter_mut().zip(quad) {
+                    *byte = v as u8;
+                }
+            }
+        }
+    }
+}
+
+/// Copies the group's activation blocks of the chunk into activation-tile layout (one block per
+/// tile row); columns past the group get zeros.
+#[inline(always)]
+fn stage_activations<W, X>(
+    group: &mut Group,
+    x: &[X],
+    column_blocks: usize,
+    place: &Place,
+    kit: &Kit<W, X>,
+) {
+    for k in 0..place.chunk.min(CHUNK_BLOCKS) {
+        for c in 0..GROUP_COLUMNS {
+            let (i, lane) = (c / TILE_ROWS, c % TILE_ROWS);
+            let at = (place.first_column + c)
+                .saturating_mul(column_blocks)
+                .saturating_add(place.first_block + k);
+            let block = if c < place.columns { x.get(at) } else { None };
+            let row = &mut group.tiles[k][i][lane * A_COLSB..(lane + 1) * A_COLSB];
+            let (d, s) = match block {
+                Some(xb) => {
+                    for (byte, &v) in row.iter_mut().zip((kit.x_quants)(xb)) {
+                        *byte = v as u8;
+                    }
+                    (kit.x_scales)(xb)
+                }
+                None => {
+                    row.fill(0);
+                    (0.0, 0.0)
+                }
+            };
+            group.d[k][c] = d;
+            group.s[k][c] = s;
+        }
+    }
+}
+
+/// One (strip, group) pair over one chunk: per block, the tile products and every output's
+/// float step; each `sumf` starts from zero at the first chunk, else from `y`.
+#[inline(always)]
+fn run_chunk<T: Tiles>(
+    tiles: &mut T,
+    strip: &Strip,
+    group: &Group,
+    place: &Place,
+    y: &mut [f32],
+    y_stride: usize,
+    term: fn(f32, i32, f32, f32, f32, f32) -> f32,
+) {
+    let (row_tiles, column_tiles) = (
+        place.strip_rows.div_ceil(TILE_ROWS).min(2),
+        place.columns.div_ceil(TILE_ROWS).min(2),
+    );
+    let output = |c: usize, r: usize| {
+        (place.first_column + c)
+            .checked_mul(y_stride)
+            .and_then(|at| at.checked_add(place.first_row + r))
+    };
+    // acc[c][r]: the sumf of column `c`, row `r` of the pair.
+    let mut acc = [[0f32; STRIP_ROWS]; GROUP_COLUMNS];
+    if place.first_block > 0 {
+        for (c, column) in acc.iter_mut().enumerate().take(place.columns) {
+            for (r, sumf) in column.iter_mut().enumerate().take(place.strip_rows) {
+                if let Some(&v) = output(c, r).and_then(|at| y.get(at)) {
+                    *sumf = v;
+                }
+            }
+        }
+    }
+    let mut sums = [[0u8; C_BYTES]; 4];
+    for k in 0..place.chunk.min(CHUNK_BLOCKS) {
+        let (a, b) = (&group.tiles[k], &strip.tiles[k]);
+        for (i, tile) in [Tile::A0, Tile::A1]
+            .into_iter()
+            .enumerate()
+            .take(column_tiles)
+        {
+            tiles.load(tile, &a[i], A_COLSB);
+        }
+        for (j, tile) in [Tile::B0, Tile::B1].into_iter().enumerate().take(row_tiles) {
+            tiles.load(tile, &b[j], B_COLSB);
+        }
+        for i in 0..column_tiles {
+            for j in 0..row_tiles {
+                let c = Tile::c(i, j);
+                tiles.zero(c);
+                tiles.dot(c);
+                tiles.store(c, &mut sums[2 * i + j], B_COLSB);
+            }
+        }
+        let (dw, mw, dx, sx) = (&strip.d[k], &strip.m[k], &group.d[k], &group.s[k]);
+        for i in 0..column_tiles {
+            for j in 0..row_tiles {
+                let tile = &sums[2 * i + j];
+                for lane in 0..TILE_ROWS {
+                    let c = TILE_ROWS * i + lane;
+                    let row = &tile[lane * B_COLSB..(lane + 1) * B_COLSB];
+                    let column = &mut acc[c][TILE_ROWS * j..TILE_ROWS * (j + 1)];
+                    let (dw, mw) = (&dw[TILE_ROWS * j..], &mw[TILE_ROWS * j..]);
+                    for (r, (sumf, sumi)) in column.iter_mut().zip(row.chunks_exact(4)).enumerate()
+                    {
+                        let sumi = i32::from_le_bytes([sumi[0], sumi[1], sumi[2], sumi[3]]);
+                        *sumf = term(*sumf, sumi, dw[r], mw[r], dx[c], sx[c]);
+                    }
+                }
+            }
+        }
+    }
+    for (c, column) in acc.iter().enumerate().take(place.columns) {
+        for (r, &sumf) in column.iter().enumerate().take(place.strip_rows) {
+            if let Some(out) = output(c, r).and_then(|at| y.get_mut(at)) {
+                *out = sumf;
+            }
+        }
+    }
+}
+
+/// A Q8_0 activation block's quants.
+#[inline(always)]
+fn q8_0_quants(xb: &BlockQ8_0) -> &[i8; 32] {
+    &xb.qs
+}
+
+/// The Q8_0 kit: quants as they are, `sumf += sumi · (d_w · d_x)` (the scalar twin's order).
+pub(super) const Q8_0: Kit<BlockQ8_0, BlockQ8_0> = Kit {
+    decode: |b| b.qs,
+    w_scales: |b| (f16_le(b.d), 0.0),
+    x_scales: |xb| (f16_le(xb.d), 0.0),
+    x_quants: q8_0_quants,
+    term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * (dw * dx),
+};
+
+/// The Q4_0 kit: nibbles minus 8 (low nibbles are elements 0..16, high ones 16..32),
+/// `sumf += (sumi · d_w) · d_x` (the scalar twin's order).
+pub(super) const Q4_0: Kit<BlockQ4_0, BlockQ8_0> = Kit {
+    decode: |b| {
+        core::array::from_fn(|j| {
+            let byte = b.qs[j % 16];
+            let nibble = if j < 16 { byte & 0x0f } else { byte >> 4 };
+            nibble as i8 - 8
+        })
+    },
+    w_scales: |b| (f16_le(b.d), 0.0),
+    x_scales: |xb| (f16_le(xb.d), 0.0),
+    x_quants: q8_0_quants,
+    term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * dw * dx,
+};
+
+kernel! {
+    /// Q8_0 matmul on AMX tiles (fewer than [`MIN_COLUMNS`] columns: the VNNI matmul).
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(in super::super) fn matmul_q8_0(
+        t: Amx,
+        w: &[BlockQ8_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        if n < MIN_COLUMNS {
+            return matmul_q8_0_vnni(t.vnni(), w, row_blocks, x, n, y, y_stride);
+        }
+        gemm(&mut Hardware::new(t), w, row_blocks, x, n, y, y_stride, &Q8_0)
+    }
+
+    /// Q4_0 matmul on AMX tiles (fewer than [`MIN_COLUMNS`] columns: the VNNI matmul).
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(in super::super) fn matmul_q4_0(
+        t: Amx,
+        w: &[BlockQ4_0],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        n: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) {
+        if n < MIN_COLUMNS {
+            return matmul_q4_0_vnni(t.vnni(), w, row_blocks, x, n, y, y_stride);
+        }
+        gemm(&mut Hardware::new(t), w, row_blocks, x, n, y, y_stride, &Q4_0)
+    }
+}

@@ -1,0 +1,330 @@
+//! The tile operations the AMX kernels use, as a trait with two implementations: [`Hardware`],
+//! the instructions themselves (inline `asm!` on fixed `tmm` registers), and, in tests,
+//! `emulated::Emulated`, their scalar semantics as the Intel SDM states them (vol. 2,
+//! LDTILECFG, TILELOADD, TILEZERO, TDPBSSD, TILESTORED, TILERELEASE). The kernels are written once
+//! over the trait, so that everything but the instruction encodings runs on any x86_64 machine.
+//!
+//! Rust's AMX intrinsics and the `amx-tile`/`amx-int8` target features are unstable (rustc 1.95),
+//! so [`Hardware`] uses plain `asm!`, which the assembler takes whatever the target features; the
+//! [`Amx`] token it holds is the proof that the CPU has the tiles and the OS lets this process
+//! use them.
+
+use core::arch::asm;
+
+use crate::quant::arch::x86_64::tokens::Amx;
+
+/// The eight tile registers of palette 1 as the kernels use them: `A0`, `A1` hold sixteen
+/// activation columns each (one 32-byte block per row), `B0`, `B1` sixteen weight rows each in
+/// the dword-interleaved layout `tdpbssd` takes (row `k` holds bytes `4k..4k + 4` of each weight
+/// row), and `C<i><j>` the integer sums of `A<i>` against `B<j>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Tile {
+    A0 = 0,
+    A1 = 1,
+    B0 = 2,
+    B1 = 3,
+    C00 = 4,
+    C01 = 5,
+    C10 = 6,
+    C11 = 7,
+}
+
+impl Tile {
+    /// The accumulator of `A<i>` against `B<j>`.
+    pub(super) const fn c(i: usize, j: usize) -> Tile {
+        match (i & 1, j & 1) {
+            (0, 0) => Tile::C00,
+            (0, _) => Tile::C01,
+            (_, 0) => Tile::C10,
+            _ => Tile::C11,
+        }
+    }
+
+    /// The sources `(A<i>, B<j>)` of an accumulator `C<i><j>` (itself for the others), as
+    /// `Hardware::dot` encodes them.
+    #[cfg(test)]
+    pub(super) const fn sources(self) -> (Tile, Tile) {
+        match self {
+            Tile::C00 => (Tile::A0, Tile::B0),
+            Tile::C01 => (Tile::A0, Tile::B1),
+            Tile::C10 => (Tile::A1, Tile::B0),
+            Tile::C11 => (Tile::A1, Tile::B1),
+            t => (t, t),
+        }
+    }
+}
+
+/// Rows of an activation tile (columns of the output) and of a weight row group.
+pub(super) const TILE_ROWS: usize = 16;
+/// Bytes per row of an activation tile: one 32-value block.
+pub(super) const A_COLSB: usize = 32;
+/// Rows of a weight tile: a block's 32 bytes as eight dwords.
+pub(super) const B_ROWS: usize = A_COLSB / 4;
+/// Bytes per row of a weight tile and of an accumulator: sixteen dwords.
+pub(super) const B_COLSB: usize = 64;
+/// Bytes of an activation or weight tile as the kernels stage it.
+pub(super) const TILE_BYTES: usize = TILE_ROWS * A_COLSB;
+/// Bytes of an accumulator tile stored densely.
+pub(super) const C_BYTES: usize = TILE_ROWS * B_COLSB;
+const _: () = assert!(TILE_BYTES == B_ROWS * B_COLSB);
+
+/// The 64-byte operand of LDTILECFG (SDM vol. 2, LDTILECFG, "tile configuration format"):
+/// byte 0 the palette, byte 1 `start_row`, bytes 16 + 2t the little-endian `colsb` (bytes per
+/// row) of tile `t`, byte 48 + t its rows; everything else reserved and zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub(super) struct TileConfig {
+    pub(super) bytes: [u8; 64],
+}
+
+impl TileConfig {
+    /// Palette 1 with tile `t` of `shapes[t] = (rows, colsb)`.
+    pub(super) const fn palette1(shapes: [(u8, u16); 8]) -> TileConfig {
+        let mut bytes = [0u8; 64];
+        bytes[0] = 1;
+        let mut t = 0;
+        while t < 8 {
+            let (rows, colsb) = shapes[t];
+            let colsb = colsb.to_le_bytes();
+            bytes[16 + 2 * t] = colsb[0];
+            bytes[17 + 2 * t] = colsb[1];
+            bytes[48 + t] = rows;
+            t += 1;
+        }
+        TileConfig { bytes }
+    }
+
+    /// Tile `t`'s `(rows, colsb)`.
+    pub(super) const fn shape(&self, t: usize) -> (usize, usize) {
+        let t = t & 7;
+        let colsb = u16::from_le_bytes([self.bytes[16 + 2 * t], self.bytes[17 + 2 * t]]);
+        (self.bytes[48 + t] as usize, colsb as usize)
+    }
+
+    /// Whether `len` bytes from a pointer hold tile `t`'s rows `stride` bytes apart.
+    pub(super) const fn fits(&self, t: Tile, len: usize, stride: usize) -> bool {
+        let (rows, colsb) = self.shape(t as usize);
+        if rows == 0 || colsb == 0 {
+            return false;
+        }
+        match (rows - 1).checked_mul(stride) {
+            Some(last) => match last.checked_add(colsb) {
+                Some(end) => end <= len,
+                None => false,
+            },
+            None => false,
+        }
+    }
+}
+
+/// The kernels' configuration: activation tiles of 16 × 32 bytes, weight tiles of 8 × 64 bytes,
+/// accumulators of 16 × 64 bytes (16 × 16 dwords). `tdpbssd` wants the accumulator's rows equal to
+/// A's (16), its `colsb` equal to B's (64) and A's `colsb / 4` equal to B's rows (8).
+pub(super) const KERNEL_CONFIG: TileConfig = {
+    let a = (TILE_ROWS as u8, A_COLSB as u16);
+    let b = (B_ROWS as u8, B_COLSB as u16);
+    let c = (TILE_ROWS as u8, B_COLSB as u16);
+    TileConfig::palette1([a, a, b, b, c, c, c, c])
+};
+
+/// The tile instructions the kernels use, on the registers of [`Tile`]. Loads and stores take
+/// slices and check them against the configured shape: one that does not fit does nothing (the
+/// kernels always pass fitting ones; an emulation in a test panics instead).
+pub(super) trait Tiles {
+    /// LDTILECFG: configures the tiles (and zeroes their data).
+    fn configure(&mut self, config: &TileConfig);
+    /// TILEZERO: zeroes tile `t`.
+    fn zero(&mut self, t: Tile);
+    /// TILELOADD: tile `t`'s rows from `src`, `stride` bytes apart.
+    fn load(&mut self, t: Tile, src: &[u8], stride: usize);
+    /// TDPBSSD `c, a, b` with `(a, b) = c.sources()`: each dword of `c` plus the dot products of
+    /// the signed bytes of `a`'s row and `b`'s dword column.
+    fn dot(&mut self, c: Tile);
+    /// TILESTORED: tile `t`'s rows to `dst`, `stride` bytes apart.
+    fn store(&mut self, t: Tile, dst: &mut [u8], stride: usize);
+    /// TILERELEASE: back to the initial state (no configuration, tiles zero).
+    fn release(&mut self);
+}
+
+/// The tile instructions themselves, on a CPU that has them (the [`Amx`] token).
+pub(super) struct Hardware {
+    _token: Amx,
+    /// The configuration in effect, `None` before [`Tiles::configure`] and after release: no
+    /// tile instruction but LDTILECFG runs then (they would fault).
+    config: Option<TileConfig>,
+}
+
+impl Hardware {
+    pub(super) fn new(token: Amx) -> Hardware {
+        Hardware {
+            _token: token,
+            config: None,
+        }
+    }
+
+    /// Whether tile `t` of the configuration in effect fits `len` bytes at `stride`.
+    fn fits(&self, t: Tile, len: usize, stride: usize) -> bool {
+        self.config.is_some_and(|c| c.fits(t, len, stride))
+    }
+}
+
+impl Tiles for Hardware {
+    #[inline(always)]
+    fn configure(&mut self, config: &TileConfig) {
+        // SAFETY: the token proves AMX-TILE and the OS's permission; `config` is a valid palette
+        // 1 configuration of 64 readable bytes (checked by the emulation's tests against the
+        // SDM's rules: palette 1, reserved bytes zero, at most 16 rows of 64 bytes).
+        unsafe {
+            asm!("ldtilecfg [{cfg}]", cfg = in(reg) config.bytes.as_ptr(), options(nostack, readonly, preserves_flags));
+        }
+        self.config = Some(*config);
+    }
+
+    #[inline(always)]
+    fn zero(&mut self, t: Tile) {
+        if self.config.is_none() {
+            return;
+        }
+        // SAFETY: tiles configured (above); no memory access.
+        unsafe {
+            match t {
+                Tile::A0 => asm!("tilezero tmm0", options(nostack, nomem, preserves_flags)),
+                Tile::A1 => asm!("tilezero tmm1", options(nostack, nomem, preserves_flags)),
+                Tile::B0 => asm!("tilezero tmm2", options(nostack, nomem, preserves_flags)),
+                Tile::B1 => asm!("tilezero tmm3", options(nostack, nomem, preserves_flags)),
+                Tile::C00 => asm!("tilezero tmm4", options(nostack, nomem, preserves_flags)),
+                Tile::C01 => asm!("tilezero tmm5", options(nostack, nomem, preserves_flags)),
+                Tile::C10 => asm!("tilezero tmm6", options(nostack, nomem, preserves_flags)),
+                Tile::C11 => asm!("tilezero tmm7", options(nostack, nomem, preserves_flags)),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn load(&mut self, t: Tile, src: &[u8], stride: usize) {
+        if !self.fits(t, src.len(), stride) {
+            return;
+        }
+        let p = src.as_ptr();
+        // SAFETY: tiles configured; the instruction reads rows × colsb bytes at `stride` apart
+        // from `p`, all inside `src` (checked by `fits`).
+        unsafe {
+            match t {
+                Tile::A0 => {
+                    asm!("tileloadd tmm0, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::A1 => {
+                    asm!("tileloadd tmm1, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::B0 => {
+                    asm!("tileloadd tmm2, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::B1 => {
+                    asm!("tileloadd tmm3, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::C00 => {
+                    asm!("tileloadd tmm4, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::C01 => {
+                    asm!("tileloadd tmm5, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::C10 => {
+                    asm!("tileloadd tmm6, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+                Tile::C11 => {
+                    asm!("tileloadd tmm7, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn dot(&mut self, c: Tile) {
+        if self.config.is_none() {
+            return;
+        }
+        // SAFETY: tiles configured with the kernels' shapes (A 16 × 32 bytes, B 8 × 64, C 16 ×
+        // 64, which TDPBSSD takes: C.rows = A.rows, C.colsb = B.colsb, A.colsb / 4 = B.rows); the
+        // three registers differ; no memory access. Intel syntax: destination, then A, then B.
+        unsafe {
+            match c {
+                Tile::C00 => asm!(
+                    "tdpbssd tmm4, tmm0, tmm2",
+                    options(nostack, nomem, preserves_flags)
+                ),
+                Tile::C01 => asm!(
+                    "tdpbssd tmm5, tmm0, tmm3",
+                    options(nostack, nomem, preserves_flags)
+                ),
+                Tile::C10 => asm!(
+                    "tdpbssd tmm6, tmm1, tmm2",
+                    options(nostack, nomem, preserves_flags)
+                ),
+                Tile::C11 => asm!(
+                    "tdpbssd tmm7, tmm1, tmm3",
+                    options(nostack, nomem, preserves_flags)
+                ),
+                // Not an accumulator: no instruction.
+                _ => {}
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn store(&mut self, t: Tile, dst: &mut [u8], stride: usize) {
+        if !self.fits(t, dst.len(), stride) {
+            return;
+        }
+        let p = dst.as_mut_ptr();
+        // SAFETY: tiles configured; the instruction writes rows × colsb bytes at `stride` apart
+        // from `p`, all inside `dst` (checked by `fits`), which this borrow holds exclusively.
+        unsafe {
+            match t {
+                Tile::A0 => {
+                    asm!("tilestored [{p} + {s}*1], tmm0", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::A1 => {
+                    asm!("tilestored [{p} + {s}*1], tmm1", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::B0 => {
+                    asm!("tilestored [{p} + {s}*1], tmm2", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::B1 => {
+                    asm!("tilestored [{p} + {s}*1], tmm3", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::C00 => {
+                    asm!("tilestored [{p} + {s}*1], tmm4", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::C01 => {
+                    asm!("tilestored [{p} + {s}*1], tmm5", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::C10 => {
+                    asm!("tilestored [{p} + {s}*1], tmm6", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+                Tile::C11 => {
+                    asm!("tilestored [{p} + {s}*1], tmm7", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn release(&mut self) {
+        // SAFETY: the token proves AMX-TILE; TILERELEASE takes no operand and is valid
+        // configured or not.
+        unsafe {
+            asm!("tilerelease", options(nostack, nomem, preserves_flags));
+        }
+        self.config = None;
+    }
+}
+
+impl Drop for Hardware {
+    /// Releases the tiles if a kernel left them configured (so the OS need not save them).
+    fn drop(&mut self) {
+        if self.config.is_some() {
+            self.release();
+        }
+    }
+}
