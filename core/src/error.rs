@@ -311,7 +311,7 @@ pub enum Error {
         /// The operation.
         op: Op,
     },
-    /// A kernel level name that is none of `auto scalar neon dotprod i8mm avx2 avx512vnni`.
+    /// A kernel level name that is none of `auto scalar neon dotprod i8mm avx2 avx512vnni amx`.
     LevelUnknown,
     /// A kernel level was requested that this CPU or build does not have.
     LevelUnavailable {
@@ -490,7 +490,7 @@ impl core::fmt::Display for Error {
                 }
             }
             Self::LevelUnknown => f.write_str(
-                "unknown kernel level (expected one of auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni)",
+                "unknown kernel level (expected one of auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni, amx)",
             )?,
             Self::LevelUnavailable { level, best } => write!(
                 f,

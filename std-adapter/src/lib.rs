@@ -39,6 +39,7 @@
 /// kernels ([`miniquant::quant`]).
 pub use miniquant;
 
+pub mod amx;
 pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;

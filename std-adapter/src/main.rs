@@ -9,6 +9,9 @@ use miniquant_std::cli::{run, Cli};
 fn main() -> ExitCode {
     // First, so that no output can be interrupted before its temporary is watched.
     miniquant_std::signals::install();
+    // Before `--level` is read: the OS's permission for the AMX tiles, where the CPU has them
+    // (the experimental `amx` level is then available, never the default).
+    miniquant_std::amx::request();
     // Usage errors print clap's message and exit with 2.
     let cli = Cli::parse();
     // Neither stream is locked for the whole run: a progress bar draws on stderr from worker

@@ -196,9 +196,19 @@ pub enum Command {
 /// `lock()`): progress bars draw on stderr from worker threads, which would wait forever.
 pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     // MINIQUANT_LEVEL forces the kernel level of every command; a bad one is a usage error.
-    if let Err(e) = miniquant::quant::level::env_level() {
-        let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
-        return EXIT_USAGE;
+    match miniquant::quant::level::env_level() {
+        Err(e) => {
+            let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
+            return EXIT_USAGE;
+        }
+        Ok(Some(level)) if level.is_experimental() => {
+            let _ = writeln!(
+                err,
+                "note: MINIQUANT_LEVEL={level} is experimental (its kernels have not run on hardware \
+                 that has it; the outputs are meant to be the same bits)"
+            );
+        }
+        Ok(_) => {}
     }
     // MINIQUANT_NO_MMAP=1 is --no-mmap for every command; anything but 0 or 1 is a usage error.
     let no_mmap_env = std::env::var_os("MINIQUANT_NO_MMAP");
