@@ -257,4 +257,16 @@ pub(crate) const AMX: ArchKernels = level_kernels!(Amx {
     q4_0: {
         matmul: amx::matmul_q4_0,
     },
+    q5_0: {
+        matmul: amx::matmul_q5_0,
+    },
+    q4_1: {
+        matmul: amx::matmul_q4_1,
+    },
+    q5_1: {
+        matmul: amx::matmul_q5_1,
+    },
+    iq4_nl: {
+        matmul: amx::matmul_iq4_nl,
+    },
 });

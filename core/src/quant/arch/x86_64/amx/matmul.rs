@@ -15,11 +15,17 @@
 use super::tiles::{
     Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG, TILE_BYTES, TILE_ROWS,
 };
-use crate::quant::activation::BlockQ8_0;
-use crate::quant::arch::x86_64::legacy::matmul::{matmul_q4_0_vnni, matmul_q8_0_vnni};
+use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
+use crate::quant::arch::x86_64::legacy::matmul::{
+    matmul_iq4_nl_vnni, matmul_q4_0_vnni, matmul_q4_1_vnni, matmul_q5_0_vnni, matmul_q5_1_vnni,
+    matmul_q8_0_vnni,
+};
 use crate::quant::arch::x86_64::tokens::{kernel, Amx};
 use crate::quant::cast::f16_le;
-use crate::quant::legacy::BlockQ4_0;
+use crate::quant::iq::iq4_nl::BlockIq4Nl;
+use crate::quant::iq::tables::KVALUES_IQ4NL;
+use crate::quant::legacy::q5_0::quant_pair;
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 
 /// Weight rows of a strip: two weight tiles.
 const STRIP_ROWS: usize = 2 * TILE_ROWS;
@@ -328,38 +334,103 @@ pub(super) const Q4_0: Kit<BlockQ4_0, BlockQ8_0> = Kit {
     term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * dw * dx,
 };
 
-kernel! {
-    /// Q8_0 matmul on AMX tiles (fewer than [`MIN_COLUMNS`] columns: the VNNI matmul).
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn matmul_q8_0(
-        t: Amx,
-        w: &[BlockQ8_0],
-        row_blocks: usize,
-        x: &[BlockQ8_0],
-        n: usize,
-        y: &mut [f32],
-        y_stride: usize,
-    ) {
-        if n < MIN_COLUMNS {
-            return matmul_q8_0_vnni(t.vnni(), w, row_blocks, x, n, y, y_stride);
-        }
-        gemm(&mut Hardware::new(t), w, row_blocks, x, n, y, y_stride, &Q8_0)
-    }
+/// A Q8_1 activation block's quants.
+#[inline(always)]
+fn q8_1_quants(xb: &BlockQ8_1) -> &[i8; 32] {
+    &xb.qs
+}
 
-    /// Q4_0 matmul on AMX tiles (fewer than [`MIN_COLUMNS`] columns: the VNNI matmul).
-    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn matmul_q4_0(
-        t: Amx,
-        w: &[BlockQ4_0],
-        row_blocks: usize,
-        x: &[BlockQ8_0],
-        n: usize,
-        y: &mut [f32],
-        y_stride: usize,
-    ) {
-        if n < MIN_COLUMNS {
-            return matmul_q4_0_vnni(t.vnni(), w, row_blocks, x, n, y, y_stride);
-        }
-        gemm(&mut Hardware::new(t), w, row_blocks, x, n, y, y_stride, &Q4_0)
+/// The 32 quants of a block of two nibbles per byte (low nibbles elements 0..16, high ones
+/// 16..32), mapped by `level`.
+#[inline(always)]
+fn nibbles(qs: &[u8; 16], level: impl Fn(u8) -> i8) -> [i8; 32] {
+    core::array::from_fn(|j| {
+        let byte = qs[j % 16];
+        level(if j < 16 { byte & 0x0f } else { byte >> 4 })
+    })
+}
+
+/// The 32 five-bit quants of a Q5 block (`quant_pair`, the scalar twin's), minus `bias`.
+#[inline(always)]
+fn five_bits(qs: &[u8; 16], qh: [u8; 4], bias: i32) -> [i8; 32] {
+    let qh = u32::from_le_bytes(qh);
+    let mut out = [0i8; 32];
+    for (j, &q) in qs.iter().enumerate() {
+        let (q0, q1) = quant_pair(q, qh, j);
+        out[j] = (q0 - bias) as i8;
+        out[j + 16] = (q1 - bias) as i8;
     }
+    out
+}
+
+/// The Q5_0 kit: five-bit quants minus 16, `sumf += (d_w · d_x) · sumi`.
+pub(super) const Q5_0: Kit<BlockQ5_0, BlockQ8_0> = Kit {
+    decode: |b| five_bits(&b.qs, b.qh, 16),
+    w_scales: |b| (f16_le(b.d), 0.0),
+    x_scales: |xb| (f16_le(xb.d), 0.0),
+    x_quants: q8_0_quants,
+    term: |sumf, sumi, dw, _, dx, _| sumf + (dw * dx) * sumi as f32,
+};
+
+/// The Q4_1 kit (against Q8_1): nibbles as they are,
+/// `sumf += (d_w · d_x) · sumi + m_w · s_x`.
+pub(super) const Q4_1: Kit<BlockQ4_1, BlockQ8_1> = Kit {
+    decode: |b| nibbles(&b.qs, |q| q as i8),
+    w_scales: |b| (f16_le(b.d), f16_le(b.m)),
+    x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
+    x_quants: q8_1_quants,
+    term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
+};
+
+/// The Q5_1 kit (against Q8_1): five-bit quants as they are,
+/// `sumf += (d_w · d_x) · sumi + m_w · s_x`.
+pub(super) const Q5_1: Kit<BlockQ5_1, BlockQ8_1> = Kit {
+    decode: |b| five_bits(&b.qs, b.qh, 0),
+    w_scales: |b| (f16_le(b.d), f16_le(b.m)),
+    x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
+    x_quants: q8_1_quants,
+    term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
+};
+
+/// The IQ4_NL kit: nibbles through the non-linear table, `sumf += (d_x · d_w) · sumi`.
+pub(super) const IQ4_NL: Kit<BlockIq4Nl, BlockQ8_0> = Kit {
+    decode: |b| nibbles(&b.qs, |q| KVALUES_IQ4NL[usize::from(q & 0x0f)]),
+    w_scales: |b| (f16_le(b.d), 0.0),
+    x_scales: |xb| (f16_le(xb.d), 0.0),
+    x_quants: q8_0_quants,
+    term: |sumf, sumi, dw, _, dx, _| sumf + (dx * dw) * sumi as f32,
+};
+
+/// AMX matmul entries: `name(W, X, kit, VNNI fallback)`, each taking the [`Amx`] token and running
+/// the VNNI matmul for fewer than [`MIN_COLUMNS`] columns.
+macro_rules! amx_matmuls {
+    ($($name:ident($W:ty, $X:ty, $kit:expr, $vnni:path);)*) => {
+        kernel! {$(
+            #[doc = concat!("`", stringify!($W), "` matmul on AMX tiles.")]
+            #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+            pub(in super::super) fn $name(
+                t: Amx,
+                w: &[$W],
+                row_blocks: usize,
+                x: &[$X],
+                n: usize,
+                y: &mut [f32],
+                y_stride: usize,
+            ) {
+                if n < MIN_COLUMNS {
+                    return $vnni(t.vnni(), w, row_blocks, x, n, y, y_stride);
+                }
+                gemm(&mut Hardware::new(t), w, row_blocks, x, n, y, y_stride, &$kit)
+            }
+        )*}
+    };
+}
+
+amx_matmuls! {
+    matmul_q8_0(BlockQ8_0, BlockQ8_0, Q8_0, matmul_q8_0_vnni);
+    matmul_q4_0(BlockQ4_0, BlockQ8_0, Q4_0, matmul_q4_0_vnni);
+    matmul_q5_0(BlockQ5_0, BlockQ8_0, Q5_0, matmul_q5_0_vnni);
+    matmul_q4_1(BlockQ4_1, BlockQ8_1, Q4_1, matmul_q4_1_vnni);
+    matmul_q5_1(BlockQ5_1, BlockQ8_1, Q5_1, matmul_q5_1_vnni);
+    matmul_iq4_nl(BlockIq4Nl, BlockQ8_0, IQ4_NL, matmul_iq4_nl_vnni);
 }

@@ -20,7 +20,9 @@ mod matmul;
 mod tests;
 mod tiles;
 
-pub(super) use matmul::{matmul_q4_0, matmul_q8_0};
+pub(super) use matmul::{
+    matmul_iq4_nl, matmul_q4_0, matmul_q4_1, matmul_q5_0, matmul_q5_1, matmul_q8_0,
+};
 
 /// In this crate's tests on Linux: asks the kernel once for the tile data permission
 /// (`arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18)`, Linux's

@@ -15,12 +15,15 @@ use std::vec;
 use std::vec::Vec;
 
 use super::emulated::Emulated;
-use super::matmul::{gemm, Kit, Q4_0, Q8_0};
+use super::matmul::{gemm, Kit, IQ4_NL, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use super::tiles::{Hardware, Tiles};
-use crate::quant::activation::BlockQ8_0;
+use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::tokens::Amx;
-use crate::quant::legacy::{q4_0, q8_0, BlockQ4_0};
+use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
+use crate::quant::legacy::{q4_0, q4_1, q5_0, q5_1, q8_0, q8_1};
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::level::{self, Level};
+use crate::quant::table::Kernels;
 
 /// xorshift64*: deterministic test data without a dependency.
 struct Rng(u64);
@@ -70,36 +73,110 @@ fn q8_0_block(rng: &mut Rng, kind: usize) -> BlockQ8_0 {
     }
 }
 
-/// A Q4_0 block of kind `kind`: quantized values, random nibbles, all 0 / all 15 / alternating.
-fn q4_0_block(rng: &mut Rng, kind: usize) -> BlockQ4_0 {
+/// A Q8_1 block: as [`q8_0_block`], with an `s` of its own (the kernels take it as it is).
+fn q8_1_block(rng: &mut Rng, kind: usize) -> BlockQ8_1 {
     if kind == 0 {
-        return q4_0::quantize_block(&rng.values());
+        return q8_1::quantize_block(&rng.values());
     }
-    let qs = core::array::from_fn(|i| match kind % 4 {
+    let b = q8_0_block(rng, kind);
+    BlockQ8_1 {
+        d: b.d,
+        s: rng.scale(kind % 3),
+        qs: b.qs,
+    }
+}
+
+/// Sixteen bytes of two nibbles of kind `kind`: random, all 0, all 15, alternating.
+fn nibble_bytes(rng: &mut Rng, kind: usize) -> [u8; 16] {
+    core::array::from_fn(|i| match kind % 4 {
         1 => rng.next() as u8,
         2 => 0x00,
         3 => 0xff,
         _ => [0x0f, 0xf0][i % 2],
-    });
+    })
+}
+
+/// Weight blocks of kind `kind`: quantized values (kind 0) or extreme nibbles and scales.
+fn q4_0_block(rng: &mut Rng, kind: usize) -> BlockQ4_0 {
+    if kind == 0 {
+        return q4_0::quantize_block(&rng.values());
+    }
     BlockQ4_0 {
         d: rng.scale(kind % 3),
-        qs,
+        qs: nibble_bytes(rng, kind),
     }
 }
 
+fn q4_1_block(rng: &mut Rng, kind: usize) -> BlockQ4_1 {
+    if kind == 0 {
+        return q4_1::quantize_block(&rng.values());
+    }
+    BlockQ4_1 {
+        d: rng.scale(kind % 3),
+        m: rng.scale(kind % 3),
+        qs: nibble_bytes(rng, kind),
+    }
+}
+
+/// The fifth bits: random, all 0, all 1, alternating (with the nibbles' kind).
+fn high_bits(rng: &mut Rng, kind: usize) -> [u8; 4] {
+    match kind % 4 {
+        1 => (rng.next() as u32).to_le_bytes(),
+        2 => [0; 4],
+        3 => [0xff; 4],
+        _ => [0x55; 4],
+    }
+}
+
+fn q5_0_block(rng: &mut Rng, kind: usize) -> BlockQ5_0 {
+    if kind == 0 {
+        return q5_0::quantize_block(&rng.values());
+    }
+    BlockQ5_0 {
+        d: rng.scale(kind % 3),
+        qh: high_bits(rng, kind),
+        qs: nibble_bytes(rng, kind),
+    }
+}
+
+fn q5_1_block(rng: &mut Rng, kind: usize) -> BlockQ5_1 {
+    if kind == 0 {
+        return q5_1::quantize_block(&rng.values());
+    }
+    BlockQ5_1 {
+        d: rng.scale(kind % 3),
+        m: rng.scale(kind % 3),
+        qh: high_bits(rng, kind),
+        qs: nibble_bytes(rng, kind),
+    }
+}
+
+fn iq4_nl_block(rng: &mut Rng, kind: usize) -> BlockIq4Nl {
+    if kind == 0 {
+        return iq4_nl::quantize_block(&rng.values());
+    }
+    BlockIq4Nl {
+        d: rng.scale(kind % 3),
+        qs: nibble_bytes(rng, kind),
+    }
+}
+
+/// A maker of blocks of a kind (see [`q8_0_block`]).
+type Maker<B> = fn(&mut Rng, usize) -> B;
+
 /// A matmul as the kernel table's `MatmulFn` takes its arguments.
-type Matmul<'a, W> = dyn FnMut(&[W], usize, &[BlockQ8_0], usize, &mut [f32], usize) + 'a;
+type Matmul<'a, W, X> = dyn FnMut(&[W], usize, &[X], usize, &mut [f32], usize) + 'a;
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
 /// Runs `run` (a matmul on some tiles) on every shape against `scalar`; returns the failures.
-fn check<W: Copy>(
+fn check<W: Copy, X: Copy>(
     name: &str,
-    block: impl Fn(&mut Rng, usize) -> W,
-    scalar: impl Fn(&[W], &[BlockQ8_0]) -> f32,
-    run: &mut Matmul<W>,
+    (block, x_block): (Maker<W>, Maker<X>),
+    scalar: fn(&[W], &[X]) -> f32,
+    run: &mut Matmul<W, X>,
 ) -> Vec<String> {
     const UNTOUCHED: f32 = -7.25;
     let mut failures = Vec::new();
@@ -130,10 +207,10 @@ fn check<W: Copy>(
                 block(&mut rng, k)
             })
             .collect();
-        let x: Vec<BlockQ8_0> = (0..n * row_blocks)
+        let x: Vec<X> = (0..n * row_blocks)
             .map(|_| {
                 let k = kind(&mut rng);
-                q8_0_block(&mut rng, k)
+                x_block(&mut rng, k)
             })
             .collect();
         let stride = rows + 3;
@@ -163,23 +240,87 @@ fn check<W: Copy>(
 }
 
 /// The matmul of `kit` on `tiles`, as a closure for [`check`].
-fn on<'k, T: Tiles, W>(
+fn on<'k, T: Tiles, W, X>(
     tiles: &'k mut T,
-    kit: &'k Kit<W, BlockQ8_0>,
-) -> impl FnMut(&[W], usize, &[BlockQ8_0], usize, &mut [f32], usize) + 'k {
+    kit: &'k Kit<W, X>,
+) -> impl FnMut(&[W], usize, &[X], usize, &mut [f32], usize) + 'k {
     move |w, row_blocks, x, n, y, stride| gemm(tiles, w, row_blocks, x, n, y, stride, kit)
+}
+
+/// `$f!(name, weight type, (weight maker, activation maker), scalar vec_dot, kit)` for every
+/// type the `amx` level has, the failures collected.
+macro_rules! for_every_type {
+    ($f:ident) => {{
+        let mut failures = Vec::new();
+        failures.extend($f!(
+            "Q8_0",
+            BlockQ8_0,
+            (q8_0_block, q8_0_block),
+            q8_0::vec_dot,
+            Q8_0
+        ));
+        failures.extend($f!(
+            "Q4_0",
+            BlockQ4_0,
+            (q4_0_block, q8_0_block),
+            q4_0::vec_dot,
+            Q4_0
+        ));
+        failures.extend($f!(
+            "Q5_0",
+            BlockQ5_0,
+            (q5_0_block, q8_0_block),
+            q5_0::vec_dot,
+            Q5_0
+        ));
+        failures.extend($f!(
+            "Q4_1",
+            BlockQ4_1,
+            (q4_1_block, q8_1_block),
+            q4_1::vec_dot,
+            Q4_1
+        ));
+        failures.extend($f!(
+            "Q5_1",
+            BlockQ5_1,
+            (q5_1_block, q8_1_block),
+            q5_1::vec_dot,
+            Q5_1
+        ));
+        failures.extend($f!(
+            "IQ4_NL",
+            BlockIq4Nl,
+            (iq4_nl_block, q8_0_block),
+            iq4_nl::vec_dot,
+            IQ4_NL
+        ));
+        failures
+    }};
 }
 
 /// Every type's matmul on `tiles`; returns the failures.
 fn check_all(tiles: &mut impl Tiles) -> Vec<String> {
-    let mut failures = check("Q8_0", q8_0_block, q8_0::vec_dot, &mut on(tiles, &Q8_0));
-    failures.extend(check(
-        "Q4_0",
-        q4_0_block,
-        q4_0::vec_dot,
-        &mut on(tiles, &Q4_0),
-    ));
-    failures
+    macro_rules! on_tiles {
+        ($name:expr, $W:ty, $blocks:expr, $scalar:expr, $kit:expr) => {
+            check($name, $blocks, $scalar, &mut on(tiles, &$kit))
+        };
+    }
+    for_every_type!(on_tiles)
+}
+
+/// Every type's matmul through the kernel table at the `amx` level (as `typed` calls it).
+fn check_table() -> Vec<String> {
+    macro_rules! through_table {
+        ($name:expr, $W:ty, $blocks:expr, $scalar:expr, $kit:expr) => {
+            match <$W>::matmul_kernel(Level::Amx) {
+                Some(kernel) => check($name, $blocks, $scalar, &mut |w, rb, x, n, y, s| {
+                    kernel(w, rb, x, n, y, s)
+                }),
+                None => vec![format!("{}: no matmul at the amx level", $name)],
+            }
+        };
+    }
+    for_every_type!(through_table)
 }
 
 #[test]
@@ -211,26 +352,8 @@ fn real_tiles_give_the_scalar_bits_where_present() {
         return;
     };
     let mut failures = check_all(&mut Hardware::new(token));
-    // Through the table as `typed` calls it (few columns take the VNNI matmul).
-    use crate::quant::table::Kernels;
-    let (Some(q8_0_amx), Some(q4_0_amx)) = (
-        BlockQ8_0::matmul_kernel(Level::Amx),
-        BlockQ4_0::matmul_kernel(Level::Amx),
-    ) else {
-        panic!("the amx level has no Q8_0 or Q4_0 matmul");
-    };
-    failures.extend(check(
-        "Q8_0 table",
-        q8_0_block,
-        q8_0::vec_dot,
-        &mut |w, rb, x, n, y, s| q8_0_amx(w, rb, x, n, y, s),
-    ));
-    failures.extend(check(
-        "Q4_0 table",
-        q4_0_block,
-        q4_0::vec_dot,
-        &mut |w, rb, x, n, y, s| q4_0_amx(w, rb, x, n, y, s),
-    ));
+    // Through the table (few columns take the VNNI matmul).
+    failures.extend(check_table());
     std::eprintln!(
         "amx level run on the real tiles: {} mismatches",
         failures.len()
