@@ -43,7 +43,6 @@ impl Tile {
 
     /// The sources `(A<i>, B<j>)` of an accumulator `C<i><j>` (itself for the others), as
     /// `Hardware::dot` encodes them.
-    #[cfg(test)]
     pub(super) const fn sources(self) -> (Tile, Tile) {
         match self {
             Tile::C00 => (Tile::A0, Tile::B0),
@@ -169,6 +168,100 @@ impl Hardware {
     }
 }
 
+/// The text of each tile instruction [`Hardware`] runs, by register number: one definition that
+/// `Hardware` and the encoding test (`tests::encodings_are_the_sdms`) both assemble.
+macro_rules! text {
+    (tileloadd $n:literal, $base:literal, $index:literal) => {
+        concat!("tileloadd tmm", $n, ", [", $base, " + ", $index, "*1]")
+    };
+    (tilestored $n:literal, $base:literal, $index:literal) => {
+        concat!("tilestored [", $base, " + ", $index, "*1], tmm", $n)
+    };
+    (tilezero $n:literal) => {
+        concat!("tilezero tmm", $n)
+    };
+    // Intel syntax: the accumulator, then A (its rows are the accumulator's), then B.
+    (tdpbssd $c:literal, $a:literal, $b:literal) => {
+        concat!("tdpbssd tmm", $c, ", tmm", $a, ", tmm", $b)
+    };
+    (ldtilecfg $base:literal) => {
+        concat!("ldtilecfg [", $base, "]")
+    };
+    (tilerelease) => {
+        "tilerelease"
+    };
+}
+
+/// `$m!(n, args)` for tile `$t`, `n` its register number (the [`Tile`] discriminant, checked
+/// below), one arm per tile.
+macro_rules! per_tile {
+    ($t:expr, $m:ident!($($args:tt)*)) => {
+        match $t {
+            Tile::A0 => $m!(0, $($args)*),
+            Tile::A1 => $m!(1, $($args)*),
+            Tile::B0 => $m!(2, $($args)*),
+            Tile::B1 => $m!(3, $($args)*),
+            Tile::C00 => $m!(4, $($args)*),
+            Tile::C01 => $m!(5, $($args)*),
+            Tile::C10 => $m!(6, $($args)*),
+            Tile::C11 => $m!(7, $($args)*),
+        }
+    };
+}
+const _: () = {
+    let tiles = [
+        Tile::A0,
+        Tile::A1,
+        Tile::B0,
+        Tile::B1,
+        Tile::C00,
+        Tile::C01,
+        Tile::C10,
+        Tile::C11,
+    ];
+    let mut n = 0;
+    while n < 8 {
+        assert!(tiles[n] as usize == n);
+        n += 1;
+    }
+};
+
+/// The accumulators [`Hardware::dot`] multiplies into, with their sources' register numbers:
+/// `$m!(accumulator, c, a, b)` for each (each checked against [`Tile::sources`]).
+macro_rules! accumulators {
+    ($m:ident) => {
+        $m!(C00, 4, 0, 2);
+        $m!(C01, 5, 0, 3);
+        $m!(C10, 6, 1, 2);
+        $m!(C11, 7, 1, 3);
+    };
+}
+macro_rules! check_sources {
+    ($acc:ident, $c:literal, $a:literal, $b:literal) => {
+        const _: () = {
+            let (a, b) = Tile::$acc.sources();
+            assert!(Tile::$acc as u8 == $c && a as u8 == $a && b as u8 == $b);
+        };
+    };
+}
+accumulators!(check_sources);
+
+macro_rules! load {
+    ($n:literal, $p:expr, $s:expr) => {
+        asm!(text!(tileloadd $n, "{p}", "{s}"), p = in(reg) $p, s = in(reg) $s, options(nostack, readonly, preserves_flags))
+    };
+}
+macro_rules! store {
+    ($n:literal, $p:expr, $s:expr) => {
+        asm!(text!(tilestored $n, "{p}", "{s}"), p = in(reg) $p, s = in(reg) $s, options(nostack, preserves_flags))
+    };
+}
+macro_rules! zero {
+    ($n:literal,) => {
+        asm!(text!(tilezero $n), options(nostack, nomem, preserves_flags))
+    };
+}
+
 impl Tiles for Hardware {
     #[inline(always)]
     fn configure(&mut self, config: &TileConfig) {
@@ -176,7 +269,7 @@ impl Tiles for Hardware {
         // 1 configuration of 64 readable bytes (checked by the emulation's tests against the
         // SDM's rules: palette 1, reserved bytes zero, at most 16 rows of 64 bytes).
         unsafe {
-            asm!("ldtilecfg [{cfg}]", cfg = in(reg) config.bytes.as_ptr(), options(nostack, readonly, preserves_flags));
+            asm!(text!(ldtilecfg "{cfg}"), cfg = in(reg) config.bytes.as_ptr(), options(nostack, readonly, preserves_flags));
         }
         self.config = Some(*config);
     }
@@ -187,18 +280,7 @@ impl Tiles for Hardware {
             return;
         }
         // SAFETY: tiles configured (above); no memory access.
-        unsafe {
-            match t {
-                Tile::A0 => asm!("tilezero tmm0", options(nostack, nomem, preserves_flags)),
-                Tile::A1 => asm!("tilezero tmm1", options(nostack, nomem, preserves_flags)),
-                Tile::B0 => asm!("tilezero tmm2", options(nostack, nomem, preserves_flags)),
-                Tile::B1 => asm!("tilezero tmm3", options(nostack, nomem, preserves_flags)),
-                Tile::C00 => asm!("tilezero tmm4", options(nostack, nomem, preserves_flags)),
-                Tile::C01 => asm!("tilezero tmm5", options(nostack, nomem, preserves_flags)),
-                Tile::C10 => asm!("tilezero tmm6", options(nostack, nomem, preserves_flags)),
-                Tile::C11 => asm!("tilezero tmm7", options(nostack, nomem, preserves_flags)),
-            }
-        }
+        unsafe { per_tile!(t, zero!()) }
     }
 
     #[inline(always)]
@@ -209,34 +291,7 @@ impl Tiles for Hardware {
         let p = src.as_ptr();
         // SAFETY: tiles configured; the instruction reads rows × colsb bytes at `stride` apart
         // from `p`, all inside `src` (checked by `fits`).
-        unsafe {
-            match t {
-                Tile::A0 => {
-                    asm!("tileloadd tmm0, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::A1 => {
-                    asm!("tileloadd tmm1, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::B0 => {
-                    asm!("tileloadd tmm2, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::B1 => {
-                    asm!("tileloadd tmm3, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::C00 => {
-                    asm!("tileloadd tmm4, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::C01 => {
-                    asm!("tileloadd tmm5, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::C10 => {
-                    asm!("tileloadd tmm6, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-                Tile::C11 => {
-                    asm!("tileloadd tmm7, [{p} + {s}*1]", p = in(reg) p, s = in(reg) stride, options(nostack, readonly, preserves_flags))
-                }
-            }
-        }
+        unsafe { per_tile!(t, load!(p, stride)) }
     }
 
     #[inline(always)]
@@ -244,31 +299,20 @@ impl Tiles for Hardware {
         if self.config.is_none() {
             return;
         }
-        // SAFETY: tiles configured with the kernels' shapes (A 16 × 32 bytes, B 8 × 64, C 16 ×
-        // 64, which TDPBSSD takes: C.rows = A.rows, C.colsb = B.colsb, A.colsb / 4 = B.rows); the
-        // three registers differ; no memory access. Intel syntax: destination, then A, then B.
-        unsafe {
-            match c {
-                Tile::C00 => asm!(
-                    "tdpbssd tmm4, tmm0, tmm2",
-                    options(nostack, nomem, preserves_flags)
-                ),
-                Tile::C01 => asm!(
-                    "tdpbssd tmm5, tmm0, tmm3",
-                    options(nostack, nomem, preserves_flags)
-                ),
-                Tile::C10 => asm!(
-                    "tdpbssd tmm6, tmm1, tmm2",
-                    options(nostack, nomem, preserves_flags)
-                ),
-                Tile::C11 => asm!(
-                    "tdpbssd tmm7, tmm1, tmm3",
-                    options(nostack, nomem, preserves_flags)
-                ),
-                // Not an accumulator: no instruction.
-                _ => {}
-            }
+        macro_rules! arm {
+            ($acc:ident, $c:literal, $a:literal, $b:literal) => {
+                if c == Tile::$acc {
+                    // SAFETY: tiles configured with the kernels' shapes (A 16 × 32 bytes, B 8 ×
+                    // 64, C 16 × 64, which TDPBSSD takes: C.rows = A.rows, C.colsb = B.colsb,
+                    // A.colsb / 4 = B.rows); the three registers differ; no memory access.
+                    unsafe {
+                        asm!(text!(tdpbssd $c, $a, $b), options(nostack, nomem, preserves_flags));
+                    }
+                }
+            };
         }
+        // Not an accumulator: no instruction.
+        accumulators!(arm);
     }
 
     #[inline(always)]
@@ -279,34 +323,7 @@ impl Tiles for Hardware {
         let p = dst.as_mut_ptr();
         // SAFETY: tiles configured; the instruction writes rows × colsb bytes at `stride` apart
         // from `p`, all inside `dst` (checked by `fits`), which this borrow holds exclusively.
-        unsafe {
-            match t {
-                Tile::A0 => {
-                    asm!("tilestored [{p} + {s}*1], tmm0", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::A1 => {
-                    asm!("tilestored [{p} + {s}*1], tmm1", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::B0 => {
-                    asm!("tilestored [{p} + {s}*1], tmm2", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::B1 => {
-                    asm!("tilestored [{p} + {s}*1], tmm3", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::C00 => {
-                    asm!("tilestored [{p} + {s}*1], tmm4", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::C01 => {
-                    asm!("tilestored [{p} + {s}*1], tmm5", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::C10 => {
-                    asm!("tilestored [{p} + {s}*1], tmm6", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-                Tile::C11 => {
-                    asm!("tilestored [{p} + {s}*1], tmm7", p = in(reg) p, s = in(reg) stride, options(nostack, preserves_flags))
-                }
-            }
-        }
+        unsafe { per_tile!(t, store!(p, stride)) }
     }
 
     #[inline(always)]
@@ -314,7 +331,7 @@ impl Tiles for Hardware {
         // SAFETY: the token proves AMX-TILE; TILERELEASE takes no operand and is valid
         // configured or not.
         unsafe {
-            asm!("tilerelease", options(nostack, nomem, preserves_flags));
+            asm!(text!(tilerelease), options(nostack, nomem, preserves_flags));
         }
         self.config = None;
     }
@@ -326,5 +343,85 @@ impl Drop for Hardware {
         if self.config.is_some() {
             self.release();
         }
+    }
+}
+
+/// The instruction texts above, assembled by the toolchain, against their encodings built by
+/// hand from the SDM's opcode tables (vol. 2: VEX.128 with map 0F38, W0; the prefix `pp`, the
+/// opcode, and ModRM/SIB with the registers where the SDM puts them: TDPBSSD's destination in
+/// ModRM.reg, its first source (A) in ModRM.rm, its second (B) in VEX.vvvv, inverted). This checks
+/// the operand order of the texts `Hardware` runs, which the emulation cannot see.
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    macro_rules! all_texts {
+        ($($n:literal)*; $($acc:ident $c:literal $a:literal $b:literal)*) => {
+            core::arch::global_asm!(
+                ".pushsection .rodata.miniquant_amx_texts,\"a\"",
+                ".globl miniquant_amx_texts",
+                "miniquant_amx_texts:",
+                $(text!(tileloadd $n, "rax", "rcx"),)*
+                $(text!(tilestored $n, "rax", "rcx"),)*
+                $(text!(tilezero $n),)*
+                $(text!(tdpbssd $c, $a, $b),)*
+                text!(ldtilecfg "rax"),
+                text!(tilerelease),
+                ".popsection",
+            );
+        };
+    }
+    all_texts!(0 1 2 3 4 5 6 7; C00 4 0 2 C01 5 0 3 C10 6 1 2 C11 7 1 3);
+
+    /// 8 loads and 8 stores of 6 bytes, 8 zeroes and 4 products of 5, LDTILECFG and TILERELEASE.
+    const TEXT_BYTES: usize = 16 * 6 + 12 * 5 + 5 + 5;
+
+    extern "C" {
+        static miniquant_amx_texts: [u8; TEXT_BYTES];
+    }
+
+    /// A VEX.128.0F38.W0 instruction with no extended registers: `C4`, `RXB.mmmmm` = `E2`,
+    /// `W.vvvv.L.pp` with `vvvv` the inverted register, the opcode, then `modrm` (and more).
+    fn vex(vvvv: u8, pp: u8, opcode: u8, rest: &[u8]) -> Vec<u8> {
+        let mut out = std::vec![0xc4, 0xe2, ((!vvvv & 0xf) << 3) | pp, opcode];
+        out.extend_from_slice(rest);
+        out
+    }
+
+    #[test]
+    fn encodings_are_the_sdms() {
+        const NP: u8 = 0b00;
+        const F3: u8 = 0b10;
+        const F2: u8 = 0b11;
+        let modrm = |md: u8, reg: u8, rm: u8| md << 6 | reg << 3 | rm;
+        // SIB for [rax + rcx*1]: scale 0, index rcx (1), base rax (0).
+        let sib = 0b00_001_000;
+        let mut expected = Vec::new();
+        // TILELOADD tmm, sibmem: VEX.128.F2.0F38.W0 4B !(11):rrr:100.
+        for n in 0..8 {
+            expected.extend(vex(0, F2, 0x4b, &[modrm(0, n, 0b100), sib]));
+        }
+        // TILESTORED sibmem, tmm: VEX.128.F3.0F38.W0 4B !(11):rrr:100.
+        for n in 0..8 {
+            expected.extend(vex(0, F3, 0x4b, &[modrm(0, n, 0b100), sib]));
+        }
+        // TILEZERO tmm: VEX.128.F2.0F38.W0 49 11:rrr:000.
+        for n in 0..8 {
+            expected.extend(vex(0, F2, 0x49, &[modrm(3, n, 0)]));
+        }
+        // TDPBSSD tmm1, tmm2, tmm3: VEX.128.F2.0F38.W0 5E 11:rrr:bbb; tmm1 (the accumulator)
+        // in reg, tmm2 (A) in rm, tmm3 (B) in vvvv.
+        for (c, a, b) in [(4, 0, 2), (5, 0, 3), (6, 1, 2), (7, 1, 3)] {
+            expected.extend(vex(b, F2, 0x5e, &[modrm(3, c, a)]));
+        }
+        // LDTILECFG m512: VEX.128.NP.0F38.W0 49 !(11):000:bbb, [rax].
+        expected.extend(vex(0, NP, 0x49, &[modrm(0, 0, 0)]));
+        // TILERELEASE: VEX.128.NP.0F38.W0 49 C0.
+        expected.extend(vex(0, NP, 0x49, &[0xc0]));
+        // SAFETY: the symbol is the assembled block above, `TEXT_BYTES` long, read-only data.
+        let assembled = unsafe { miniquant_amx_texts };
+        assert_eq!(expected.len(), TEXT_BYTES);
+        assert_eq!(assembled[..], expected[..]);
     }
 }
