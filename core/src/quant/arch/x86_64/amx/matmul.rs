@@ -200,7 +200,9 @@ fn stage_activations<W, X>(
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
         for c in 0..GROUP_COLUMNS {
             let (i, lane) = (c / TILE_ROWS, c % TILE_ROWS);
-            let at = (place.first_column + c)
+            let at = place
+                .first_column
+                .saturating_add(c)
                 .saturating_mul(column_blocks)
                 .saturating_add(place.first_block + k);
             let block = if c < place.columns { x.get(at) } else { None };
@@ -240,7 +242,9 @@ fn run_chunk<T: Tiles>(
         place.columns.div_ceil(TILE_ROWS).min(2),
     );
     let output = |c: usize, r: usize| {
-        (place.first_column + c)
+        place
+            .first_column
+            .saturating_add(c)
             .checked_mul(y_stride)
             .and_then(|at| at.checked_add(place.first_row + r))
     };
