@@ -52,7 +52,8 @@ pub struct Args {
     #[arg(short = 'b', long, value_name = "N", default_value_t = 512)]
     #[arg(value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
-    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni.
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
+    /// only when named).
     /// [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
     pub level: Option<Level>,

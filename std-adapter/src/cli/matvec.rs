@@ -24,8 +24,9 @@ pub struct MatvecOptions {
     /// of weights. Any count gives the same bytes.
     #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
     pub threads: Option<std::num::NonZeroUsize>,
-    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2 or avx512vnni (a level this CPU lacks
-    /// is an error). Every level gives the same bytes. [default: MINIQUANT_LEVEL, else auto]
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
+    /// only when named; a level this CPU lacks is an error). Every level gives the same bytes.
+    /// [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
     pub level: Option<Level>,
     /// Format of x and y: `raw` f32 or `npy` (NumPy, `<f4`); default: `npy` for a file named
