@@ -389,6 +389,21 @@ mod tests {
         out
     }
 
+    /// `Hardware`'s bounds check before a load or store: the last row's end within the slice.
+    #[test]
+    fn fits_checks_the_last_row_end() {
+        use super::{Tile, KERNEL_CONFIG};
+        // A tiles: 16 rows of 32 bytes; C tiles 16 rows of 64.
+        assert!(KERNEL_CONFIG.fits(Tile::A0, 16 * 32, 32));
+        assert!(!KERNEL_CONFIG.fits(Tile::A0, 16 * 32 - 1, 32));
+        assert!(KERNEL_CONFIG.fits(Tile::A1, 15 * 34 + 32, 34));
+        assert!(!KERNEL_CONFIG.fits(Tile::C11, 16 * 64 - 1, 64));
+        assert!(KERNEL_CONFIG.fits(Tile::B0, 7 * 64 + 64, 64));
+        assert!(!KERNEL_CONFIG.fits(Tile::B0, usize::MAX, usize::MAX));
+        let none = super::TileConfig::palette1([(0, 0); 8]);
+        assert!(!none.fits(Tile::A0, 1 << 20, 32));
+    }
+
     #[test]
     fn encodings_are_the_sdms() {
         const NP: u8 = 0b00;
