@@ -8,15 +8,25 @@
 //! `(d·dx·(ls − 32))·sumi` side by side (each rounds as the scalar expression does), and adds them
 //! to `sumf` in group order: the scalar twin's serial float sum.
 //!
+//! The rows kernels put eight rows in the eight lanes of one vector: per group of 32 values, the
+//! eight rows' integer sums are transposed into one vector (lane `r` = row `r`), and the term
+//! `((d · d_x) · (ls − 32)) · sumi` is formed and added to lane `r`'s `sumf` for the eight rows
+//! at once: each row keeps its twin's serial sum, while eight rows share the one chain of adds
+//! (the single-row kernel waits on a chain of eight dependent adds per block). The activation
+//! group is loaded (and widened, at AVX2) once per eight rows.
+//!
 //! The matmul kernels run the legacy types' tiles (`legacy::matmul`) with a group of 32 values as
 //! their block, eight to a super-block: per group, the weight row's `d` and `ls − 32` and the
 //! column's Q8_K `d`, and the term `((d · d_x) · (ls − 32)) · sumi` on a strip's rows at once,
 //! added to each row's `sumf` in group order (at VNNI `d · d_x`, the scalar `d4d8`, is taken once
 //! per super-block).
 
+use super::drivers::{row_scales, LANES};
 use super::legacy::matmul::{gemm_avx2_wide_grouped, gemm_vnni_grouped, Kit};
 use super::tokens::{kernel, Avx2, Avx512Vnni};
-use super::vector::{dot_levels, f16_le, load16, q4_0_nibbles, store8, transpose_sums};
+use super::vector::{
+    dot_levels, f16_le, load16, load32, prefetch_range_l2, q4_0_nibbles, store8, transpose_sums,
+};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::iq::iq4_xs::BlockIq4Xs;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
@@ -28,6 +38,15 @@ use core::arch::x86_64::*;
 #[target_feature(enable = "avx2")]
 fn levels(qs: &[u8; 16]) -> __m256i {
     let table = load16(&KVALUES_IQ4NL);
+    _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
+}
+
+/// The 32 levels of one group plus 128, as unsigned bytes (`vpdpbusd`'s unsigned operand): the
+/// same shuffle from the table with every entry's sign bit flipped.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn biased_levels(qs: &[u8; 16]) -> __m256i {
+    let table = _mm_xor_si128(load16(&KVALUES_IQ4NL), _mm_set1_epi8(i8::MIN));
     _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
 }
 
@@ -97,6 +116,118 @@ fn group_scales(block: &BlockIq4Xs) -> [f32; 8] {
     core::array::from_fn(|ib| group_scale(block, ib))
 }
 
+/// A block of no weights, standing in for a row's block past its end (never reached: every row of
+/// a group has `row_blocks` blocks, and the loops stop at the activation's length).
+static NO_BLOCK: BlockIq4Xs = BlockIq4Xs {
+    d: [0; 2],
+    scales_h: [0; 2],
+    scales_l: [0; 4],
+    qs: [[0; 16]; 8],
+};
+
+/// How far ahead of the group of rows being summed the rows kernels ask for weights (into L2), at
+/// least: eight rows side by side are eight short streams, as for the legacy rows kernels.
+const PREFETCH_BYTES: usize = 8 << 10;
+
+/// Eight rows' scale codes of group `g` minus 32, as f32 (lane `r` = row `r`), from their
+/// `scales_h` (`high`, lane `r`) and `scales_l` (`low`, lane `r`, as a little-endian u32).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lane_scales(high: __m256i, low: __m256i, g: usize) -> __m256 {
+    let low_bits = _mm_cvtsi32_si128((4 * g) as i32);
+    let high_bits = _mm_cvtsi32_si128((2 * g) as i32);
+    let low = _mm256_and_si256(_mm256_srl_epi32(low, low_bits), _mm256_set1_epi32(0xf));
+    let high = _mm256_and_si256(_mm256_srl_epi32(high, high_bits), _mm256_set1_epi32(3));
+    let code = _mm256_or_si256(low, _mm256_slli_epi32::<4>(high));
+    _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(32)))
+}
+
+/// The rows driver: eight rows at a time in the eight lanes (see the module's comment), rows past
+/// the last whole group by `single`. `group_sums(bs, xb, g)` gives the eight rows' exact integer
+/// sums of group `g` against the activation block `xb`, lane `r` = row `r`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn rows_of<S>(
+    w: &[BlockIq4Xs],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    group_sums: S,
+    single: impl Fn(&[BlockIq4Xs], &[BlockQ8K]) -> f32,
+) where
+    S: Fn(&[&BlockIq4Xs; LANES], &BlockQ8K, usize) -> __m256i,
+{
+    let group_blocks = row_blocks.saturating_mul(LANES).max(1);
+    let x = x.get(..row_blocks).unwrap_or(x);
+    let whole_groups = w.len() / group_blocks;
+    let block_bytes = core::mem::size_of::<BlockIq4Xs>();
+    let group_bytes = group_blocks.saturating_mul(block_bytes);
+    let groups_ahead = PREFETCH_BYTES.div_ceil(group_bytes.max(1)).max(2);
+    let groups = w.chunks_exact(group_blocks).take(whole_groups);
+    for (group, out8) in groups.zip(out.chunks_exact_mut(LANES)) {
+        let rows: [&[BlockIq4Xs]; LANES] = core::array::from_fn(|r| {
+            group
+                .get(r * row_blocks..(r + 1) * row_blocks)
+                .unwrap_or(&[])
+        });
+        // The same block of every row of a group `groups_ahead` on, asked for a block at a time.
+        let ahead = group
+            .as_ptr()
+            .cast::<i8>()
+            .wrapping_add(group_bytes.saturating_mul(groups_ahead));
+        let mut sumf = _mm256_setzero_ps();
+        for (k, xb) in x.iter().enumerate() {
+            let mut bs = [&NO_BLOCK; LANES];
+            for (b, row) in bs.iter_mut().zip(&rows) {
+                if let Some(block) = row.get(k) {
+                    *b = block;
+                }
+            }
+            for r in 0..LANES {
+                let at = (r * row_blocks + k).saturating_mul(block_bytes);
+                prefetch_range_l2(ahead.wrapping_add(at), block_bytes);
+            }
+            // d4d8 = d · d_x, lane by lane.
+            let d4d8 = _mm256_mul_ps(row_scales(bs, |b| b.d), _mm256_set1_ps(xb.scale()));
+            let high = _mm256_setr_epi32(
+                i32::from(u16::from_le_bytes(bs[0].scales_h)),
+                i32::from(u16::from_le_bytes(bs[1].scales_h)),
+                i32::from(u16::from_le_bytes(bs[2].scales_h)),
+                i32::from(u16::from_le_bytes(bs[3].scales_h)),
+                i32::from(u16::from_le_bytes(bs[4].scales_h)),
+                i32::from(u16::from_le_bytes(bs[5].scales_h)),
+                i32::from(u16::from_le_bytes(bs[6].scales_h)),
+                i32::from(u16::from_le_bytes(bs[7].scales_h)),
+            );
+            let low = _mm256_setr_epi32(
+                i32::from_le_bytes(bs[0].scales_l),
+                i32::from_le_bytes(bs[1].scales_l),
+                i32::from_le_bytes(bs[2].scales_l),
+                i32::from_le_bytes(bs[3].scales_l),
+                i32::from_le_bytes(bs[4].scales_l),
+                i32::from_le_bytes(bs[5].scales_l),
+                i32::from_le_bytes(bs[6].scales_l),
+                i32::from_le_bytes(bs[7].scales_l),
+            );
+            for g in 0..8 {
+                let sumi = _mm256_cvtepi32_ps(group_sums(&bs, xb, g));
+                // The scalar `sumf += (d4d8 · (ls − 32)) · sumi`, in group order.
+                let dl = _mm256_mul_ps(d4d8, lane_scales(high, low, g));
+                sumf = _mm256_add_ps(sumf, _mm256_mul_ps(dl, sumi));
+            }
+        }
+        store8(out8, sumf);
+    }
+    let rest_rows = w.get(whole_groups * group_blocks..).unwrap_or(&[]);
+    let rest_out = out.get_mut(whole_groups * LANES..).unwrap_or(&mut []);
+    for (o, row) in rest_out
+        .iter_mut()
+        .zip(rest_rows.chunks_exact(row_blocks.max(1)))
+    {
+        *o = single(row, x);
+    }
+}
+
 kernel! {
     /// `ggml_vec_dot_iq4_xs_q8_K_generic` at AVX2.
     #[target_feature(enable = "avx2,f16c")]
@@ -150,6 +281,60 @@ kernel! {
                 }
             }
         }
+    }
+
+    /// IQ4_XS rows, AVX2: eight rows per vector, levels and quants widened to i16 before `madd`
+    /// (the activation group once per eight rows).
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn rows(t: Avx2, w: &[BlockIq4Xs], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
+        rows_of(
+            w,
+            row_blocks,
+            x,
+            out,
+            |bs, xb, g| {
+                let y = load32(q8k_group(xb, g));
+                let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
+                let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
+                let partials: [__m256i; LANES] = core::array::from_fn(|r| {
+                    let l = group_levels(bs[r], g);
+                    let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l));
+                    let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(l));
+                    _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
+                });
+                transpose_sums(&partials)
+            },
+            |row, x| vec_dot(t, row, x),
+        )
+    }
+
+    /// IQ4_XS rows, AVX-512 VNNI: eight rows per vector, `vpdpbusd` of the levels plus 128
+    /// against the quants, each row's accumulator starting from `−128 · Σ x` of the group (made
+    /// once per eight rows), so the lanes add up to the exact `Σ level · x`.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn rows_vnni(
+        t: Avx512Vnni,
+        w: &[BlockIq4Xs],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        rows_of(
+            w,
+            row_blocks,
+            x,
+            out,
+            |bs, xb, g| {
+                let y = load32(q8k_group(xb, g));
+                let bias = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(i8::MIN), y);
+                let start = _mm256_sub_epi32(_mm256_setzero_si256(), bias);
+                let partials: [__m256i; LANES] = core::array::from_fn(|r| {
+                    _mm256_dpbusd_epi32(start, biased_levels(&bs[r].qs[g % 8]), y)
+                });
+                transpose_sums(&partials)
+            },
+            |row, x| vec_dot(t.avx2(), row, x),
+        )
     }
 
     /// IQ4_XS matmul, AVX2: the full-byte tiles (levels widened to i16) over groups of 32.
