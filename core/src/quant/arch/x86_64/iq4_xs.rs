@@ -94,21 +94,13 @@ fn term16(sumi: __m512, ls: __m512, d4d8: __m512) -> __m512 {
     _mm512_mul_ps(_mm512_mul_ps(d4d8, ls), sumi)
 }
 
-/// Fewer columns than this run [`vec_dot`] per row and column at AVX2, where the tiles start
-/// to pay from three columns (docs/kernel-experiments.md).
-const MIN_COLUMNS: usize = 3;
+/// Fewer columns than this run the rows kernels per column at AVX2: the tiles pay from four
+/// columns against them (2048², one thread: tiles 34.7 / 44.7 GFLOP/s at three / four columns,
+/// rows 39.3; docs/kernel-experiments.md).
+const MIN_COLUMNS: usize = 4;
 
-/// [`MIN_COLUMNS`] at VNNI: the tiles pay from two columns.
-const MIN_COLUMNS_VNNI: usize = 2;
-
-/// `out[r]` = the AVX2 vec_dot of row `r` of `w` (`row_blocks` blocks each) and `x`.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn each_row(t: Avx2, w: &[BlockIq4Xs], row_blocks: usize, x: &[BlockQ8K], out: &mut [f32]) {
-    for (o, row) in out.iter_mut().zip(w.chunks_exact(row_blocks.max(1))) {
-        *o = vec_dot(t, row, x);
-    }
-}
+/// [`MIN_COLUMNS`] at VNNI: tiles 36.9 / 51.0 / 65.1 at two / three / four columns, rows 57.5.
+const MIN_COLUMNS_VNNI: usize = 4;
 
 /// The eight 6-bit group scales minus 32, as f32 (the scalar `group_scale_code(ib) - 32`).
 #[inline(always)]
@@ -356,7 +348,7 @@ kernel! {
             x_scales: |xb: &BlockQ8K, _: usize| (xb.scale(), 0.0),
             x_quants: q8k_group,
             term: |sumi, d, ls, dx| term8(sumi, d, ls, dx),
-            rows: |w: &[BlockIq4Xs], rb, x: &[BlockQ8K], out: &mut [f32]| each_row(t, w, rb, x, out),
+            rows: |w: &[BlockIq4Xs], rb, x: &[BlockQ8K], out: &mut [f32]| rows(t, w, rb, x, out),
         };
         gemm_avx2_wide_grouped::<8, _, _>(w, row_blocks, x, n, y, y_stride, kit)
     }
@@ -386,7 +378,7 @@ kernel! {
                 |sumi, _, ls, _, _, d4d8| term16(sumi, ls, d4d8),
             ),
             rows: |w: &[BlockIq4Xs], rb, x: &[BlockQ8K], out: &mut [f32]| {
-                each_row(t.avx2(), w, rb, x, out)
+                rows_vnni(t, w, rb, x, out)
             },
         };
         gemm_vnni_grouped::<8, _, _>(w, row_blocks, x, n, y, y_stride, kit)
