@@ -41,15 +41,6 @@ fn levels(qs: &[u8; 16]) -> __m256i {
     _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
 }
 
-/// The 32 levels of one group plus 128, as unsigned bytes (`vpdpbusd`'s unsigned operand): the
-/// same shuffle from the table with every entry's sign bit flipped.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn biased_levels(qs: &[u8; 16]) -> __m256i {
-    let table = _mm_xor_si128(load16(&KVALUES_IQ4NL), _mm_set1_epi8(i8::MIN));
-    _mm256_shuffle_epi8(_mm256_set_m128i(table, table), q4_0_nibbles(qs))
-}
-
 /// The 6-bit scale of group `ib` minus 32, as f32 (the scalar `group_scale_code(ib) - 32`).
 #[inline(always)]
 fn group_scale(block: &BlockIq4Xs, ib: usize) -> f32 {
@@ -108,6 +99,60 @@ fn group_scales(block: &BlockIq4Xs) -> [f32; 8] {
     core::array::from_fn(|ib| group_scale(block, ib))
 }
 
+/// Groups `2p` and `2p + 1` of a Q8_K block's quants (64 bytes; groups 0 and 1 past the block).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load64(xb: &BlockQ8K, p: usize) -> __m512i {
+    let at = 64 * (p % 4);
+    let quants = xb.qs.get(at..at + 64).and_then(|q| q.first_chunk::<64>());
+    let quants = quants.unwrap_or(&[0; 64]);
+    // SAFETY: `quants` holds 64 bytes; `loadu` has no alignment requirement.
+    unsafe { _mm512_loadu_si512(quants.as_ptr().cast()) }
+}
+
+/// The 32 index bytes of groups `2p` and `2p + 1` of a block (groups 0 and 1 past the block).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pair_indices(block: &BlockIq4Xs, p: usize) -> __m256i {
+    let g = 2 * (p % 4);
+    _mm256_set_m128i(load16(&block.qs[g + 1]), load16(&block.qs[g]))
+}
+
+/// Eight rows' sums of two groups, lane `r` of the first = row `r`'s dwords 0..4 of `v[r]`
+/// added, of the second its dwords 4..8 (`transpose_sums` without its last fold).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pair_transpose(v: &[__m256i; LANES]) -> [__m256i; 2] {
+    let a = _mm256_hadd_epi32(v[0], v[1]);
+    let b = _mm256_hadd_epi32(v[2], v[3]);
+    let c = _mm256_hadd_epi32(v[4], v[5]);
+    let d = _mm256_hadd_epi32(v[6], v[7]);
+    // ab = [rows 0..4 of dwords 0..4 | rows 0..4 of dwords 4..8], cd likewise for rows 4..8.
+    let ab = _mm256_hadd_epi32(a, b);
+    let cd = _mm256_hadd_epi32(c, d);
+    [
+        _mm256_permute2x128_si256::<0x20>(ab, cd),
+        _mm256_permute2x128_si256::<0x31>(ab, cd),
+    ]
+}
+
+/// Eight rows' exact integer sums of group `g` against `xb` (lane `r` = row `r`), levels and
+/// quants widened to i16 for `madd` (the quants once for the eight rows).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn group_sums(bs: &[&BlockIq4Xs; LANES], xb: &BlockQ8K, g: usize) -> __m256i {
+    let y = load32(q8k_group(xb, g));
+    let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
+    let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
+    let partials: [__m256i; LANES] = core::array::from_fn(|r| {
+        let l = group_levels(bs[r], g);
+        let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l));
+        let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(l));
+        _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
+    });
+    transpose_sums(&partials)
+}
+
 /// A block of no weights, standing in for a row's block past its end (never reached: every row of
 /// a group has `row_blocks` blocks, and the loops stop at the activation's length).
 static NO_BLOCK: BlockIq4Xs = BlockIq4Xs {
@@ -135,8 +180,8 @@ fn lane_scales(high: __m256i, low: __m256i, g: usize) -> __m256 {
 }
 
 /// The rows driver: eight rows at a time in the eight lanes (see the module's comment), rows past
-/// the last whole group by `single`. `group_sums(bs, xb, g)` gives the eight rows' exact integer
-/// sums of group `g` against the activation block `xb`, lane `r` = row `r`.
+/// the last whole group by `single`. `pair_sums(bs, xb, p)` gives the eight rows' exact integer
+/// sums of groups `2p` and `2p + 1` against the activation block `xb`, lane `r` = row `r`.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn rows_of<S>(
@@ -144,10 +189,10 @@ fn rows_of<S>(
     row_blocks: usize,
     x: &[BlockQ8K],
     out: &mut [f32],
-    group_sums: S,
+    pair_sums: S,
     single: impl Fn(&[BlockIq4Xs], &[BlockQ8K]) -> f32,
 ) where
-    S: Fn(&[&BlockIq4Xs; LANES], &BlockQ8K, usize) -> __m256i,
+    S: Fn(&[&BlockIq4Xs; LANES], &BlockQ8K, usize) -> [__m256i; 2],
 {
     let group_blocks = row_blocks.saturating_mul(LANES).max(1);
     let x = x.get(..row_blocks).unwrap_or(x);
@@ -201,11 +246,13 @@ fn rows_of<S>(
                 i32::from_le_bytes(bs[6].scales_l),
                 i32::from_le_bytes(bs[7].scales_l),
             );
-            for g in 0..8 {
-                let sumi = _mm256_cvtepi32_ps(group_sums(&bs, xb, g));
-                // The scalar `sumf += (d4d8 · (ls − 32)) · sumi`, in group order.
-                let dl = _mm256_mul_ps(d4d8, lane_scales(high, low, g));
-                sumf = _mm256_add_ps(sumf, _mm256_mul_ps(dl, sumi));
+            for p in 0..4 {
+                for (sums, g) in pair_sums(&bs, xb, p).into_iter().zip([2 * p, 2 * p + 1]) {
+                    let sumi = _mm256_cvtepi32_ps(sums);
+                    // The scalar `sumf += (d4d8 · (ls − 32)) · sumi`, in group order.
+                    let dl = _mm256_mul_ps(d4d8, lane_scales(high, low, g));
+                    sumf = _mm256_add_ps(sumf, _mm256_mul_ps(dl, sumi));
+                }
             }
         }
         store8(out8, sumf);
@@ -284,25 +331,16 @@ kernel! {
             row_blocks,
             x,
             out,
-            |bs, xb, g| {
-                let y = load32(q8k_group(xb, g));
-                let y_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(y));
-                let y_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(y));
-                let partials: [__m256i; LANES] = core::array::from_fn(|r| {
-                    let l = group_levels(bs[r], g);
-                    let l_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l));
-                    let l_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(l));
-                    _mm256_add_epi32(_mm256_madd_epi16(l_lo, y_lo), _mm256_madd_epi16(l_hi, y_hi))
-                });
-                transpose_sums(&partials)
-            },
+            |bs, xb, p| [group_sums(bs, xb, 2 * p), group_sums(bs, xb, 2 * p + 1)],
             |row, x| vec_dot(t, row, x),
         )
     }
 
-    /// IQ4_XS rows, AVX-512 VNNI: eight rows per vector, `vpdpbusd` of the levels plus 128
-    /// against the quants, each row's accumulator starting from `−128 · Σ x` of the group (made
-    /// once per eight rows), so the lanes add up to the exact `Σ level · x`.
+    /// IQ4_XS rows, AVX-512 VNNI: eight rows per vector, two groups a zmm: one `vpshufb` of the
+    /// shuffle table with its sign bits flipped gives the levels plus 128 (`vpdpbusd`'s unsigned
+    /// operand), and each row's accumulator starts from `−128 · Σ x` of the groups (one
+    /// `vpdpbusd` of the quants against 128s, per eight rows), so its lanes add up to the exact
+    /// `Σ level · x` for every quant, −128 included.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) fn rows_vnni(
         t: Avx512Vnni,
@@ -316,14 +354,37 @@ kernel! {
             row_blocks,
             x,
             out,
-            |bs, xb, g| {
-                let y = load32(q8k_group(xb, g));
-                let bias = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(i8::MIN), y);
-                let start = _mm256_sub_epi32(_mm256_setzero_si256(), bias);
+            |bs, xb, p| {
+                // Groups 2p and 2p + 1 in one vector, 128-bit lanes in the order [elements 0..16
+                // of group 2p, the same of 2p + 1, elements 16..32 of 2p, of 2p + 1]: the order in
+                // which a row's 32 index bytes of the two groups and the same bytes shifted by
+                // four fall (low nibbles are elements 0..16).
+                let y = _mm512_shuffle_i64x2::<0b11_01_10_00>(
+                    load64(xb, p),
+                    load64(xb, p),
+                );
+                let bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(i8::MIN), y);
+                let start = _mm512_sub_epi32(_mm512_setzero_si512(), bias);
+                let table = _mm512_broadcast_i32x4(_mm_xor_si128(
+                    load16(&KVALUES_IQ4NL),
+                    _mm_set1_epi8(i8::MIN),
+                ));
                 let partials: [__m256i; LANES] = core::array::from_fn(|r| {
-                    _mm256_dpbusd_epi32(start, biased_levels(&bs[r].qs[g % 8]), y)
+                    let qs = pair_indices(bs[r], p);
+                    let both = _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(qs),
+                        _mm256_srli_epi16::<4>(qs),
+                    );
+                    let indices = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
+                    let levels = _mm512_shuffle_epi8(table, indices);
+                    let sums = _mm512_dpbusd_epi32(start, levels, y);
+                    // Dwords 0..4 of each half: group 2p, 4..8: group 2p + 1.
+                    _mm256_add_epi32(
+                        _mm512_castsi512_si256(sums),
+                        _mm512_extracti64x4_epi64::<1>(sums),
+                    )
                 });
-                transpose_sums(&partials)
+                pair_transpose(&partials)
             },
             |row, x| vec_dot(t.avx2(), row, x),
         )
