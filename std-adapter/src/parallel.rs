@@ -212,17 +212,18 @@ pub fn matmul(
                 Ok(())
             })
         };
-        let (piece_rows, piece_columns) = pieces(threads, rows, row_bytes, n);
+        let (row_pieces, piece_columns) = pieces(threads, rows, row_bytes, n);
+        // The first row of row piece `i` (pieces of whole groups of eight rows, differing by at
+        // most one group).
+        let row_start = |i: usize| row_bound(rows, row_pieces, i);
         let per_column = scratch_bytes / n;
         let column_ranges = n.div_ceil(piece_columns);
-        let row_pieces = rows.div_ceil(piece_rows);
         let count = row_pieces * column_ranges;
         if column_ranges == 1 {
             // Whole columns: each thread's share of the pieces is a run of rows, and its outputs
             // (that run of every column) are its own, locked only by a thread that steals from it.
             let share_rows = |share: usize| {
-                let first =
-                    |i: usize| (Shares::bound(row_pieces, threads, i) * piece_rows).min(rows);
+                let first = |i: usize| row_start(Shares::bound(row_pieces, threads, i));
                 first(share)..first(share + 1)
             };
             let mut outs: Vec<Padded<Mutex<Vec<&mut [f32]>>>> = (0..threads)
@@ -244,8 +245,8 @@ pub fn matmul(
             let process = |mine: usize, owner: usize, claim: Range<usize>, xq: &[u8]| {
                 let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
                 let base = share_rows(owner).start;
-                let first = claim.start * piece_rows;
-                let end = (claim.end * piece_rows).min(rows);
+                let first = row_start(claim.start);
+                let end = row_start(claim.end);
                 if owner == mine && n == 1 {
                     // Its own rows of one column: straight into `y`.
                     let mut out = lock();
@@ -255,9 +256,11 @@ pub fn matmul(
                     let w = &w[first * row_bytes..end * row_bytes];
                     return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
                 }
+                // One column: the whole claim in one call; more: one call per piece.
                 let step = if n == 1 { claim.len() } else { 1 };
-                for first in (first..end).step_by((step * piece_rows).max(1)) {
-                    let end = (first + step * piece_rows).min(end);
+                for piece in claim.clone().step_by(step.max(1)) {
+                    let first = row_start(piece);
+                    let end = row_start((piece + step).min(claim.end));
                     let w = &w[first * row_bytes..end * row_bytes];
                     with_buffer(&PIECE_OUT, |piece| {
                         piece.clear();
@@ -324,9 +327,9 @@ pub fn matmul(
                 let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
                 while let Some((_, claim)) = next() {
                     for piece in claim {
-                        let first_row = piece / column_ranges * piece_rows;
+                        let first_row = row_start(piece / column_ranges);
                         let first_column = piece % column_ranges * piece_columns;
-                        let last_row = (first_row + piece_rows).min(rows);
+                        let last_row = row_start(piece / column_ranges + 1);
                         let last_column = (first_column + piece_columns).min(n);
                         compute(&xq, first_row..last_row, first_column..last_column)?;
                     }
@@ -366,26 +369,52 @@ pub fn for_each_piece(
     }
 }
 
-/// Rows and columns of one piece. For one column, about [`CHUNK_BYTES`] of weights in groups of 8
-/// rows. For several, one row range for every `threads × 8` pieces (up to one tile of rows, in
-/// groups of 8 rows), and the columns cut as well when the row ranges alone are too few.
+/// How many row pieces a call's rows are cut into, and the columns of a piece. The row pieces are
+/// whole groups of [`PIECE_ROW_MULTIPLE`] rows, as even as that allows (see [`row_bound`]), and
+/// their count is a multiple of `threads` when there are enough groups: every thread's share
+/// then has the same rows to within one group, so threads of equal speed end together without
+/// stealing. (Pieces of a fixed size left a share up to a piece larger than the other: with
+/// IQ4_XS's 120-row tiles, 2048 rows made shares of 1080 and 968 rows, 1.87x at best on two
+/// threads.) For one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least
+/// `threads × 8` pieces, each at most one tile of rows, and the columns cut as well when the
+/// row pieces alone are too few.
 fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize) {
+    let groups = rows.div_ceil(PIECE_ROW_MULTIPLE);
+    let threads = threads.max(1);
+    // The fewest row pieces of at most `most_rows` rows, at least `least` of them.
+    let row_pieces = |most_rows: usize, least: usize| {
+        let most_groups = (most_rows / PIECE_ROW_MULTIPLE).max(1);
+        let count = groups
+            .div_ceil(most_groups)
+            .max(least)
+            .next_multiple_of(threads);
+        if count <= groups {
+            count
+        } else {
+            groups.max(1)
+        }
+    };
     if n == 1 {
-        let piece_rows = CHUNK_BYTES.div_ceil(row_bytes.max(1));
-        return (
-            piece_rows
-                .next_multiple_of(PIECE_ROW_MULTIPLE)
-                .min(rows)
-                .max(1),
-            1,
-        );
+        let chunk_rows = CHUNK_BYTES
+            .div_ceil(row_bytes.max(1))
+            .next_multiple_of(PIECE_ROW_MULTIPLE);
+        return (row_pieces(chunk_rows, 1), 1);
     }
     let wanted = threads * PIECES_PER_THREAD;
-    let even = rows.div_ceil(wanted).next_multiple_of(PIECE_ROW_MULTIPLE);
-    let piece_rows = even.min(typed::matmul_tile_rows(row_bytes)).max(1);
-    let row_ranges = rows.div_ceil(piece_rows);
-    let column_ranges = wanted.div_ceil(row_ranges).min(n);
-    (piece_rows, n.div_ceil(column_ranges))
+    let count = row_pieces(typed::matmul_tile_rows(row_bytes), wanted);
+    let column_ranges = wanted.div_ceil(count).min(n);
+    (count, n.div_ceil(column_ranges))
+}
+
+/// The first row of row piece `i` of `rows` rows cut into `row_pieces` pieces of whole groups of
+/// [`PIECE_ROW_MULTIPLE`] rows (the last one may be short), as even as that allows: piece `i`
+/// starts at group `⌊groups · i / row_pieces⌋`, so that any run of pieces has its share of the
+/// groups to within one.
+fn row_bound(rows: usize, row_pieces: usize, i: usize) -> usize {
+    let groups = rows.div_ceil(PIECE_ROW_MULTIPLE);
+    Shares::bound(groups, row_pieces, i)
+        .saturating_mul(PIECE_ROW_MULTIPLE)
+        .min(rows)
 }
 
 /// A value on its own cache lines, so that what one thread writes there does not move another
@@ -812,6 +841,8 @@ mod tests {
             GgmlType::Q4_K,
             GgmlType::Q5_0,
             GgmlType::Q6_K,
+            GgmlType::Q3_K,
+            GgmlType::IQ4_XS,
         ] {
             let w = matrix(t, rows, cols);
             for n in [1, 2, 3, 8, 17, 33] {
@@ -879,20 +910,56 @@ mod tests {
 
     #[test]
     fn matmul_pieces_cover_the_output_in_tiles() {
-        // Enough row ranges: whole columns, rows in groups of eight, at most a tile.
+        // Enough row pieces: whole columns, rows in groups of eight, at most a tile, as many
+        // pieces as wanted or more, an even count for two threads.
         let tile = typed::matmul_tile_rows(2176);
-        let (piece_rows, piece_columns) = pieces(2, 2048, 2176, 512);
-        assert_eq!(piece_columns, 512);
-        assert!(piece_rows <= tile && piece_rows % PIECE_ROW_MULTIPLE == 0);
+        assert_eq!(tile, 56);
+        assert_eq!(pieces(2, 2048, 2176, 512), (38, 512));
         // Few rows: the columns are cut so that two threads get 16 pieces.
-        let (piece_rows, piece_columns) = pieces(2, 3, 2176, 512);
-        assert_eq!(piece_rows, 8);
-        assert_eq!(piece_columns, 32);
+        assert_eq!(pieces(2, 3, 2176, 512), (1, 32));
         // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
         assert_eq!(pieces(2, 64, 2176, 1), (8, 1));
-        assert_eq!(pieces(2, 2048, 2176, 1), (8, 1));
-        assert_eq!(pieces(2, 2048, 1152, 1), (16, 1));
-        assert_eq!(pieces(2, 5, 1152, 1), (5, 1));
+        assert_eq!(pieces(2, 2048, 2176, 1), (256, 1));
+        assert_eq!(pieces(2, 2048, 1152, 1), (128, 1));
+        assert_eq!(pieces(2, 5, 1152, 1), (1, 1));
+        // IQ4_XS (1088 bytes a row of 2048, tiles of 120 rows) and Q6_K (1680, tiles of 72): the
+        // shares of two threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080
+        // and 968).
+        assert_eq!(pieces(2, 2048, 1088, 32), (18, 32));
+        assert_eq!(row_bound(2048, 18, 9), 1024);
+        assert_eq!(pieces(2, 2048, 1680, 8), (30, 8));
+        assert_eq!(row_bound(2048, 30, 15), 1024);
+        for threads in 1..=5 {
+            for rows in [1, 3, 8, 17, 40, 301, 2048, 2051] {
+                for row_bytes in [34, 1088, 1680, 2176, 1 << 20] {
+                    for n in [1, 2, 8, 33, 512] {
+                        let (count, columns) = pieces(threads, rows, row_bytes, n);
+                        assert!(count >= 1 && (1..=n).contains(&columns));
+                        let starts: Vec<usize> =
+                            (0..=count).map(|i| row_bound(rows, count, i)).collect();
+                        assert_eq!((starts[0], starts[count]), (0, rows));
+                        let most = if n == 1 {
+                            CHUNK_BYTES.div_ceil(row_bytes) + PIECE_ROW_MULTIPLE
+                        } else {
+                            typed::matmul_tile_rows(row_bytes)
+                        };
+                        for (i, piece) in starts.windows(2).enumerate() {
+                            let len = piece[1] - piece[0];
+                            assert!(len > 0 && len <= most.max(PIECE_ROW_MULTIPLE));
+                            assert!(len % PIECE_ROW_MULTIPLE == 0 || i == count - 1);
+                        }
+                        if count % threads == 0 {
+                            // The shares' rows differ by at most one group of rows.
+                            let share = |i: usize| starts[count / threads * i];
+                            let lens: Vec<usize> =
+                                (0..threads).map(|i| share(i + 1) - share(i)).collect();
+                            let (least, most) = (lens.iter().min(), lens.iter().max());
+                            assert!(most.unwrap() - least.unwrap() <= PIECE_ROW_MULTIPLE);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

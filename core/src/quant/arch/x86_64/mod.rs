@@ -156,6 +156,7 @@ pub(crate) const AVX2: ArchKernels = {
         iq4_xs: {
             vec_dot: iq4_xs::vec_dot,
             dequantize: iq4_xs::dequantize,
+            rows: iq4_xs::rows,
             matmul: iq4_xs::matmul,
         },
         f32: {
@@ -217,6 +218,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         matmul: q3_k::matmul_vnni,
     },
     iq4_xs: {
+        rows: iq4_xs::rows_vnni,
         matmul: iq4_xs::matmul_vnni,
     },
     q4_k: {
