@@ -36,6 +36,9 @@ use crate::quant::table::ArchKernels;
 pub(crate) mod kernels {
     pub mod dequantize;
     pub mod iq4_xs;
+    pub mod k_matmul;
+    #[cfg(test)]
+    mod k_matmul_tests;
     pub mod matmul;
     #[cfg(test)]
     mod matmul_tests;
@@ -73,8 +76,8 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0,
-        row_forms,
+        iq4_xs, k_matmul, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k,
+        q8_0, row_forms,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
@@ -138,16 +141,19 @@ mod sets {
         q4_k: Ops {
             dequantize: Some(row_forms::dequantize_q4_k),
             vec_dot: Some(q4_k::vec_dot),
+            matmul: Some(k_matmul::q4_k_neon),
             ..Ops::NONE
         },
         q5_k: Ops {
             dequantize: Some(row_forms::dequantize_q5_k),
             vec_dot: Some(q5_k::vec_dot),
+            matmul: Some(k_matmul::q5_k_neon),
             ..Ops::NONE
         },
         q6_k: Ops {
             dequantize: Some(row_forms::dequantize_q6_k),
             vec_dot: Some(q6_k::vec_dot),
+            matmul: Some(k_matmul::q6_k_neon),
             ..Ops::NONE
         },
         iq4_xs: Ops {
@@ -213,6 +219,14 @@ mod sets {
         },
         q2_k: Ops {
             vec_dot: Some(q2_k::vec_dot_dotprod),
+            ..Ops::NONE
+        },
+        q4_k: Ops {
+            matmul: Some(k_matmul::q4_k_dotprod),
+            ..Ops::NONE
+        },
+        q5_k: Ops {
+            matmul: Some(k_matmul::q5_k_dotprod),
             ..Ops::NONE
         },
         iq4_xs: Ops {
