@@ -25,6 +25,13 @@
 //! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
 //! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
+//! Q4_K, Q5_K and Q6_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
+//! per tile, each super-block's decode shared by the columns, the vec_dots' widening multiplies and
+//! float steps per output. The `dotprod` and `i8mm` levels inherit them: an `sdot` form (operands
+//! reordered by lane, scales by summation by parts) is there and tested, but executes more
+//! instructions than the NEON tile (docs/kernel-experiments.md), and `smmla`'s 8-byte groups do not
+//! fit a K-quant sub-block's four elements per lane.
+//!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
 #![allow(unsafe_code)]
@@ -219,14 +226,6 @@ mod sets {
         },
         q2_k: Ops {
             vec_dot: Some(q2_k::vec_dot_dotprod),
-            ..Ops::NONE
-        },
-        q4_k: Ops {
-            matmul: Some(k_matmul::q4_k_dotprod),
-            ..Ops::NONE
-        },
-        q5_k: Ops {
-            matmul: Some(k_matmul::q5_k_dotprod),
             ..Ops::NONE
         },
         iq4_xs: Ops {

@@ -1,8 +1,8 @@
-//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K and Q6_K (the table's `matmul` slot at
-//! every AArch64 level): `R` weight rows × `C` activation columns per tile, each weight
-//! super-block decoded once per tile (nibbles split, fifth / high bits merged, 6-bit scales and
-//! mins unpacked, `d` converted) and used for all its columns, each activation super-block loaded
-//! once per tile's rows.
+//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K and Q6_K (the table's `matmul` slot:
+//! the NEON tiles at every AArch64 level): `R` weight rows × `C` activation columns per tile, each
+//! weight super-block decoded once per tile (nibbles split, fifth / high bits merged, 6-bit scales
+//! and mins unpacked, `d` converted) and used for all its columns, each activation super-block
+//! loaded once per tile's rows. Shapes: `MINS_NEON`, `Q6_K_NEON`, `MINS_SDOT`.
 //!
 //! The scalar twins keep eight i32 lanes per super-block (lane = element index mod 8, each
 //! sub-block's products times its scale), then `sums[l] += (d · d_x) · lane[l]` in float, and the
@@ -10,19 +10,21 @@
 //! per super-block first). The tiles keep exactly those lanes per output, so every output is its
 //! column's scalar vec_dot, bit for bit:
 //!
-//! - NEON (all three types): the vec_dot kernels' widening multiplies (`smull`/`smlal` into i16,
-//!   then `smlal` by the sub-block's scale lane into i32), per row and column of the tile.
-//! - `dotprod` (Q4_K, Q5_K): both operands of a 32-value sub-block are permuted by one `tbl` per
-//!   16 bytes so that the four bytes of each 32-bit word share their element index mod 8 (word `l`
-//!   holds elements `l, l + 8, l + 16, l + 24`); one `sdot` per 16 bytes then adds each lane's four
-//!   products. The sub-block scales enter by summation by parts: the `sdot` accumulators `P` run
-//!   over the whole super-block (the prefix sums), and after sub-block `s` the lanes take
-//!   `(scale_s − scale_{s+1}) · P` (`mla` by element, `scale_8 = 0`), which totals
-//!   `Σ_s scale_s · (P_s − P_{s−1})`: exact in wrapping i32, two instructions per 16 products
-//!   where the widening form needs three. Q6_K's sub-blocks hold only two elements per lane, too
-//!   few for a 4-byte `sdot` word, so Q6_K keeps the NEON tile at every level.
+//! - NEON (all three types, in the table at every level): the vec_dot kernels' widening multiplies
+//!   (`smull`/`smlal` into i16, then `smlal` by the sub-block's scale lane into i32), per row and
+//!   column of the tile.
+//! - `sdot` (Q4_K, Q5_K; tested, not in the table: it executes more instructions than the NEON
+//!   tile, see docs/kernel-experiments.md): both operands of a 32-value sub-block are permuted by
+//!   one `tbl` per 16 bytes so that the four bytes of each 32-bit word share their element index
+//!   mod 8 (word `l` holds elements `l, l + 8, l + 16, l + 24`); one `sdot` per 16 bytes then adds
+//!   each lane's four products. The sub-block scales enter by summation by parts: the `sdot`
+//!   accumulators `P` run over the whole super-block (the prefix sums), and after sub-block `s` the
+//!   lanes take `(scale_s − scale_{s+1}) · P` (`mla` by element, `scale_8 = 0`), which totals
+//!   `Σ_s scale_s · (P_s − P_{s−1})`: exact in wrapping i32, two instructions per 16 products where
+//!   the widening form needs three. Q6_K's sub-blocks hold only two elements per lane, too few for
+//!   a 4-byte `sdot` word.
 //! - `i8mm`: `smmla` adds eight consecutive bytes, and a K-quant sub-block has at most four
-//!   elements per lane, so the `i8mm` level runs the `dotprod` tiles (the table falls back).
+//!   elements per lane, so there is no `smmla` tile.
 //!
 //! Rows and columns past the matrix's edge repeat the last row / column (computed, never stored).
 //! Instruction counts, old path against these: docs/kernel-experiments.md.
@@ -45,6 +47,16 @@ pub trait WithMins: Sized + 'static {
     fn header(&self) -> ([u8; 2], [u8; 2], &[u8; 12]);
     /// The quants (unsigned, below 32) of sub-block `j`: values 0..16 and 16..32.
     fn sub_block(&self, j: usize) -> (int8x16_t, int8x16_t);
+    /// Sub-block `j` reordered by [`LANE_WORDS`] (`index` holds it).
+    #[inline(always)]
+    fn sub_block_by_lane(
+        &self,
+        j: usize,
+        index: (uint8x16_t, uint8x16_t),
+    ) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { by_lane(self.sub_block(j), index) }
+    }
 }
 
 /// Q4_K's sub-block `j`: the low (even `j`) or high (odd `j`) nibbles of qs bytes `32 (j / 2)..`.
@@ -73,6 +85,42 @@ impl WithMins for BlockQ4K {
         // SAFETY: this module is compiled only for targets with NEON (quant/arch).
         unsafe { q4_k_sub_block(self, j) }
     }
+    /// The qs bytes reordered before their nibbles are split: the same `tbl`s serve sub-blocks
+    /// `2p` and `2p + 1`.
+    #[inline(always)]
+    fn sub_block_by_lane(
+        &self,
+        j: usize,
+        index: (uint8x16_t, uint8x16_t),
+    ) -> (int8x16_t, int8x16_t) {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q4_k_sub_block_by_lane(self, j, index) }
+    }
+}
+
+/// [`q4_k_sub_block`] reordered by [`LANE_WORDS`]: the qs bytes first, then their nibbles.
+#[inline]
+#[target_feature(enable = "neon")]
+fn q4_k_sub_block_by_lane(
+    b: &BlockQ4K,
+    j: usize,
+    index: (uint8x16_t, uint8x16_t),
+) -> (int8x16_t, int8x16_t) {
+    let p = 2 * (j / 2);
+    let raw = (
+        vreinterpretq_s8_u8(load_u8(piece(&b.qs, p))),
+        vreinterpretq_s8_u8(load_u8(piece(&b.qs, p + 1))),
+    );
+    let (a, c) = by_lane(raw, index);
+    let nibbles = |v: int8x16_t| {
+        let v = vreinterpretq_u8_s8(v);
+        vreinterpretq_s8_u8(if j.is_multiple_of(2) {
+            vandq_u8(v, vdupq_n_u8(0x0f))
+        } else {
+            vshrq_n_u8::<4>(v)
+        })
+    };
+    (nibbles(a), nibbles(c))
 }
 
 impl WithMins for BlockQ5K {
@@ -115,6 +163,18 @@ fn mins_head<W: WithMins>(b: &W) -> MinsHead {
     }
 }
 
+/// A [`MinsHead`] of zeros (an array's filler).
+#[inline]
+#[target_feature(enable = "neon")]
+fn zero_head() -> MinsHead {
+    MinsHead {
+        d: 0.0,
+        dmin: 0.0,
+        scales: [0; 8],
+        mins: (vdupq_n_s32(0), vdupq_n_s32(0)),
+    }
+}
+
 /// Eight u8 as i16 lanes.
 #[inline]
 #[target_feature(enable = "neon")]
@@ -143,6 +203,16 @@ fn x_head(xb: &BlockQ8K) -> XHead {
     XHead {
         d: xb.scale(),
         pairs: (vpaddlq_s16(b0), vpaddlq_s16(b1)),
+    }
+}
+
+/// An [`XHead`] of zeros (an array's filler).
+#[inline]
+#[target_feature(enable = "neon")]
+fn zero_x_head() -> XHead {
+    XHead {
+        d: 0.0,
+        pairs: (vdupq_n_s32(0), vdupq_n_s32(0)),
     }
 }
 
@@ -213,6 +283,18 @@ fn outputs<const R: usize, const C: usize>(acc: &[[Acc; C]; R]) -> [[f32; C]; R]
     acc.map(|row| row.map(|a| unsafe { add_lanes(a.sumf, a.low, a.high) }))
 }
 
+/// `f` of each element of `a`, by a plain loop over an array filled with `init` first:
+/// `array::map` and `array::from_fn` go through an adapter that LLVM kept out of line here (a call
+/// per element, its results through memory).
+#[inline(always)]
+fn each<T: Copy, U: Copy, const N: usize>(a: [T; N], init: U, f: impl Fn(T) -> U) -> [U; N] {
+    let mut out = [init; N];
+    for (o, t) in out.iter_mut().zip(a) {
+        *o = f(t);
+    }
+    out
+}
+
 /// A zeroed pair of i32 lane vectors.
 #[inline]
 #[target_feature(enable = "neon")]
@@ -229,14 +311,15 @@ fn tile_mins_neon<W: WithMins, const R: usize, const C: usize>(
     x: [&[BlockQ8K]; C],
 ) -> [[f32; C]; R] {
     let mut acc = [[acc_zero(); C]; R];
+    let z8 = (vdupq_n_s8(0), vdupq_n_s8(0));
     each_block(w, x, |wb, xb| {
-        let heads = wb.map(|b| mins_head(b));
-        let scales = heads.map(|h| widen8(&h.scales));
+        let heads = each(wb, zero_head(), |b| mins_head(b));
+        let scales = each(heads, vdupq_n_s16(0), |h| widen8(&h.scales));
         let mut lanes = [[lanes_zero(); C]; R];
         macro_rules! sub {
             ($j:literal) => {{
-                let wq = wb.map(|b| b.sub_block($j));
-                let xq = xb.map(|b| {
+                let wq = each(wb, z8, |b| b.sub_block($j));
+                let xq = each(xb, z8, |b| {
                     (
                         load_i8(piece(&b.qs, 2 * $j)),
                         load_i8(piece(&b.qs, 2 * $j + 1)),
@@ -257,7 +340,7 @@ fn tile_mins_neon<W: WithMins, const R: usize, const C: usize>(
         sub!(5);
         sub!(6);
         sub!(7);
-        let xs = xb.map(|b| x_head(b));
+        let xs = each(xb, zero_x_head(), |b| x_head(b));
         finish_mins(&mut acc, &lanes, &heads, &xs);
     });
     outputs(&acc)
@@ -309,10 +392,11 @@ fn tile_mins_sdot<W: WithMins, const R: usize, const C: usize>(
         )
     };
     let mut acc = [[acc_zero(); C]; R];
+    let z8 = (vdupq_n_s8(0), vdupq_n_s8(0));
     each_block(w, x, |wb, xb| {
-        let heads = wb.map(|b| mins_head(b));
+        let heads = each(wb, zero_head(), |b| mins_head(b));
         // scale_s − scale_{s+1} (scale_8 = 0) as i32 lanes.
-        let deltas = heads.map(|h| {
+        let deltas = each(heads, lanes_zero(), |h| {
             let s = widen8(&h.scales);
             let d = vsubq_s16(s, vextq_s16::<1>(s, vdupq_n_s16(0)));
             (vmovl_s16(vget_low_s16(d)), vmovl_high_s16(d))
@@ -321,8 +405,8 @@ fn tile_mins_sdot<W: WithMins, const R: usize, const C: usize>(
         let mut lanes = [[lanes_zero(); C]; R];
         macro_rules! sub {
             ($j:literal, $half:tt, $lane:literal) => {{
-                let wq = wb.map(|b| by_lane(b.sub_block($j), index));
-                let xq = xb.map(|b| {
+                let wq = each(wb, z8, |b| b.sub_block_by_lane($j, index));
+                let xq = each(xb, z8, |b| {
                     let v = (
                         load_i8(piece(&b.qs, 2 * $j)),
                         load_i8(piece(&b.qs, 2 * $j + 1)),
@@ -349,7 +433,7 @@ fn tile_mins_sdot<W: WithMins, const R: usize, const C: usize>(
         sub!(5, 1, 1);
         sub!(6, 1, 2);
         sub!(7, 1, 3);
-        let xs = xb.map(|b| x_head(b));
+        let xs = each(xb, zero_x_head(), |b| x_head(b));
         finish_mins(&mut acc, &lanes, &heads, &xs);
     });
     outputs(&acc)
@@ -366,37 +450,41 @@ fn tile_q6_k_neon<const R: usize, const C: usize>(
 ) -> [[f32; C]; R] {
     let mut acc = [[acc_zero(); C]; R];
     each_block(w, x, |wb, xb| {
-        let d = wb.map(|b| f16_le(b.d));
-        let scales = wb.map(|b| load_i8(&b.scales));
+        let d = each(wb, 0.0, |b| f16_le(b.d));
+        let scales = each(wb, vdupq_n_s8(0), |b| load_i8(&b.scales));
         let mut lanes = [[lanes_zero(); C]; R];
-        for half in 0..2 {
-            let q = wb.map(|b| half_quants(b, half));
-            let s = scales.map(|s| {
-                if half == 0 {
-                    vmovl_s8(vget_low_s8(s))
-                } else {
-                    vmovl_high_s8(s)
-                }
-            });
-            macro_rules! sub {
-                ($i:literal) => {{
-                    let xq = xb.map(|b| load_i8(piece(&b.qs, 8 * half + $i)));
-                    for ((lanes, q), &s) in lanes.iter_mut().zip(&q).zip(&s) {
-                        for (lanes, &xq) in lanes.iter_mut().zip(&xq) {
-                            add_sub_block_16::<$i>(lanes, q[$i], xq, s);
-                        }
+        macro_rules! half {
+            ($half:literal) => {{
+                let q = each(wb, [vdupq_n_s8(0); 8], |b| half_quants(b, $half));
+                let s = each(scales, vdupq_n_s16(0), |s| {
+                    if $half == 0 {
+                        vmovl_s8(vget_low_s8(s))
+                    } else {
+                        vmovl_high_s8(s)
                     }
-                }};
-            }
-            sub!(0);
-            sub!(1);
-            sub!(2);
-            sub!(3);
-            sub!(4);
-            sub!(5);
-            sub!(6);
-            sub!(7);
+                });
+                macro_rules! sub {
+                    ($i:literal) => {{
+                        let xq = each(xb, vdupq_n_s8(0), |b| load_i8(piece(&b.qs, 8 * $half + $i)));
+                        for ((lanes, q), &s) in lanes.iter_mut().zip(&q).zip(&s) {
+                            for (lanes, &xq) in lanes.iter_mut().zip(&xq) {
+                                add_sub_block_16::<$i>(lanes, q[$i], xq, s);
+                            }
+                        }
+                    }};
+                }
+                sub!(0);
+                sub!(1);
+                sub!(2);
+                sub!(3);
+                sub!(4);
+                sub!(5);
+                sub!(6);
+                sub!(7);
+            }};
         }
+        half!(0);
+        half!(1);
         for ((acc, lanes), &d) in acc.iter_mut().zip(&lanes).zip(&d) {
             for ((acc, &lanes), xb) in acc.iter_mut().zip(lanes).zip(&xb) {
                 add_scaled(acc, d * xb.scale(), lanes);
@@ -489,60 +577,64 @@ impl<'a, W> Problem<'a, W> {
 /// A level's matmul driver for one tile kind: `$rows` × `$wide` tiles, the columns left in one
 /// tile of `$narrow` (if at most that many are left) or one padded wide tile.
 macro_rules! driver {
-    ($features:literal, $name:ident, $w:ty, $tile:ident $(:: <$t:ty>)?, $rows:literal, $wide:literal, $narrow:literal) => {
+    ($features:literal, $name:ident, $w:ty, $tile:ident $(:: <$t:ty>)?, $shape:ident) => {
         #[target_feature(enable = $features)]
         fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
             let Some(m) = Problem::new(w, row_blocks, x, n, y_stride) else {
                 return;
             };
-            let rest = m.n % $wide;
-            let wide = if rest > $narrow { m.n } else { m.n - rest };
-            m.tiles::<$rows, $wide>(0..wide, y, |w, x| $tile::<$($t,)? $rows, $wide>(w, x));
-            m.tiles::<$rows, $narrow>(wide..m.n, y, |w, x| $tile::<$($t,)? $rows, $narrow>(w, x));
+            let rest = m.n % $shape.1;
+            let wide = if rest > $shape.2 { m.n } else { m.n - rest };
+            m.tiles::<{ $shape.0 }, { $shape.1 }>(0..wide, y, |w, x| {
+                $tile::<$($t,)? { $shape.0 }, { $shape.1 }>(w, x)
+            });
+            m.tiles::<{ $shape.0 }, { $shape.2 }>(wide..m.n, y, |w, x| {
+                $tile::<$($t,)? { $shape.0 }, { $shape.2 }>(w, x)
+            });
         }
     };
 }
+
+/// Tile shapes `(rows, wide columns, narrow columns)`, chosen by instruction counts
+/// (docs/kernel-experiments.md): Q4_K / Q5_K NEON.
+const MINS_NEON: (usize, usize, usize) = (1, 4, 2);
+/// Q4_K / Q5_K `sdot` (four accumulators per output: two rows by two columns).
+const MINS_SDOT: (usize, usize, usize) = (2, 2, 1);
+/// Q6_K NEON.
+const Q6_K_NEON: (usize, usize, usize) = (1, 4, 2);
 
 driver!(
     "neon",
     q4_k_neon_tiles,
     BlockQ4K,
     tile_mins_neon::<BlockQ4K>,
-    2,
-    4,
-    2
+    MINS_NEON
 );
 driver!(
     "neon",
     q5_k_neon_tiles,
     BlockQ5K,
     tile_mins_neon::<BlockQ5K>,
-    2,
-    4,
-    2
+    MINS_NEON
 );
-driver!("neon", q6_k_neon_tiles, BlockQ6K, tile_q6_k_neon, 2, 4, 2);
+driver!("neon", q6_k_neon_tiles, BlockQ6K, tile_q6_k_neon, Q6_K_NEON);
 driver!(
     "neon,dotprod",
     q4_k_sdot_tiles,
     BlockQ4K,
     tile_mins_sdot::<BlockQ4K>,
-    2,
-    2,
-    1
+    MINS_SDOT
 );
 driver!(
     "neon,dotprod",
     q5_k_sdot_tiles,
     BlockQ5K,
     tile_mins_sdot::<BlockQ5K>,
-    2,
-    2,
-    1
+    MINS_SDOT
 );
 
-/// The table's entry points: NEON tiles, and `sdot` tiles where the level says `dotprod` and the
-/// CPU has it (else the NEON tiles, same bits).
+/// The entry points: NEON tiles (the table's, at every level), and `sdot` tiles where the CPU has
+/// dotprod (else the NEON tiles, same bits; tested, not in the table).
 macro_rules! entry {
     ($doc:literal, $name:ident, $w:ty, $tiles:ident) => {
         #[doc = $doc]
