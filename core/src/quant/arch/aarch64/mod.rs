@@ -28,7 +28,7 @@
 //! Q4_K, Q5_K and Q6_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
 //! per tile, each super-block's decode shared by the columns, the vec_dots' widening multiplies and
 //! float steps per output. The `dotprod` and `i8mm` levels inherit them: an `sdot` form (operands
-//! reordered by lane, scales by summation by parts) is there and tested, but executes more
+//! reordered by lane, scales by summation by parts) was built and tested but executed more
 //! instructions than the NEON tile (docs/kernel-experiments.md), and `smmla`'s 8-byte groups do not
 //! fit a K-quant sub-block's four elements per lane.
 //!

@@ -1,37 +1,25 @@
-//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K and Q6_K (the table's `matmul` slot:
-//! the NEON tiles at every AArch64 level): `R` weight rows × `C` activation columns per tile, each
-//! weight super-block decoded once per tile (nibbles split, fifth / high bits merged, 6-bit scales
-//! and mins unpacked, `d` converted) and used for all its columns, each activation super-block
-//! loaded once per tile's rows. Shapes: `MINS_NEON`, `Q6_K_NEON`, `MINS_SDOT`.
+//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K and Q6_K (the table's `matmul` slot
+//! at every AArch64 level): one weight row × four activation columns per tile (the last columns in
+//! a tile of three or two, a last single column by the vec_dot), each weight super-block decoded
+//! once per tile (nibbles split, fifth / high bits merged, 6-bit scales and mins unpacked, `d`
+//! converted) and used for all its columns.
 //!
 //! The scalar twins keep eight i32 lanes per super-block (lane = element index mod 8, each
 //! sub-block's products times its scale), then `sums[l] += (d · d_x) · lane[l]` in float, and the
 //! eight sums added in lane order at the end (Q4_K / Q5_K: `sumf -= (dmin · d_x) · Σ bsums·mins`
-//! per super-block first). The tiles keep exactly those lanes per output, so every output is its
-//! column's scalar vec_dot, bit for bit:
+//! per super-block first). The tiles keep exactly those lanes per output with the vec_dot kernels'
+//! widening multiplies (`smull`/`smlal` into i16, then `smlal` by the sub-block's scale lane into
+//! i32), so every output is its column's scalar vec_dot, bit for bit.
 //!
-//! - NEON (all three types, in the table at every level): the vec_dot kernels' widening multiplies
-//!   (`smull`/`smlal` into i16, then `smlal` by the sub-block's scale lane into i32), per row and
-//!   column of the tile.
-//! - `sdot` (Q4_K, Q5_K; tested, not in the table: it executes more instructions than the NEON
-//!   tile, see docs/kernel-experiments.md): both operands of a 32-value sub-block are permuted by
-//!   one `tbl` per 16 bytes so that the four bytes of each 32-bit word share their element index
-//!   mod 8 (word `l` holds elements `l, l + 8, l + 16, l + 24`); one `sdot` per 16 bytes then adds
-//!   each lane's four products. The sub-block scales enter by summation by parts: the `sdot`
-//!   accumulators `P` run over the whole super-block (the prefix sums), and after sub-block `s` the
-//!   lanes take `(scale_s − scale_{s+1}) · P` (`mla` by element, `scale_8 = 0`), which totals
-//!   `Σ_s scale_s · (P_s − P_{s−1})`: exact in wrapping i32, two instructions per 16 products where
-//!   the widening form needs three. Q6_K's sub-blocks hold only two elements per lane, too few for
-//!   a 4-byte `sdot` word.
-//! - `i8mm`: `smmla` adds eight consecutive bytes, and a K-quant sub-block has at most four
-//!   elements per lane, so there is no `smmla` tile.
-//!
-//! Rows and columns past the matrix's edge repeat the last row / column (computed, never stored).
-//! Instruction counts, old path against these: docs/kernel-experiments.md.
+//! Why NEON only, and why one row (instruction counts: docs/kernel-experiments.md): an `sdot`
+//! form was built and tested bit-exact (both operands of a 32-value sub-block reordered by `tbl`
+//! so that each 32-bit word holds one lane's four elements, the scales applied by summation by
+//! parts to running `sdot` sums) but executed more instructions than this tile, the reordering of
+//! every column in every tile eating what `sdot` saves; `smmla` adds eight consecutive bytes, more
+//! than a sub-block's four (Q6_K: two) elements per lane. Two-row tiles spilled.
 
-use super::has_dotprod;
 use super::matmul::each_block;
-use super::ops::{f16_le, load_i8, load_u8, piece, sdot};
+use super::ops::{f16_le, load_i8, load_u8, piece};
 use super::q4_k::{add_lanes, add_sub_block as add_sub_block_32};
 use super::q5_k::sub_block as q5_k_sub_block;
 use super::q6_k::{add_sub_block as add_sub_block_16, half_quants};
@@ -47,16 +35,6 @@ pub trait WithMins: Sized + 'static {
     fn header(&self) -> ([u8; 2], [u8; 2], &[u8; 12]);
     /// The quants (unsigned, below 32) of sub-block `j`: values 0..16 and 16..32.
     fn sub_block(&self, j: usize) -> (int8x16_t, int8x16_t);
-    /// Sub-block `j` reordered by [`LANE_WORDS`] (`index` holds it).
-    #[inline(always)]
-    fn sub_block_by_lane(
-        &self,
-        j: usize,
-        index: (uint8x16_t, uint8x16_t),
-    ) -> (int8x16_t, int8x16_t) {
-        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-        unsafe { by_lane(self.sub_block(j), index) }
-    }
 }
 
 /// Q4_K's sub-block `j`: the low (even `j`) or high (odd `j`) nibbles of qs bytes `32 (j / 2)..`.
@@ -85,42 +63,6 @@ impl WithMins for BlockQ4K {
         // SAFETY: this module is compiled only for targets with NEON (quant/arch).
         unsafe { q4_k_sub_block(self, j) }
     }
-    /// The qs bytes reordered before their nibbles are split: the same `tbl`s serve sub-blocks
-    /// `2p` and `2p + 1`.
-    #[inline(always)]
-    fn sub_block_by_lane(
-        &self,
-        j: usize,
-        index: (uint8x16_t, uint8x16_t),
-    ) -> (int8x16_t, int8x16_t) {
-        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-        unsafe { q4_k_sub_block_by_lane(self, j, index) }
-    }
-}
-
-/// [`q4_k_sub_block`] reordered by [`LANE_WORDS`]: the qs bytes first, then their nibbles.
-#[inline]
-#[target_feature(enable = "neon")]
-fn q4_k_sub_block_by_lane(
-    b: &BlockQ4K,
-    j: usize,
-    index: (uint8x16_t, uint8x16_t),
-) -> (int8x16_t, int8x16_t) {
-    let p = 2 * (j / 2);
-    let raw = (
-        vreinterpretq_s8_u8(load_u8(piece(&b.qs, p))),
-        vreinterpretq_s8_u8(load_u8(piece(&b.qs, p + 1))),
-    );
-    let (a, c) = by_lane(raw, index);
-    let nibbles = |v: int8x16_t| {
-        let v = vreinterpretq_u8_s8(v);
-        vreinterpretq_s8_u8(if j.is_multiple_of(2) {
-            vandq_u8(v, vdupq_n_u8(0x0f))
-        } else {
-            vshrq_n_u8::<4>(v)
-        })
-    };
-    (nibbles(a), nibbles(c))
 }
 
 impl WithMins for BlockQ5K {
@@ -346,99 +288,6 @@ fn tile_mins_neon<W: WithMins, const R: usize, const C: usize>(
     outputs(&acc)
 }
 
-/// Byte `4l + i` of the first (second) vector takes element `l + 8i` (`l + 4 + 8i`) of a 32-value
-/// sub-block: each 32-bit word then holds the four elements of one lane `element mod 8`.
-const LANE_WORDS: [[u8; 16]; 2] = {
-    let mut t = [[0u8; 16]; 2];
-    let mut k = 0;
-    while k < 32 {
-        let (half, at) = (k / 16, k % 16);
-        let (l, i) = (4 * half + at / 4, at % 4);
-        t[half][at] = (l + 8 * i) as u8;
-        k += 1;
-    }
-    t
-};
-
-/// The 32 values `(a, b)` reordered by [`LANE_WORDS`].
-#[inline]
-#[target_feature(enable = "neon")]
-fn by_lane(v: (int8x16_t, int8x16_t), index: (uint8x16_t, uint8x16_t)) -> (int8x16_t, int8x16_t) {
-    let table = int8x16x2_t(v.0, v.1);
-    (vqtbl2q_s8(table, index.0), vqtbl2q_s8(table, index.1))
-}
-
-/// Lane `J` of `v` times `m`, added to `acc` (`mla` by element).
-#[inline]
-#[target_feature(enable = "neon")]
-fn mla_lane<const J: i32>(acc: int32x4_t, m: int32x4_t, v: int32x4_t) -> int32x4_t {
-    vmlaq_laneq_s32::<J>(acc, m, v)
-}
-
-/// `R` rows of a [`WithMins`] type against `C` columns with `sdot`: per sub-block each row's and
-/// each column's quants reordered by lane once, then per pair two `sdot`s into the running prefix
-/// sums and two `mla`s of them by the scale differences.
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
-fn tile_mins_sdot<W: WithMins, const R: usize, const C: usize>(
-    w: [&[W]; R],
-    x: [&[BlockQ8K]; C],
-) -> [[f32; C]; R] {
-    // SAFETY: both arrays are 16 bytes, what `ld1` reads.
-    let index = unsafe {
-        (
-            vld1q_u8(LANE_WORDS[0].as_ptr()),
-            vld1q_u8(LANE_WORDS[1].as_ptr()),
-        )
-    };
-    let mut acc = [[acc_zero(); C]; R];
-    let z8 = (vdupq_n_s8(0), vdupq_n_s8(0));
-    each_block(w, x, |wb, xb| {
-        let heads = each(wb, zero_head(), |b| mins_head(b));
-        // scale_s − scale_{s+1} (scale_8 = 0) as i32 lanes.
-        let deltas = each(heads, lanes_zero(), |h| {
-            let s = widen8(&h.scales);
-            let d = vsubq_s16(s, vextq_s16::<1>(s, vdupq_n_s16(0)));
-            (vmovl_s16(vget_low_s16(d)), vmovl_high_s16(d))
-        });
-        let mut prefix = [[lanes_zero(); C]; R];
-        let mut lanes = [[lanes_zero(); C]; R];
-        macro_rules! sub {
-            ($j:literal, $half:tt, $lane:literal) => {{
-                let wq = each(wb, z8, |b| b.sub_block_by_lane($j, index));
-                let xq = each(xb, z8, |b| {
-                    let v = (
-                        load_i8(piece(&b.qs, 2 * $j)),
-                        load_i8(piece(&b.qs, 2 * $j + 1)),
-                    );
-                    by_lane(v, index)
-                });
-                for (((prefix, lanes), &wq), delta) in
-                    prefix.iter_mut().zip(&mut lanes).zip(&wq).zip(&deltas)
-                {
-                    for ((p, l), &xq) in prefix.iter_mut().zip(lanes.iter_mut()).zip(&xq) {
-                        p.0 = sdot(p.0, wq.0, xq.0);
-                        p.1 = sdot(p.1, wq.1, xq.1);
-                        l.0 = mla_lane::<$lane>(l.0, p.0, delta.$half);
-                        l.1 = mla_lane::<$lane>(l.1, p.1, delta.$half);
-                    }
-                }
-            }};
-        }
-        sub!(0, 0, 0);
-        sub!(1, 0, 1);
-        sub!(2, 0, 2);
-        sub!(3, 0, 3);
-        sub!(4, 1, 0);
-        sub!(5, 1, 1);
-        sub!(6, 1, 2);
-        sub!(7, 1, 3);
-        let xs = each(xb, zero_x_head(), |b| x_head(b));
-        finish_mins(&mut acc, &lanes, &heads, &xs);
-    });
-    outputs(&acc)
-}
-
 /// `R` Q6_K rows against `C` columns with widening multiplies: per half super-block each row's
 /// quants decoded once, per 16-value sub-block each column's quants once, then the products of
 /// every pair.
@@ -541,6 +390,17 @@ impl<'a, W> Problem<'a, W> {
             .unwrap_or_default()
     }
 
+    /// Column `c` against every row by `vec_dot`.
+    fn single_column(&self, c: usize, y: &mut [f32], vec_dot: fn(&[W], &[BlockQ8K]) -> f32) {
+        let x = self.column(c);
+        for r in 0..self.rows {
+            let at = c.saturating_mul(self.y_stride).saturating_add(r);
+            if let Some(out) = y.get_mut(at) {
+                *out = vec_dot(self.row(r), x);
+            }
+        }
+    }
+
     /// The tiles of the columns `columns` in groups of `C`, every row in groups of `R`; a group
     /// at the edge repeats its last column or row (computed, never stored).
     #[inline(always)]
@@ -574,131 +434,57 @@ impl<'a, W> Problem<'a, W> {
     }
 }
 
-/// A level's matmul driver for one tile kind: `$rows` × `$wide` tiles, the columns left in one
-/// tile of `$narrow` (if at most that many are left) or one padded wide tile.
+/// Columns of a wide tile (its rows: one).
+const WIDE: usize = 4;
+
+/// A type's matmul: one-row tiles of [`WIDE`] columns, the columns left in one tile of three or
+/// two, or a last single column by the vec_dot (a one-column tile shares nothing).
 macro_rules! driver {
-    ($features:literal, $name:ident, $w:ty, $tile:ident $(:: <$t:ty>)?, $shape:ident) => {
-        #[target_feature(enable = $features)]
-        fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
+    ($doc:literal, $name:ident, $tiles:ident, $w:ty, $tile:ident $(:: <$t:ty>)?, $vec_dot:path) => {
+        #[target_feature(enable = "neon")]
+        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
             let Some(m) = Problem::new(w, row_blocks, x, n, y_stride) else {
                 return;
             };
-            let rest = m.n % $shape.1;
-            let wide = if rest > $shape.2 { m.n } else { m.n - rest };
-            m.tiles::<{ $shape.0 }, { $shape.1 }>(0..wide, y, |w, x| {
-                $tile::<$($t,)? { $shape.0 }, { $shape.1 }>(w, x)
-            });
-            m.tiles::<{ $shape.0 }, { $shape.2 }>(wide..m.n, y, |w, x| {
-                $tile::<$($t,)? { $shape.0 }, { $shape.2 }>(w, x)
-            });
+            let wide = m.n - m.n % WIDE;
+            m.tiles::<1, WIDE>(0..wide, y, |w, x| $tile::<$($t,)? 1, WIDE>(w, x));
+            match m.n - wide {
+                3 => m.tiles::<1, 3>(wide..m.n, y, |w, x| $tile::<$($t,)? 1, 3>(w, x)),
+                2 => m.tiles::<1, 2>(wide..m.n, y, |w, x| $tile::<$($t,)? 1, 2>(w, x)),
+                1 => m.single_column(wide, y, $vec_dot),
+                _ => {}
+            }
         }
-    };
-}
 
-/// Tile shapes `(rows, wide columns, narrow columns)`, chosen by instruction counts
-/// (docs/kernel-experiments.md): Q4_K / Q5_K NEON.
-const MINS_NEON: (usize, usize, usize) = (1, 4, 2);
-/// Q4_K / Q5_K `sdot` (four accumulators per output: two rows by two columns).
-const MINS_SDOT: (usize, usize, usize) = (2, 2, 1);
-/// Q6_K NEON.
-const Q6_K_NEON: (usize, usize, usize) = (1, 4, 2);
-
-driver!(
-    "neon",
-    q4_k_neon_tiles,
-    BlockQ4K,
-    tile_mins_neon::<BlockQ4K>,
-    MINS_NEON
-);
-driver!(
-    "neon",
-    q5_k_neon_tiles,
-    BlockQ5K,
-    tile_mins_neon::<BlockQ5K>,
-    MINS_NEON
-);
-driver!("neon", q6_k_neon_tiles, BlockQ6K, tile_q6_k_neon, Q6_K_NEON);
-driver!(
-    "neon,dotprod",
-    q4_k_sdot_tiles,
-    BlockQ4K,
-    tile_mins_sdot::<BlockQ4K>,
-    MINS_SDOT
-);
-driver!(
-    "neon,dotprod",
-    q5_k_sdot_tiles,
-    BlockQ5K,
-    tile_mins_sdot::<BlockQ5K>,
-    MINS_SDOT
-);
-
-/// The entry points: NEON tiles (the table's, at every level), and `sdot` tiles where the CPU has
-/// dotprod (else the NEON tiles, same bits; tested, not in the table).
-macro_rules! entry {
-    ($doc:literal, $name:ident, $w:ty, $tiles:ident) => {
         #[doc = $doc]
-        pub fn $name(
-            w: &[$w],
-            row_blocks: usize,
-            x: &[BlockQ8K],
-            n: usize,
-            y: &mut [f32],
-            y_stride: usize,
-        ) {
+        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
             // SAFETY: this module is compiled only for targets with NEON (quant/arch).
             unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
         }
     };
-    ($doc:literal, $name:ident, $w:ty, $tiles:ident, $fallback:ident) => {
-        #[doc = $doc]
-        pub fn $name(
-            w: &[$w],
-            row_blocks: usize,
-            x: &[BlockQ8K],
-            n: usize,
-            y: &mut [f32],
-            y_stride: usize,
-        ) {
-            if has_dotprod() {
-                // SAFETY: the CPU has dotprod (checked just above).
-                unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
-            } else {
-                $fallback(w, row_blocks, x, n, y, y_stride);
-            }
-        }
-    };
 }
 
-entry!(
-    "Q4_K matmul, NEON tiles.",
+driver!(
+    "Q4_K's matmul (every AArch64 level).",
     q4_k_neon,
+    q4_k_tiles,
     BlockQ4K,
-    q4_k_neon_tiles
+    tile_mins_neon::<BlockQ4K>,
+    super::q4_k::vec_dot
 );
-entry!(
-    "Q5_K matmul, NEON tiles.",
+driver!(
+    "Q5_K's matmul (every AArch64 level).",
     q5_k_neon,
+    q5_k_tiles,
     BlockQ5K,
-    q5_k_neon_tiles
+    tile_mins_neon::<BlockQ5K>,
+    super::q5_k::vec_dot
 );
-entry!(
-    "Q6_K matmul, NEON tiles (every level).",
+driver!(
+    "Q6_K's matmul (every AArch64 level).",
     q6_k_neon,
+    q6_k_tiles,
     BlockQ6K,
-    q6_k_neon_tiles
-);
-entry!(
-    "Q4_K matmul, `sdot` tiles.",
-    q4_k_dotprod,
-    BlockQ4K,
-    q4_k_sdot_tiles,
-    q4_k_neon
-);
-entry!(
-    "Q5_K matmul, `sdot` tiles.",
-    q5_k_dotprod,
-    BlockQ5K,
-    q5_k_sdot_tiles,
-    q5_k_neon
+    tile_q6_k_neon,
+    super::q6_k::vec_dot
 );

@@ -1,14 +1,13 @@
 //! The K-quant matmul tiles (`k_matmul`) against the scalar vec_dot, output by output, `to_bits`
-//! equal (two NaNs count as equal): every rows × columns in 1..=17 (around the NEON tiles' one row
-//! by four / two columns and the `sdot` tiles' two by two / one) for rows of one super-block, an
-//! edge grid for two and three; weight rows
+//! equal (two NaNs count as equal): every rows × columns in 1..=17 (around the tiles' four columns
+//! and the three, two or one left) for rows of one super-block, an edge grid for two and three;
+//! weight rows
 //! quantized from floats, of random bytes (NaN, infinite and subnormal scales, any scales, mins and
 //! quants), quantized with a special `d` or `dmin` in one block, and of extreme bytes with finite
 //! scales; activation columns likewise (random bytes: bsums unrelated to the quants; extremes:
 //! all quants -128 or 127 with the bsums of i16's ends). Outputs land at a column stride larger
-//! than the row count, whose gaps must stay untouched. Each tile kind runs directly (the `sdot`
-//! entry runs the NEON tiles, and says so, where the CPU lacks dotprod), and the same matrices go
-//! through `typed::matmul_quantized_at` at every level the (emulated) CPU has.
+//! than the row count, whose gaps must stay untouched. The kernels run directly, and the same
+//! matrices go through `typed::matmul_quantized_at` at every level the (emulated) CPU has.
 
 extern crate std;
 
@@ -215,23 +214,15 @@ fn shapes() -> Vec<(usize, usize, usize)> {
     out
 }
 
-/// Every shape through `kernels`; the `sdot` ones only where the CPU has dotprod (reported).
+/// Every shape through `kernel`.
 fn check_type<W: Pod + Kernels<Activation = BlockQ8K>>(
     seed: u64,
     name: &str,
     maker: Maker<W>,
     scalar: fn(&[W], &[BlockQ8K]) -> f32,
-    neon: MatmulFn<W>,
-    dotprod: Option<MatmulFn<W>>,
+    kernel: MatmulFn<W>,
 ) {
-    let mut kernels: Vec<(&str, MatmulFn<W>)> = vec![("neon", neon)];
-    if let Some(dotprod) = dotprod {
-        // Without dotprod this entry runs the NEON tiles: checked anyway, the skip reported.
-        kernels.push(("dotprod", dotprod));
-        if !Level::Dotprod.is_available() {
-            std::eprintln!("{name}: no dotprod on this CPU: the sdot tiles not run");
-        }
-    }
+    let kernels: [(&str, MatmulFn<W>); 1] = [("neon", kernel)];
     let mut rng = Rng(seed);
     let mut failures = Vec::new();
     for shape in shapes() {
@@ -257,7 +248,6 @@ fn q4_k_matmul_tiles_match_scalar() {
         maker,
         s_q4_k::vec_dot,
         k_matmul::q4_k_neon,
-        Some(k_matmul::q4_k_dotprod),
     );
 }
 
@@ -273,7 +263,6 @@ fn q5_k_matmul_tiles_match_scalar() {
         maker,
         s_q5_k::vec_dot,
         k_matmul::q5_k_neon,
-        Some(k_matmul::q5_k_dotprod),
     );
 }
 
@@ -289,7 +278,6 @@ fn q6_k_matmul_tiles_match_scalar() {
         maker,
         s_q6_k::vec_dot,
         k_matmul::q6_k_neon,
-        None,
     );
 }
 
