@@ -25,7 +25,7 @@
 //! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
 //! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
-//! Q4_K, Q5_K and Q6_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
+//! Q4_K, Q5_K, Q6_K and Q3_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
 //! per tile, each super-block's decode shared by the columns, the vec_dots' widening multiplies and
 //! float steps per output. The `dotprod` and `i8mm` levels inherit them: an `sdot` form (operands
 //! reordered by lane, scales by summation by parts) was built and tested but executed more
@@ -143,6 +143,7 @@ mod sets {
         q3_k: Ops {
             dequantize: Some(row_forms::dequantize_q3_k),
             vec_dot: Some(q3_k::vec_dot),
+            matmul: Some(k_matmul::q3_k_neon),
             ..Ops::NONE
         },
         q4_k: Ops {

@@ -1,4 +1,4 @@
-//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K and Q6_K (the table's `matmul` slot
+//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K, Q6_K and Q3_K (the table's `matmul` slot
 //! at every AArch64 level): one weight row × four activation columns per tile (the last columns in
 //! a tile of three or two, a last single column by the vec_dot), each weight super-block decoded
 //! once per tile (nibbles split, fifth / high bits merged, 6-bit scales and mins unpacked, `d`
@@ -20,10 +20,12 @@
 
 use super::matmul::each_block;
 use super::ops::{f16_le, load_i8, load_u8, piece};
+use super::q3_k::{half_quants as q3_k_half_quants, scales as q3_k_scales};
 use super::q4_k::{add_lanes, add_sub_block as add_sub_block_32};
 use super::q5_k::sub_block as q5_k_sub_block;
-use super::q6_k::{add_sub_block as add_sub_block_16, half_quants};
+use super::q6_k::{add_sub_block as add_sub_block_16, half_quants as q6_k_half_quants};
 use crate::quant::activation::BlockQ8K;
+use crate::quant::k_quants::q3_k::BlockQ3K;
 use crate::quant::k_quants::q4_k::{scales_and_mins, BlockQ4K};
 use crate::quant::k_quants::q5_k::BlockQ5K;
 use crate::quant::k_quants::q6_k::BlockQ6K;
@@ -288,23 +290,67 @@ fn tile_mins_neon<W: WithMins, const R: usize, const C: usize>(
     outputs(&acc)
 }
 
-/// `R` Q6_K rows against `C` columns with widening multiplies: per half super-block each row's
-/// quants decoded once, per 16-value sub-block each column's quants once, then the products of
-/// every pair.
+/// The K-quants with sixteen 16-value sub-blocks, signed quants and i8 scales, and no mins
+/// (Q6_K, Q3_K): the same lanes and float steps.
+pub trait Signed16: Sized + 'static {
+    /// `d`.
+    fn d(&self) -> [u8; 2];
+    /// The sixteen sub-block scales.
+    fn scales(&self) -> int8x16_t;
+    /// The signed quants of half `half` (128 values) as eight vectors of 16, in element order.
+    fn half_quants(&self, half: usize) -> [int8x16_t; 8];
+}
+
+impl Signed16 for BlockQ6K {
+    #[inline(always)]
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    #[inline(always)]
+    fn scales(&self) -> int8x16_t {
+        load_i8(&self.scales)
+    }
+    #[inline(always)]
+    fn half_quants(&self, half: usize) -> [int8x16_t; 8] {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q6_k_half_quants(self, half) }
+    }
+}
+
+impl Signed16 for BlockQ3K {
+    #[inline(always)]
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    #[inline(always)]
+    fn scales(&self) -> int8x16_t {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q3_k_scales(self) }
+    }
+    #[inline(always)]
+    fn half_quants(&self, half: usize) -> [int8x16_t; 8] {
+        // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+        unsafe { q3_k_half_quants(self, half) }
+    }
+}
+
+/// `R` rows of a [`Signed16`] type (Q6_K, Q3_K) against `C` columns with widening multiplies: per
+/// half super-block each row's quants decoded once, per 16-value sub-block each column's quants
+/// once, then the products of every pair.
 #[inline]
 #[target_feature(enable = "neon")]
-fn tile_q6_k_neon<const R: usize, const C: usize>(
-    w: [&[BlockQ6K]; R],
+fn tile_signed16_neon<W: Signed16, const R: usize, const C: usize>(
+    w: [&[W]; R],
     x: [&[BlockQ8K]; C],
 ) -> [[f32; C]; R] {
     let mut acc = [[acc_zero(); C]; R];
     each_block(w, x, |wb, xb| {
-        let d = each(wb, 0.0, |b| f16_le(b.d));
-        let scales = each(wb, vdupq_n_s8(0), |b| load_i8(&b.scales));
+        let d = each(wb, 0.0, |b| f16_le(b.d()));
+        let scales = each(wb, vdupq_n_s8(0), |b| b.scales());
         let mut lanes = [[lanes_zero(); C]; R];
         macro_rules! half {
             ($half:literal) => {{
-                let q = each(wb, [vdupq_n_s8(0); 8], |b| half_quants(b, $half));
+                let q = each(wb, [vdupq_n_s8(0); 8], |b| b.half_quants($half));
                 let s = each(scales, vdupq_n_s16(0), |s| {
                     if $half == 0 {
                         vmovl_s8(vget_low_s8(s))
@@ -485,6 +531,14 @@ driver!(
     q6_k_neon,
     q6_k_tiles,
     BlockQ6K,
-    tile_q6_k_neon,
+    tile_signed16_neon::<BlockQ6K>,
     super::q6_k::vec_dot
+);
+driver!(
+    "Q3_K's matmul (every AArch64 level).",
+    q3_k_neon,
+    q3_k_tiles,
+    BlockQ3K,
+    tile_signed16_neon::<BlockQ3K>,
+    super::q3_k::vec_dot
 );

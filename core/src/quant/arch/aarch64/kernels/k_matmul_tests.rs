@@ -14,6 +14,7 @@ extern crate std;
 use super::k_matmul;
 use super::tests::{Rng, SPECIAL_F16};
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::k_quants::q3_k::{self as s_q3_k, BlockQ3K};
 use crate::quant::k_quants::q4_k::{self as s_q4_k, BlockQ4K};
 use crate::quant::k_quants::q5_k::{self as s_q5_k, BlockQ5K};
 use crate::quant::k_quants::q6_k::{self as s_q6_k, BlockQ6K};
@@ -278,6 +279,21 @@ fn q6_k_matmul_tiles_match_scalar() {
         maker,
         s_q6_k::vec_dot,
         k_matmul::q6_k_neon,
+    );
+}
+
+#[test]
+fn q3_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q3_k::quantize_block,
+        f16_at: &[core::mem::offset_of!(BlockQ3K, d)],
+    };
+    check_type(
+        0x0303_0000_bbbb,
+        "q3_k",
+        maker,
+        s_q3_k::vec_dot,
+        k_matmul::q3_k_neon,
     );
 }
 
