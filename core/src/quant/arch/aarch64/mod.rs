@@ -25,12 +25,13 @@
 //! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
 //! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
-//! Q4_K, Q5_K, Q6_K and Q3_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
+//! Q4_K, Q5_K, Q6_K, Q3_K and Q2_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
 //! per tile, each super-block's decode shared by the columns, the vec_dots' widening multiplies and
 //! float steps per output. The `dotprod` and `i8mm` levels inherit them: an `sdot` form (operands
 //! reordered by lane, scales by summation by parts) was built and tested but executed more
 //! instructions than the NEON tile (docs/kernel-experiments.md), and `smmla`'s 8-byte groups do not
-//! fit a K-quant sub-block's four elements per lane.
+//! fit a K-quant sub-block's four elements per lane. Q2_K (one integer total, no lanes) also has
+//! `sdot` tiles at `dotprod`.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
@@ -138,6 +139,7 @@ mod sets {
         q2_k: Ops {
             dequantize: Some(row_forms::dequantize_q2_k),
             vec_dot: Some(q2_k::vec_dot),
+            matmul: Some(k_matmul::q2_k_neon),
             ..Ops::NONE
         },
         q3_k: Ops {
@@ -227,6 +229,7 @@ mod sets {
         },
         q2_k: Ops {
             vec_dot: Some(q2_k::vec_dot_dotprod),
+            matmul: Some(k_matmul::q2_k_dotprod),
             ..Ops::NONE
         },
         iq4_xs: Ops {

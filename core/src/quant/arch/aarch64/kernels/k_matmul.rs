@@ -18,13 +18,19 @@
 //! every column in every tile eating what `sdot` saves; `smmla` adds eight consecutive bytes, more
 //! than a sub-block's four (Q6_K: two) elements per lane. Two-row tiles spilled.
 
+use super::has_dotprod;
 use super::matmul::each_block;
-use super::ops::{f16_le, load_i8, load_u8, piece};
+use super::ops::{f16_le, load_i8, load_u8, piece, sdot};
+use super::q2_k::{
+    add_scaled as q2_k_add_scaled, half_quants as q2_k_half_quants, mins_sum as q2_k_mins_sum,
+    step as q2_k_step, times_scale as q2_k_times_scale,
+};
 use super::q3_k::{half_quants as q3_k_half_quants, scales as q3_k_scales};
 use super::q4_k::{add_lanes, add_sub_block as add_sub_block_32};
 use super::q5_k::sub_block as q5_k_sub_block;
 use super::q6_k::{add_sub_block as add_sub_block_16, half_quants as q6_k_half_quants};
 use crate::quant::activation::BlockQ8K;
+use crate::quant::k_quants::q2_k::BlockQ2K;
 use crate::quant::k_quants::q3_k::BlockQ3K;
 use crate::quant::k_quants::q4_k::{scales_and_mins, BlockQ4K};
 use crate::quant::k_quants::q5_k::BlockQ5K;
@@ -389,6 +395,148 @@ fn tile_signed16_neon<W: Signed16, const R: usize, const C: usize>(
     outputs(&acc)
 }
 
+/// `R` Q2_K rows against `C` columns with the NEON vec_dot's widening multiplies: each row's
+/// quants and scales decoded once per tile, one integer total per output (Q2_K's twin keeps no
+/// lanes), then its float step.
+#[inline]
+#[target_feature(enable = "neon")]
+fn tile_q2_k_neon<const R: usize, const C: usize>(
+    w: [&[BlockQ2K]; R],
+    x: [&[BlockQ8K]; C],
+) -> [[f32; C]; R] {
+    let mut sumf = [[0f32; C]; R];
+    each_block(w, x, |wb, xb| {
+        let mut acc = [[vdupq_n_s32(0); C]; R];
+        let scales = each(wb, vdupq_n_u8(0), |b| {
+            vandq_u8(load_u8(&b.scales), vdupq_n_u8(0x0f))
+        });
+        macro_rules! half {
+            ($half:literal) => {{
+                let s = each(scales, vdupq_n_s16(0), |s| {
+                    vreinterpretq_s16_u16(if $half == 0 {
+                        vmovl_u8(vget_low_u8(s))
+                    } else {
+                        vmovl_high_u8(s)
+                    })
+                });
+                let q = each(wb, [vdupq_n_u8(0); 8], |b| q2_k_half_quants(b, $half));
+                macro_rules! sub {
+                    ($i:literal) => {{
+                        let xq = each(xb, vdupq_n_s8(0), |b| load_i8(piece(&b.qs, 8 * $half + $i)));
+                        for ((acc, q), &s) in acc.iter_mut().zip(&q).zip(&s) {
+                            for (acc, &xq) in acc.iter_mut().zip(&xq) {
+                                *acc = q2_k_add_scaled::<$i>(*acc, q[$i], xq, s);
+                            }
+                        }
+                    }};
+                }
+                sub!(0);
+                sub!(1);
+                sub!(2);
+                sub!(3);
+                sub!(4);
+                sub!(5);
+                sub!(6);
+                sub!(7);
+            }};
+        }
+        half!(0);
+        half!(1);
+        q2_k_finish(&mut sumf, &acc, wb, xb);
+    });
+    sumf
+}
+
+/// Each output's float step (the twin's `sumf += dall · isum − dmin · summs`).
+#[inline(always)]
+fn q2_k_finish<const R: usize, const C: usize>(
+    sumf: &mut [[f32; C]; R],
+    acc: &[[int32x4_t; C]; R],
+    wb: [&BlockQ2K; R],
+    xb: [&BlockQ8K; C],
+) {
+    for ((sumf, acc), wb) in sumf.iter_mut().zip(acc).zip(wb) {
+        for ((sumf, &acc), xb) in sumf.iter_mut().zip(acc).zip(xb) {
+            // SAFETY: this module is compiled only for targets with NEON (quant/arch).
+            let (isum, summs) = unsafe { (vaddvq_s32(acc), q2_k_mins_sum(wb, xb)) };
+            *sumf = q2_k_step(*sumf, wb, xb, isum, summs);
+        }
+    }
+}
+
+/// The eight quants of one half times their sub-blocks' scales (at most 3 · 15: bytes), the
+/// `sdot` vec_dot's operands.
+#[inline]
+#[target_feature(enable = "neon")]
+fn q2_k_scaled_half(b: &BlockQ2K, half: usize) -> [int8x16_t; 8] {
+    let s = vandq_u8(load_u8(&b.scales), vdupq_n_u8(0x0f));
+    let q = q2_k_half_quants(b, half);
+    if half == 0 {
+        [
+            q2_k_times_scale::<0>(q[0], s),
+            q2_k_times_scale::<1>(q[1], s),
+            q2_k_times_scale::<2>(q[2], s),
+            q2_k_times_scale::<3>(q[3], s),
+            q2_k_times_scale::<4>(q[4], s),
+            q2_k_times_scale::<5>(q[5], s),
+            q2_k_times_scale::<6>(q[6], s),
+            q2_k_times_scale::<7>(q[7], s),
+        ]
+    } else {
+        [
+            q2_k_times_scale::<8>(q[0], s),
+            q2_k_times_scale::<9>(q[1], s),
+            q2_k_times_scale::<10>(q[2], s),
+            q2_k_times_scale::<11>(q[3], s),
+            q2_k_times_scale::<12>(q[4], s),
+            q2_k_times_scale::<13>(q[5], s),
+            q2_k_times_scale::<14>(q[6], s),
+            q2_k_times_scale::<15>(q[7], s),
+        ]
+    }
+}
+
+/// `R` Q2_K rows against `C` columns with `sdot`: each row's quants times their scales once per
+/// tile, then one `sdot` per 16 values and output (the `sdot` vec_dot's integer total).
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn tile_q2_k_sdot<const R: usize, const C: usize>(
+    w: [&[BlockQ2K]; R],
+    x: [&[BlockQ8K]; C],
+) -> [[f32; C]; R] {
+    let mut sumf = [[0f32; C]; R];
+    each_block(w, x, |wb, xb| {
+        let mut acc = [[vdupq_n_s32(0); C]; R];
+        macro_rules! half {
+            ($half:literal) => {{
+                let q = each(wb, [vdupq_n_s8(0); 8], |b| q2_k_scaled_half(b, $half));
+                macro_rules! sub {
+                    ($i:literal) => {{
+                        let xq = each(xb, vdupq_n_s8(0), |b| load_i8(piece(&b.qs, 8 * $half + $i)));
+                        for (acc, q) in acc.iter_mut().zip(&q) {
+                            for (acc, &xq) in acc.iter_mut().zip(&xq) {
+                                *acc = sdot(*acc, q[$i], xq);
+                            }
+                        }
+                    }};
+                }
+                sub!(0);
+                sub!(1);
+                sub!(2);
+                sub!(3);
+                sub!(4);
+                sub!(5);
+                sub!(6);
+                sub!(7);
+            }};
+        }
+        half!(0);
+        half!(1);
+        q2_k_finish(&mut sumf, &acc, wb, xb);
+    });
+    sumf
+}
+
 /// A matrix as the tiles see it: `rows` rows of `row_blocks` weight super-blocks, `n` columns of
 /// as many activation super-blocks, outputs at `y[c * y_stride + r]`.
 struct Problem<'a, W> {
@@ -508,6 +656,32 @@ macro_rules! driver {
             unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
         }
     };
+    (dotprod: $doc:literal, $name:ident, $tiles:ident, $w:ty, $tile:ident, $vec_dot:path, $fallback:path) => {
+        #[target_feature(enable = "neon,dotprod")]
+        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
+            let Some(m) = Problem::new(w, row_blocks, x, n, y_stride) else {
+                return;
+            };
+            let wide = m.n - m.n % WIDE;
+            m.tiles::<1, WIDE>(0..wide, y, |w, x| $tile::<1, WIDE>(w, x));
+            match m.n - wide {
+                3 => m.tiles::<1, 3>(wide..m.n, y, |w, x| $tile::<1, 3>(w, x)),
+                2 => m.tiles::<1, 2>(wide..m.n, y, |w, x| $tile::<1, 2>(w, x)),
+                1 => m.single_column(wide, y, $vec_dot),
+                _ => {}
+            }
+        }
+
+        #[doc = $doc]
+        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
+            if has_dotprod() {
+                // SAFETY: the CPU has dotprod (checked just above).
+                unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
+            } else {
+                $fallback(w, row_blocks, x, n, y, y_stride);
+            }
+        }
+    };
 }
 
 driver!(
@@ -541,4 +715,21 @@ driver!(
     BlockQ3K,
     tile_signed16_neon::<BlockQ3K>,
     super::q3_k::vec_dot
+);
+driver!(
+    "Q2_K's matmul (NEON).",
+    q2_k_neon,
+    q2_k_tiles,
+    BlockQ2K,
+    tile_q2_k_neon,
+    super::q2_k::vec_dot
+);
+driver!(dotprod:
+    "Q2_K's matmul with `sdot` where the CPU has it (else [`q2_k_neon`], same bits).",
+    q2_k_dotprod,
+    q2_k_sdot_tiles,
+    BlockQ2K,
+    tile_q2_k_sdot,
+    super::q2_k::vec_dot_dotprod,
+    q2_k_neon
 );

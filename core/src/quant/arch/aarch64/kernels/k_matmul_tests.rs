@@ -14,6 +14,7 @@ extern crate std;
 use super::k_matmul;
 use super::tests::{Rng, SPECIAL_F16};
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::k_quants::q2_k::{self as s_q2_k, BlockQ2K};
 use crate::quant::k_quants::q3_k::{self as s_q3_k, BlockQ3K};
 use crate::quant::k_quants::q4_k::{self as s_q4_k, BlockQ4K};
 use crate::quant::k_quants::q5_k::{self as s_q5_k, BlockQ5K};
@@ -221,9 +222,11 @@ fn check_type<W: Pod + Kernels<Activation = BlockQ8K>>(
     name: &str,
     maker: Maker<W>,
     scalar: fn(&[W], &[BlockQ8K]) -> f32,
-    kernel: MatmulFn<W>,
+    kernels: &[(&str, MatmulFn<W>)],
 ) {
-    let kernels: [(&str, MatmulFn<W>); 1] = [("neon", kernel)];
+    if kernels.iter().any(|k| k.0 == "dotprod") && !Level::Dotprod.is_available() {
+        std::eprintln!("{name}: no dotprod on this CPU: its entry runs the NEON tiles");
+    }
     let mut rng = Rng(seed);
     let mut failures = Vec::new();
     for shape in shapes() {
@@ -248,7 +251,7 @@ fn q4_k_matmul_tiles_match_scalar() {
         "q4_k",
         maker,
         s_q4_k::vec_dot,
-        k_matmul::q4_k_neon,
+        &[("neon", k_matmul::q4_k_neon)],
     );
 }
 
@@ -263,7 +266,7 @@ fn q5_k_matmul_tiles_match_scalar() {
         "q5_k",
         maker,
         s_q5_k::vec_dot,
-        k_matmul::q5_k_neon,
+        &[("neon", k_matmul::q5_k_neon)],
     );
 }
 
@@ -278,7 +281,7 @@ fn q6_k_matmul_tiles_match_scalar() {
         "q6_k",
         maker,
         s_q6_k::vec_dot,
-        k_matmul::q6_k_neon,
+        &[("neon", k_matmul::q6_k_neon)],
     );
 }
 
@@ -293,7 +296,28 @@ fn q3_k_matmul_tiles_match_scalar() {
         "q3_k",
         maker,
         s_q3_k::vec_dot,
-        k_matmul::q3_k_neon,
+        &[("neon", k_matmul::q3_k_neon)],
+    );
+}
+
+#[test]
+fn q2_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q2_k::quantize_block,
+        f16_at: &[
+            core::mem::offset_of!(BlockQ2K, d),
+            core::mem::offset_of!(BlockQ2K, dmin),
+        ],
+    };
+    check_type(
+        0x0202_0000_cccc,
+        "q2_k",
+        maker,
+        s_q2_k::vec_dot,
+        &[
+            ("neon", k_matmul::q2_k_neon),
+            ("dotprod", k_matmul::q2_k_dotprod),
+        ],
     );
 }
 
