@@ -1,22 +1,26 @@
-//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K, Q6_K and Q3_K (the table's `matmul` slot
-//! at every AArch64 level): one weight row × four activation columns per tile (the last columns in
-//! a tile of three or two, a last single column by the vec_dot), each weight super-block decoded
-//! once per tile (nibbles split, fifth / high bits merged, 6-bit scales and mins unpacked, `d`
-//! converted) and used for all its columns.
+//! Register-blocked matmul tiles for the K-quants Q4_K, Q5_K, Q6_K, Q3_K and Q2_K (the table's
+//! `matmul` slot: the NEON tiles at every AArch64 level, Q2_K's `sdot` tiles at `dotprod` and
+//! `i8mm`): one weight row × four activation columns per tile (the last columns in a tile of three
+//! or two, a last single column by the vec_dot), each weight super-block decoded once per tile
+//! (nibbles split, fifth / high bits merged, 6-bit scales and mins unpacked, `d` converted) and
+//! used for all its columns.
 //!
-//! The scalar twins keep eight i32 lanes per super-block (lane = element index mod 8, each
-//! sub-block's products times its scale), then `sums[l] += (d · d_x) · lane[l]` in float, and the
-//! eight sums added in lane order at the end (Q4_K / Q5_K: `sumf -= (dmin · d_x) · Σ bsums·mins`
-//! per super-block first). The tiles keep exactly those lanes per output with the vec_dot kernels'
-//! widening multiplies (`smull`/`smlal` into i16, then `smlal` by the sub-block's scale lane into
-//! i32), so every output is its column's scalar vec_dot, bit for bit.
+//! The scalar twins of Q4_K, Q5_K, Q6_K and Q3_K keep eight i32 lanes per super-block (lane =
+//! element index mod 8, each sub-block's products times its scale), then
+//! `sums[l] += (d · d_x) · lane[l]` in float, and the eight sums added in lane order at the end
+//! (Q4_K / Q5_K: `sumf -= (dmin · d_x) · Σ bsums·mins` per super-block first). The tiles keep
+//! exactly those lanes per output with the vec_dot kernels' widening multiplies (`smull`/`smlal`
+//! into i16, then `smlal` by the sub-block's scale lane into i32), so every output is its column's
+//! scalar vec_dot, bit for bit. Q2_K's twin keeps one integer total (no lanes): its tiles are the
+//! NEON and `sdot` vec_dots' integer forms with the decode shared.
 //!
-//! Why NEON only, and why one row (instruction counts: docs/kernel-experiments.md): an `sdot`
-//! form was built and tested bit-exact (both operands of a 32-value sub-block reordered by `tbl`
-//! so that each 32-bit word holds one lane's four elements, the scales applied by summation by
-//! parts to running `sdot` sums) but executed more instructions than this tile, the reordering of
-//! every column in every tile eating what `sdot` saves; `smmla` adds eight consecutive bytes, more
-//! than a sub-block's four (Q6_K: two) elements per lane. Two-row tiles spilled.
+//! Why the lane types have no `sdot` tile, and why one row (instruction counts:
+//! docs/kernel-experiments.md): an `sdot` form was built and tested bit-exact (both operands of a
+//! 32-value sub-block reordered by `tbl` so that each 32-bit word holds one lane's four elements,
+//! the scales applied by summation by parts to running `sdot` sums) but executed more instructions
+//! than the NEON tile, the reordering of every column in every tile eating what `sdot` saves;
+//! `smmla` adds eight consecutive bytes, more than a sub-block's four (Q6_K, Q3_K: two) elements
+//! per lane. Two-row tiles spilled.
 
 use super::has_dotprod;
 use super::matmul::each_block;

@@ -1,13 +1,13 @@
 //! The K-quant matmul tiles (`k_matmul`) against the scalar vec_dot, output by output, `to_bits`
 //! equal (two NaNs count as equal): every rows × columns in 1..=17 (around the tiles' four columns
 //! and the three, two or one left) for rows of one super-block, an edge grid for two and three;
-//! weight rows
-//! quantized from floats, of random bytes (NaN, infinite and subnormal scales, any scales, mins and
-//! quants), quantized with a special `d` or `dmin` in one block, and of extreme bytes with finite
+//! weight rows quantized from floats, of random bytes (NaN, infinite and subnormal scales, any
+//! scales, mins and quants), quantized with a special `d` or `dmin` in one block, and of extreme bytes with finite
 //! scales; activation columns likewise (random bytes: bsums unrelated to the quants; extremes:
 //! all quants -128 or 127 with the bsums of i16's ends). Outputs land at a column stride larger
-//! than the row count, whose gaps must stay untouched. The kernels run directly, and the same
-//! matrices go through `typed::matmul_quantized_at` at every level the (emulated) CPU has.
+//! than the row count, whose gaps must stay untouched. The kernels run directly (Q2_K's `dotprod`
+//! entry runs the NEON tiles, and says so, where the CPU lacks dotprod), and the same matrices go
+//! through `typed::matmul_quantized_at` at every level the (emulated) CPU has.
 
 extern crate std;
 
@@ -230,7 +230,7 @@ fn check_type<W: Pod + Kernels<Activation = BlockQ8K>>(
     let mut rng = Rng(seed);
     let mut failures = Vec::new();
     for shape in shapes() {
-        failures.extend(check_shape(&mut rng, name, shape, &maker, scalar, &kernels));
+        failures.extend(check_shape(&mut rng, name, shape, &maker, scalar, kernels));
     }
     assert!(
         failures.is_empty(),
