@@ -25,6 +25,14 @@
 //! `sdot` by element on word-transposed weights or `smmla` on row and column pairs, each output
 //! with its scalar vec_dot's bits. matmul takes them before the 2×2 slot.
 //!
+//! Q4_K, Q5_K, Q6_K, Q3_K and Q2_K fill the NEON `matmul` slot (`kernels::k_matmul`): one row × four columns
+//! per tile, each super-block's decode shared by the columns, the vec_dots' widening multiplies and
+//! float steps per output. The `dotprod` and `i8mm` levels inherit them: an `sdot` form (operands
+//! reordered by lane, scales by summation by parts) was built and tested but executed more
+//! instructions than the NEON tile (docs/kernel-experiments.md), and `smmla`'s 8-byte groups do not
+//! fit a K-quant sub-block's four elements per lane. Q2_K (one integer total, no lanes) also has
+//! `sdot` tiles at `dotprod`.
+//!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
 #![allow(unsafe_code)]
@@ -36,6 +44,9 @@ use crate::quant::table::ArchKernels;
 pub(crate) mod kernels {
     pub mod dequantize;
     pub mod iq4_xs;
+    pub mod k_matmul;
+    #[cfg(test)]
+    mod k_matmul_tests;
     pub mod matmul;
     #[cfg(test)]
     mod matmul_tests;
@@ -73,8 +84,8 @@ pub(crate) mod kernels {
 #[cfg(all(target_endian = "little", target_feature = "neon"))]
 mod sets {
     use super::kernels::{
-        iq4_xs, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0,
-        row_forms,
+        iq4_xs, k_matmul, matmul, mmla, nibbles as n, plain, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k,
+        q8_0, row_forms,
     };
     use crate::quant::table::{ArchKernels, Ops};
 
@@ -128,26 +139,31 @@ mod sets {
         q2_k: Ops {
             dequantize: Some(row_forms::dequantize_q2_k),
             vec_dot: Some(q2_k::vec_dot),
+            matmul: Some(k_matmul::q2_k_neon),
             ..Ops::NONE
         },
         q3_k: Ops {
             dequantize: Some(row_forms::dequantize_q3_k),
             vec_dot: Some(q3_k::vec_dot),
+            matmul: Some(k_matmul::q3_k_neon),
             ..Ops::NONE
         },
         q4_k: Ops {
             dequantize: Some(row_forms::dequantize_q4_k),
             vec_dot: Some(q4_k::vec_dot),
+            matmul: Some(k_matmul::q4_k_neon),
             ..Ops::NONE
         },
         q5_k: Ops {
             dequantize: Some(row_forms::dequantize_q5_k),
             vec_dot: Some(q5_k::vec_dot),
+            matmul: Some(k_matmul::q5_k_neon),
             ..Ops::NONE
         },
         q6_k: Ops {
             dequantize: Some(row_forms::dequantize_q6_k),
             vec_dot: Some(q6_k::vec_dot),
+            matmul: Some(k_matmul::q6_k_neon),
             ..Ops::NONE
         },
         iq4_xs: Ops {
@@ -213,6 +229,7 @@ mod sets {
         },
         q2_k: Ops {
             vec_dot: Some(q2_k::vec_dot_dotprod),
+            matmul: Some(k_matmul::q2_k_dotprod),
             ..Ops::NONE
         },
         iq4_xs: Ops {

@@ -280,18 +280,18 @@ fn activation<W: Tiled>(x: &W::X) -> (int8x16_t, int8x16_t) {
     (load_i8(piece(q, 0)), load_i8(piece(q, 1)))
 }
 
-/// `f` on the blocks `k` of the four rows and `C` columns, for every `k` below the shortest
+/// `f` on the blocks `k` of the `R` rows and `C` columns, for every `k` below the shortest
 /// slice's length. Each slice is first cut to exactly that length (a `get` that cannot fail), so
 /// that indexing below it needs no bounds check per block.
 #[inline(always)]
-fn each_block<W, X, const C: usize>(
-    w: [&[W]; ROWS],
+pub(super) fn each_block<W, X, const R: usize, const C: usize>(
+    w: [&[W]; R],
     x: [&[X]; C],
-    mut f: impl FnMut([&W; ROWS], [&X; C]),
+    mut f: impl FnMut([&W; R], [&X; C]),
 ) {
     let rows = w.iter().fold(usize::MAX, |l, s| l.min(s.len()));
     let blocks = x.iter().fold(rows, |l, s| l.min(s.len()));
-    let mut w_cut: [&[W]; ROWS] = [&[]; ROWS];
+    let mut w_cut: [&[W]; R] = [&[]; R];
     let mut x_cut: [&[X]; C] = [&[]; C];
     for (cut, s) in w_cut.iter_mut().zip(w) {
         let Some(s) = s.get(..blocks) else { return };

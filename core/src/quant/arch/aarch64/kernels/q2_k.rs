@@ -12,7 +12,7 @@ use core::arch::aarch64::*;
 /// element order (vector `2j + i` = bits `2j` of the half's `qs` piece `i`).
 #[inline]
 #[target_feature(enable = "neon")]
-fn half_quants(block: &BlockQ2K, half: usize) -> [uint8x16_t; 8] {
+pub(super) fn half_quants(block: &BlockQ2K, half: usize) -> [uint8x16_t; 8] {
     let three = vdupq_n_u8(3);
     let mut out = [vdupq_n_u8(0); 8];
     for i in 0..2 {
@@ -28,7 +28,7 @@ fn half_quants(block: &BlockQ2K, half: usize) -> [uint8x16_t; 8] {
 /// `Σ bsums[k] · (scales[k] >> 4)`, exactly.
 #[inline]
 #[target_feature(enable = "neon")]
-fn mins_sum(wb: &BlockQ2K, xb: &BlockQ8K) -> i32 {
+pub(super) fn mins_sum(wb: &BlockQ2K, xb: &BlockQ8K) -> i32 {
     let mins = vshrq_n_u8::<4>(load_u8(&wb.scales));
     let m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
     let m1 = vreinterpretq_s16_u16(vmovl_high_u8(mins));
@@ -44,7 +44,7 @@ fn mins_sum(wb: &BlockQ2K, xb: &BlockQ8K) -> i32 {
 
 /// The float step of one super-block: `sumf += dall * isum - dmin * summs`.
 #[inline(always)]
-fn step(sumf: f32, wb: &BlockQ2K, xb: &BlockQ8K, isum: i32, summs: i32) -> f32 {
+pub(super) fn step(sumf: f32, wb: &BlockQ2K, xb: &BlockQ8K, isum: i32, summs: i32) -> f32 {
     let dall = xb.scale() * f16_le(wb.d);
     let dmin = xb.scale() * f16_le(wb.dmin);
     sumf + (dall * isum as f32 - dmin * summs as f32)
@@ -53,7 +53,7 @@ fn step(sumf: f32, wb: &BlockQ2K, xb: &BlockQ8K, isum: i32, summs: i32) -> f32 {
 /// One sub-block's products times its scale (lane `LANE` of `scales`), into `acc`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn add_scaled<const LANE: i32>(
+pub(super) fn add_scaled<const LANE: i32>(
     acc: int32x4_t,
     q: uint8x16_t,
     x: int8x16_t,
@@ -96,7 +96,7 @@ fn vec_dot_neon(w: &[BlockQ2K], x: &[BlockQ8K]) -> f32 {
 /// Quants of one sub-block times its scale (lane `LANE`): at most 3 · 15, still an i8.
 #[inline]
 #[target_feature(enable = "neon")]
-fn times_scale<const LANE: i32>(q: uint8x16_t, scales: uint8x16_t) -> int8x16_t {
+pub(super) fn times_scale<const LANE: i32>(q: uint8x16_t, scales: uint8x16_t) -> int8x16_t {
     vreinterpretq_s8_u8(vmulq_u8(q, vdupq_laneq_u8::<LANE>(scales)))
 }
 

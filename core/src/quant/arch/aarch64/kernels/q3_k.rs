@@ -16,7 +16,7 @@ use core::arch::aarch64::*;
 /// subtracted where the `hmask` bit `4 half + j` is clear.
 #[inline]
 #[target_feature(enable = "neon")]
-fn half_quants(block: &BlockQ3K, half: usize) -> [int8x16_t; 8] {
+pub(super) fn half_quants(block: &BlockQ3K, half: usize) -> [int8x16_t; 8] {
     let three = vdupq_n_u8(3);
     let four = vdupq_n_u8(4);
     let h = [
@@ -44,7 +44,7 @@ fn half_quants(block: &BlockQ3K, half: usize) -> [int8x16_t; 8] {
 /// The 16 sub-block scales (`sc - 32`).
 #[inline]
 #[target_feature(enable = "neon")]
-fn scales(block: &BlockQ3K) -> int8x16_t {
+pub(super) fn scales(block: &BlockQ3K) -> int8x16_t {
     let s: [u8; 16] = unpack_q3_scales(&block.scales).map(|s| s as u8);
     vsubq_s8(vreinterpretq_s8_u8(load_u8(&s)), vdupq_n_s8(32))
 }

@@ -12,7 +12,7 @@ use core::arch::aarch64::*;
 /// nibbles of qs bytes `32 (j / 2)..`, the fifth from bit `j` of `qh`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn sub_block(block: &BlockQ5K, j: usize) -> (uint8x16_t, uint8x16_t) {
+pub(super) fn sub_block(block: &BlockQ5K, j: usize) -> (uint8x16_t, uint8x16_t) {
     let bit = vdupq_n_u8(1 << j);
     let sixteen = vdupq_n_u8(0x10);
     let one = |i: usize| {

@@ -1,0 +1,345 @@
+//! The K-quant matmul tiles (`k_matmul`) against the scalar vec_dot, output by output, `to_bits`
+//! equal (two NaNs count as equal): every rows × columns in 1..=17 (around the tiles' four columns
+//! and the three, two or one left) for rows of one super-block, an edge grid for two and three;
+//! weight rows quantized from floats, of random bytes (NaN, infinite and subnormal scales, any
+//! scales, mins and quants), quantized with a special `d` or `dmin` in one block, and of extreme bytes with finite
+//! scales; activation columns likewise (random bytes: bsums unrelated to the quants; extremes:
+//! all quants -128 or 127 with the bsums of i16's ends). Outputs land at a column stride larger
+//! than the row count, whose gaps must stay untouched. The kernels run directly (Q2_K's `dotprod`
+//! entry runs the NEON tiles, and says so, where the CPU lacks dotprod), and the same matrices go
+//! through `typed::matmul_quantized_at` at every level the (emulated) CPU has.
+
+extern crate std;
+
+use super::k_matmul;
+use super::tests::{Rng, SPECIAL_F16};
+use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::k_quants::q2_k::{self as s_q2_k, BlockQ2K};
+use crate::quant::k_quants::q3_k::{self as s_q3_k, BlockQ3K};
+use crate::quant::k_quants::q4_k::{self as s_q4_k, BlockQ4K};
+use crate::quant::k_quants::q5_k::{self as s_q5_k, BlockQ5K};
+use crate::quant::k_quants::q6_k::{self as s_q6_k, BlockQ6K};
+use crate::quant::k_quants::q8_k as s_q8_k;
+use crate::quant::level::Level;
+use crate::quant::table::Kernels;
+use crate::quant::typed;
+use bytemuck::{Pod, Zeroable};
+use std::format;
+use std::string::String;
+use std::vec;
+use std::vec::Vec;
+
+/// How a test type's blocks are made: the scalar quantizer of one super-block and the byte offsets
+/// of its f16 fields.
+struct Maker<B> {
+    quantize: fn(&[f32; QK_K]) -> B,
+    f16_at: &'static [usize],
+}
+
+/// A finite normal f16 with a full random mantissa, either sign.
+fn finite_f16(rng: &mut Rng) -> [u8; 2] {
+    let bits = (rng.next() as u16 & 0x83ff) | ((8 + rng.below(14) as u16) << 10);
+    bits.to_le_bytes()
+}
+
+/// `blocks` weight super-blocks of kind `kind`: quantized, random bytes, quantized with one
+/// special f16 field, or an extreme byte pattern with finite f16 fields.
+fn weights<B: Pod>(rng: &mut Rng, maker: &Maker<B>, blocks: usize, kind: usize) -> Vec<B> {
+    let quantized = |rng: &mut Rng| {
+        let values: [f32; QK_K] = core::array::from_fn(|_| rng.value_scaled(8, 16));
+        (maker.quantize)(&values)
+    };
+    match kind % 4 {
+        0 => (0..blocks).map(|_| quantized(rng)).collect(),
+        1 => (0..blocks).map(|_| rng.block()).collect(),
+        2 => {
+            let mut row: Vec<B> = (0..blocks).map(|_| quantized(rng)).collect();
+            let at = rng.below(blocks);
+            let special = SPECIAL_F16[rng.below(SPECIAL_F16.len())].to_le_bytes();
+            let field = maker.f16_at[rng.below(maker.f16_at.len())];
+            bytemuck::bytes_of_mut(&mut row[at])[field..field + 2].copy_from_slice(&special);
+            row
+        }
+        _ => {
+            let byte = [0x00, 0xff, 0x80, 0x7f, 0x88][rng.below(5)];
+            (0..blocks)
+                .map(|_| {
+                    let mut b = B::zeroed();
+                    bytemuck::bytes_of_mut(&mut b).fill(byte);
+                    for &at in maker.f16_at {
+                        let f = finite_f16(rng);
+                        bytemuck::bytes_of_mut(&mut b)[at..at + 2].copy_from_slice(&f);
+                    }
+                    b
+                })
+                .collect()
+        }
+    }
+}
+
+/// Q8_K's f32 scales that stress the float steps (zeros, NaNs, infinities, subnormal, largest).
+const SPECIAL_F32: [u32; 8] = [
+    0,
+    0x8000_0000,
+    0x7fc0_0000,
+    0xffc0_0000,
+    0x7f80_0000,
+    1,
+    0x7f7f_ffff,
+    0x3b80_0000,
+];
+
+/// `blocks` activation super-blocks of kind `kind`: quantized, random bytes, quantized with one
+/// special scale, or extreme quants.
+fn activations(rng: &mut Rng, blocks: usize, kind: usize) -> Vec<BlockQ8K> {
+    let quantized = |rng: &mut Rng| {
+        let values: [f32; QK_K] = core::array::from_fn(|_| rng.value_scaled(8, 16));
+        s_q8_k::quantize_block(&values)
+    };
+    match kind % 4 {
+        0 => (0..blocks).map(|_| quantized(rng)).collect(),
+        1 => (0..blocks).map(|_| rng.block()).collect(),
+        2 => {
+            let mut col: Vec<BlockQ8K> = (0..blocks).map(|_| quantized(rng)).collect();
+            let at = rng.below(blocks);
+            col[at].d = SPECIAL_F32[rng.below(SPECIAL_F32.len())].to_le_bytes();
+            col
+        }
+        _ => {
+            let (q, bsum) = [(-128i8, i16::MIN), (127, i16::MAX)][rng.below(2)];
+            (0..blocks)
+                .map(|_| {
+                    let mut b = BlockQ8K::zeroed();
+                    b.d = (1.0f32 + rng.below(1 << 20) as f32 / (1 << 20) as f32).to_le_bytes();
+                    b.qs = [q; QK_K];
+                    b.bsums = [bsum.to_le_bytes(); 16];
+                    b
+                })
+                .collect()
+        }
+    }
+}
+
+/// Equal bits, or both NaN.
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+type MatmulFn<W> = fn(&[W], usize, &[BlockQ8K], usize, &mut [f32], usize);
+
+/// Sentinel left in the gaps of the output (between a column's rows and the next column).
+const GAP: f32 = -1234.5;
+
+/// One matrix of `rows × blocks` against `n` columns through each kernel and through the typed API
+/// at each available level; returns the failures.
+#[allow(clippy::too_many_arguments)]
+fn check_shape<W: Pod + Kernels<Activation = BlockQ8K>>(
+    rng: &mut Rng,
+    name: &str,
+    (rows, blocks, n): (usize, usize, usize),
+    maker: &Maker<W>,
+    scalar: fn(&[W], &[BlockQ8K]) -> f32,
+    kernels: &[(&str, MatmulFn<W>)],
+) -> Vec<String> {
+    let mut w = Vec::new();
+    for r in 0..rows {
+        w.extend(weights(rng, maker, blocks, r + n));
+    }
+    let mut x = Vec::new();
+    for c in 0..n {
+        x.extend(activations(rng, blocks, c * 3 + rows));
+    }
+    let want: Vec<f32> = (0..n * rows)
+        .map(|i| {
+            let (c, r) = (i / rows, i % rows);
+            scalar(
+                &w[r * blocks..(r + 1) * blocks],
+                &x[c * blocks..(c + 1) * blocks],
+            )
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let stride = rows + 3;
+    for &(kernel_name, kernel) in kernels {
+        let mut y = vec![GAP; n * stride];
+        kernel(&w, blocks, &x, n, &mut y, stride);
+        let wrong = (0..n * stride).find(|&i| {
+            let (c, r) = (i / stride, i % stride);
+            let expected = if r < rows { want[c * rows + r] } else { GAP };
+            !same(y[i], expected)
+        });
+        if let Some(i) = wrong {
+            let (c, r) = (i / stride, i % stride);
+            failures.push(format!(
+                "{name} {kernel_name}: {rows} rows of {blocks} blocks, {n} columns: \
+                 (column {c}, row {r}) {:e} ({:#x})",
+                y[i],
+                y[i].to_bits()
+            ));
+        }
+    }
+    let (w_bytes, x_bytes) = (bytemuck::cast_slice(&w), bytemuck::cast_slice(&x));
+    for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
+        if !level.is_available() {
+            continue;
+        }
+        let mut y = vec![GAP; n * rows];
+        let cols = blocks * QK_K;
+        let result =
+            typed::matmul_quantized_at::<W>(level, w_bytes, rows, cols, n, x_bytes, &mut y);
+        if result.is_err() || y.iter().zip(&want).any(|(&a, &b)| !same(a, b)) {
+            failures.push(format!(
+                "{name} typed at {level}: {rows} rows of {blocks} blocks, {n} columns: {result:?}"
+            ));
+        }
+    }
+    failures
+}
+
+/// The shapes: every rows × columns up to 17 for one super-block; around the tiles' edges for two
+/// and three.
+fn shapes() -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    for rows in 1..=17 {
+        for n in 1..=17 {
+            out.push((rows, 1, n));
+        }
+    }
+    let edges = [1, 2, 3, 4, 5, 7, 9, 17];
+    for blocks in [2, 3] {
+        for rows in edges {
+            for n in edges {
+                out.push((rows, blocks, n));
+            }
+        }
+    }
+    out
+}
+
+/// Every shape through `kernel`.
+fn check_type<W: Pod + Kernels<Activation = BlockQ8K>>(
+    seed: u64,
+    name: &str,
+    maker: Maker<W>,
+    scalar: fn(&[W], &[BlockQ8K]) -> f32,
+    kernels: &[(&str, MatmulFn<W>)],
+) {
+    if kernels.iter().any(|k| k.0 == "dotprod") && !Level::Dotprod.is_available() {
+        std::eprintln!("{name}: no dotprod on this CPU: its entry runs the NEON tiles");
+    }
+    let mut rng = Rng(seed);
+    let mut failures = Vec::new();
+    for shape in shapes() {
+        failures.extend(check_shape(&mut rng, name, shape, &maker, scalar, kernels));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures, the first ones:\n{}",
+        failures.len(),
+        failures[..failures.len().min(8)].join("\n")
+    );
+}
+
+#[test]
+fn q4_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q4_k::quantize_block,
+        f16_at: &[0, 2],
+    };
+    check_type(
+        0x0404_0000_8888,
+        "q4_k",
+        maker,
+        s_q4_k::vec_dot,
+        &[("neon", k_matmul::q4_k_neon)],
+    );
+}
+
+#[test]
+fn q5_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q5_k::quantize_block,
+        f16_at: &[0, 2],
+    };
+    check_type(
+        0x0505_0000_9999,
+        "q5_k",
+        maker,
+        s_q5_k::vec_dot,
+        &[("neon", k_matmul::q5_k_neon)],
+    );
+}
+
+#[test]
+fn q6_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q6_k::quantize_block,
+        f16_at: &[core::mem::offset_of!(BlockQ6K, d)],
+    };
+    check_type(
+        0x0606_0000_aaaa,
+        "q6_k",
+        maker,
+        s_q6_k::vec_dot,
+        &[("neon", k_matmul::q6_k_neon)],
+    );
+}
+
+#[test]
+fn q3_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q3_k::quantize_block,
+        f16_at: &[core::mem::offset_of!(BlockQ3K, d)],
+    };
+    check_type(
+        0x0303_0000_bbbb,
+        "q3_k",
+        maker,
+        s_q3_k::vec_dot,
+        &[("neon", k_matmul::q3_k_neon)],
+    );
+}
+
+#[test]
+fn q2_k_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_q2_k::quantize_block,
+        f16_at: &[
+            core::mem::offset_of!(BlockQ2K, d),
+            core::mem::offset_of!(BlockQ2K, dmin),
+        ],
+    };
+    check_type(
+        0x0202_0000_cccc,
+        "q2_k",
+        maker,
+        s_q2_k::vec_dot,
+        &[
+            ("neon", k_matmul::q2_k_neon),
+            ("dotprod", k_matmul::q2_k_dotprod),
+        ],
+    );
+}
+
+#[test]
+fn every_available_aarch64_level_has_the_k_quant_tiles_in_its_matmul_slot() {
+    for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
+        let available = level.is_available();
+        assert_eq!(
+            BlockQ4K::matmul_kernel(level).is_some(),
+            available,
+            "Q4_K {level}"
+        );
+        assert_eq!(
+            BlockQ5K::matmul_kernel(level).is_some(),
+            available,
+            "Q5_K {level}"
+        );
+        assert_eq!(
+            BlockQ6K::matmul_kernel(level).is_some(),
+            available,
+            "Q6_K {level}"
+        );
+    }
+    assert!(BlockQ4K::matmul_kernel(Level::Scalar).is_none());
+}
