@@ -12,6 +12,7 @@
 extern crate std;
 
 use super::k_matmul;
+use super::matmul_tests::compare;
 use super::tests::{Rng, SPECIAL_F16};
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::q2_k::{self as s_q2_k, BlockQ2K};
@@ -22,11 +23,8 @@ use crate::quant::k_quants::q6_k::{self as s_q6_k, BlockQ6K};
 use crate::quant::k_quants::q8_k as s_q8_k;
 use crate::quant::level::Level;
 use crate::quant::table::Kernels;
-use crate::quant::typed;
 use bytemuck::{Pod, Zeroable};
-use std::format;
 use std::string::String;
-use std::vec;
 use std::vec::Vec;
 
 /// How a test type's blocks are made: the scalar quantizer of one super-block and the byte offsets
@@ -120,15 +118,7 @@ fn activations(rng: &mut Rng, blocks: usize, kind: usize) -> Vec<BlockQ8K> {
     }
 }
 
-/// Equal bits, or both NaN.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-type MatmulFn<W> = fn(&[W], usize, &[BlockQ8K], usize, &mut [f32], usize);
-
-/// Sentinel left in the gaps of the output (between a column's rows and the next column).
-const GAP: f32 = -1234.5;
+type MatmulFn<W> = super::matmul_tests::MatmulFn<W, BlockQ8K>;
 
 /// One matrix of `rows × blocks` against `n` columns through each kernel and through the typed API
 /// at each available level; returns the failures.
@@ -149,51 +139,7 @@ fn check_shape<W: Pod + Kernels<Activation = BlockQ8K>>(
     for c in 0..n {
         x.extend(activations(rng, blocks, c * 3 + rows));
     }
-    let want: Vec<f32> = (0..n * rows)
-        .map(|i| {
-            let (c, r) = (i / rows, i % rows);
-            scalar(
-                &w[r * blocks..(r + 1) * blocks],
-                &x[c * blocks..(c + 1) * blocks],
-            )
-        })
-        .collect();
-    let mut failures = Vec::new();
-    let stride = rows + 3;
-    for &(kernel_name, kernel) in kernels {
-        let mut y = vec![GAP; n * stride];
-        kernel(&w, blocks, &x, n, &mut y, stride);
-        let wrong = (0..n * stride).find(|&i| {
-            let (c, r) = (i / stride, i % stride);
-            let expected = if r < rows { want[c * rows + r] } else { GAP };
-            !same(y[i], expected)
-        });
-        if let Some(i) = wrong {
-            let (c, r) = (i / stride, i % stride);
-            failures.push(format!(
-                "{name} {kernel_name}: {rows} rows of {blocks} blocks, {n} columns: \
-                 (column {c}, row {r}) {:e} ({:#x})",
-                y[i],
-                y[i].to_bits()
-            ));
-        }
-    }
-    let (w_bytes, x_bytes) = (bytemuck::cast_slice(&w), bytemuck::cast_slice(&x));
-    for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
-        if !level.is_available() {
-            continue;
-        }
-        let mut y = vec![GAP; n * rows];
-        let cols = blocks * QK_K;
-        let result =
-            typed::matmul_quantized_at::<W>(level, w_bytes, rows, cols, n, x_bytes, &mut y);
-        if result.is_err() || y.iter().zip(&want).any(|(&a, &b)| !same(a, b)) {
-            failures.push(format!(
-                "{name} typed at {level}: {rows} rows of {blocks} blocks, {n} columns: {result:?}"
-            ));
-        }
-    }
-    failures
+    compare(name, (rows, blocks, n), QK_K, (&w, &x), scalar, kernels)
 }
 
 /// The shapes: every rows × columns up to 17 for one super-block; around the tiles' edges for two

@@ -82,7 +82,7 @@ fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-type MatmulFn<W, X> = fn(&[W], usize, &[X], usize, &mut [f32], usize);
+pub(super) type MatmulFn<W, X> = fn(&[W], usize, &[X], usize, &mut [f32], usize);
 
 /// Sentinel left in the gaps of the output (between a column's rows and the next column).
 const GAP: f32 = -1234.5;
@@ -111,6 +111,26 @@ where
     for c in 0..n {
         x.extend(make(rng, x_maker, blocks, c * 3 + rows));
     }
+    let kernels: [(&str, MatmulFn<W, <W as Tiled>::X>); 3] = [
+        ("neon", matmul::neon::<W>),
+        ("dotprod", matmul::dotprod::<W>),
+        ("i8mm", matmul::i8mm::<W>),
+    ];
+    compare(name, (rows, blocks, n), QK8_0, (&w, &x), scalar, &kernels)
+}
+
+/// The scalar vec_dot of every row of `w` (`rows × blocks`) and column of `x` (`n × blocks`)
+/// against each of `kernels` (outputs at a column stride whose gaps must stay untouched) and
+/// against `typed::matmul_quantized_at` at every aarch64 level the (emulated) CPU has, blocks of
+/// `block_values` values; returns the failures.
+pub(super) fn compare<W: Pod + Kernels<Activation = X>, X: Pod>(
+    name: &str,
+    (rows, blocks, n): (usize, usize, usize),
+    block_values: usize,
+    (w, x): (&[W], &[X]),
+    scalar: fn(&[W], &[X]) -> f32,
+    kernels: &[(&str, MatmulFn<W, X>)],
+) -> Vec<String> {
     let want: Vec<f32> = (0..n * rows)
         .map(|i| {
             let (c, r) = (i / rows, i % rows);
@@ -122,14 +142,9 @@ where
         .collect();
     let mut failures = Vec::new();
     let stride = rows + 3;
-    let kernels: [(&str, MatmulFn<W, <W as Tiled>::X>); 3] = [
-        ("neon", matmul::neon::<W>),
-        ("dotprod", matmul::dotprod::<W>),
-        ("i8mm", matmul::i8mm::<W>),
-    ];
-    for (kernel_name, kernel) in kernels {
+    for &(kernel_name, kernel) in kernels {
         let mut y = vec![GAP; n * stride];
-        kernel(&w, blocks, &x, n, &mut y, stride);
+        kernel(w, blocks, x, n, &mut y, stride);
         let wrong = (0..n * stride).find(|&i| {
             let (c, r) = (i / stride, i % stride);
             let expected = if r < rows { want[c * rows + r] } else { GAP };
@@ -145,13 +160,13 @@ where
             ));
         }
     }
-    let (w_bytes, x_bytes) = (bytemuck::cast_slice(&w), bytemuck::cast_slice(&x));
+    let (w_bytes, x_bytes) = (bytemuck::cast_slice(w), bytemuck::cast_slice(x));
     for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
         if !level.is_available() {
             continue;
         }
         let mut y = vec![GAP; n * rows];
-        let cols = blocks * QK8_0;
+        let cols = blocks * block_values;
         let result =
             typed::matmul_quantized_at::<W>(level, w_bytes, rows, cols, n, x_bytes, &mut y);
         if result.is_err() || y.iter().zip(&want).any(|(&a, &b)| !same(a, b)) {
