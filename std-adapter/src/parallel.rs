@@ -373,9 +373,8 @@ pub fn for_each_piece(
 /// whole groups of [`PIECE_ROW_MULTIPLE`] rows, as even as that allows (see [`row_bound`]), and
 /// their count is a multiple of `threads` when there are enough groups: every thread's share
 /// then has the same rows to within one group, so threads of equal speed end together without
-/// stealing. (Pieces of a fixed size left a share up to a piece larger than the other: with
-/// IQ4_XS's 120-row tiles, 2048 rows made shares of 1080 and 968 rows, 1.87x at best on two
-/// threads.) For one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least
+/// stealing. (Pieces of a fixed size left one share up to a piece larger than another, which
+/// stealing cannot even out: docs/kernel-experiments.md.) For one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least
 /// `threads × 8` pieces, each at most one tile of rows, and the columns cut as well when the
 /// row pieces alone are too few.
 fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize) {

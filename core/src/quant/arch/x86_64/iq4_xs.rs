@@ -86,8 +86,7 @@ fn term16(sumi: __m512, ls: __m512, d4d8: __m512) -> __m512 {
 }
 
 /// Fewer columns than this run the rows kernels per column at AVX2: the tiles pay from four
-/// columns against them (2048², one thread: tiles 34.7 / 44.7 GFLOP/s at three / four columns,
-/// rows 39.3; docs/kernel-experiments.md).
+/// columns against them (measured: docs/kernel-experiments.md).
 const MIN_COLUMNS: usize = 4;
 
 /// [`MIN_COLUMNS`] at VNNI: tiles 36.9 / 51.0 / 65.1 at two / three / four columns, rows 57.5.
