@@ -12,8 +12,8 @@
 extern crate std;
 
 use super::k_matmul;
-use super::matmul_tests::compare;
-use super::tests::{Rng, SPECIAL_F16};
+use super::matmul_tests::{compare, make};
+use super::tests::Rng;
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::q2_k::{self as s_q2_k, BlockQ2K};
 use crate::quant::k_quants::q3_k::{self as s_q3_k, BlockQ3K};
@@ -27,53 +27,8 @@ use bytemuck::{Pod, Zeroable};
 use std::string::String;
 use std::vec::Vec;
 
-/// How a test type's blocks are made: the scalar quantizer of one super-block and the byte offsets
-/// of its f16 fields.
-struct Maker<B> {
-    quantize: fn(&[f32; QK_K]) -> B,
-    f16_at: &'static [usize],
-}
-
-/// A finite normal f16 with a full random mantissa, either sign.
-fn finite_f16(rng: &mut Rng) -> [u8; 2] {
-    let bits = (rng.next() as u16 & 0x83ff) | ((8 + rng.below(14) as u16) << 10);
-    bits.to_le_bytes()
-}
-
-/// `blocks` weight super-blocks of kind `kind`: quantized, random bytes, quantized with one
-/// special f16 field, or an extreme byte pattern with finite f16 fields.
-fn weights<B: Pod>(rng: &mut Rng, maker: &Maker<B>, blocks: usize, kind: usize) -> Vec<B> {
-    let quantized = |rng: &mut Rng| {
-        let values: [f32; QK_K] = core::array::from_fn(|_| rng.value_scaled(8, 16));
-        (maker.quantize)(&values)
-    };
-    match kind % 4 {
-        0 => (0..blocks).map(|_| quantized(rng)).collect(),
-        1 => (0..blocks).map(|_| rng.block()).collect(),
-        2 => {
-            let mut row: Vec<B> = (0..blocks).map(|_| quantized(rng)).collect();
-            let at = rng.below(blocks);
-            let special = SPECIAL_F16[rng.below(SPECIAL_F16.len())].to_le_bytes();
-            let field = maker.f16_at[rng.below(maker.f16_at.len())];
-            bytemuck::bytes_of_mut(&mut row[at])[field..field + 2].copy_from_slice(&special);
-            row
-        }
-        _ => {
-            let byte = [0x00, 0xff, 0x80, 0x7f, 0x88][rng.below(5)];
-            (0..blocks)
-                .map(|_| {
-                    let mut b = B::zeroed();
-                    bytemuck::bytes_of_mut(&mut b).fill(byte);
-                    for &at in maker.f16_at {
-                        let f = finite_f16(rng);
-                        bytemuck::bytes_of_mut(&mut b)[at..at + 2].copy_from_slice(&f);
-                    }
-                    b
-                })
-                .collect()
-        }
-    }
-}
+/// How a test type's super-blocks are made (the scalar quantizer of one and its f16 fields).
+type Maker<B> = super::matmul_tests::Maker<B, QK_K>;
 
 /// Q8_K's f32 scales that stress the float steps (zeros, NaNs, infinities, subnormal, largest).
 const SPECIAL_F32: [u32; 8] = [
@@ -133,7 +88,7 @@ fn check_shape<W: Pod + Kernels<Activation = BlockQ8K>>(
 ) -> Vec<String> {
     let mut w = Vec::new();
     for r in 0..rows {
-        w.extend(weights(rng, maker, blocks, r + n));
+        w.extend(make(rng, maker, blocks, r + n));
     }
     let mut x = Vec::new();
     for c in 0..n {

@@ -35,18 +35,23 @@ fn finite_f16(rng: &mut Rng) -> [u8; 2] {
     bits.to_le_bytes()
 }
 
-/// How a test type's blocks are made: the scalar quantizer of one block from 32 floats, and the
-/// byte offsets of its f16 fields (scales, mins, sums).
-struct Maker<B> {
-    quantize: fn(&[f32; QK8_0]) -> B,
-    f16_at: &'static [usize],
+/// How a test type's blocks are made: the scalar quantizer of one block from `N` floats (32 by
+/// default), and the byte offsets of its f16 fields (scales, mins, sums).
+pub(super) struct Maker<B, const N: usize = QK8_0> {
+    pub(super) quantize: fn(&[f32; N]) -> B,
+    pub(super) f16_at: &'static [usize],
 }
 
 /// `blocks` blocks of kind `kind`: quantized, random bytes, quantized with one special f16 field,
 /// or an extreme byte pattern with finite f16 fields.
-fn make<B: Pod>(rng: &mut Rng, maker: &Maker<B>, blocks: usize, kind: usize) -> Vec<B> {
+pub(super) fn make<B: Pod, const N: usize>(
+    rng: &mut Rng,
+    maker: &Maker<B, N>,
+    blocks: usize,
+    kind: usize,
+) -> Vec<B> {
     let quantized = |rng: &mut Rng| {
-        let values: [f32; QK8_0] = core::array::from_fn(|_| rng.value_scaled(8, 16));
+        let values: [f32; N] = core::array::from_fn(|_| rng.value_scaled(8, 16));
         (maker.quantize)(&values)
     };
     match kind % 4 {
