@@ -10,7 +10,7 @@ use clap::Args as ClapArgs;
 use miniquant::model::{Layout, Model, ModelError, Session};
 use miniquant::quant::{level, Level};
 
-use super::{open_gguf, threads_arg, CliError};
+use super::{level_arg, open_gguf, threads_arg, CliError};
 use crate::bench::{
     bos_of, run_once, table_header, table_row, ModelSummary, Rates, Test, TokenIds,
 };
@@ -55,12 +55,8 @@ pub struct Args {
     /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
     /// only when named).
     /// [default: MINIQUANT_LEVEL, else auto]
-    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,
-}
-
-fn parse_level(name: &str) -> Result<Level, String> {
-    level::resolve(name).map_err(|e| e.to_string())
 }
 
 pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {

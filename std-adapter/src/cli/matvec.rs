@@ -12,7 +12,8 @@ use crate::parallel;
 use super::array_file::{self, F32Input};
 use super::dequant::Format;
 use super::{
-    find_tensor, open_gguf_allowing_cut, quoted, shape_text, threads_arg, CliError, Output,
+    find_tensor, level_arg, open_gguf_allowing_cut, quoted, shape_text, threads_arg, CliError,
+    Output,
 };
 use crate::npy::{self, Dtype};
 use crate::stats::Stats;
@@ -27,17 +28,12 @@ pub struct MatvecOptions {
     /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
     /// only when named; a level this CPU lacks is an error). Every level gives the same bytes.
     /// [default: MINIQUANT_LEVEL, else auto]
-    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,
     /// Format of x and y: `raw` f32 or `npy` (NumPy, `<f4`); default: `npy` for a file named
     /// `.npy`, else raw.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-}
-
-/// `--level`: a level name or `auto`, available on this CPU (else a usage error, exit 2).
-fn parse_level(name: &str) -> Result<Level, String> {
-    level::resolve(name).map_err(|e| e.to_string())
 }
 
 pub(super) fn run<O: Write, E: Write>(

@@ -13,6 +13,7 @@ mod dequant_raw;
 mod docs;
 mod extract;
 mod inspect;
+mod level_arg;
 mod make_example;
 mod matvec;
 mod output;
@@ -201,14 +202,21 @@ pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
             let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
             return EXIT_USAGE;
         }
-        Ok(Some(level)) if level.is_experimental() => {
-            let _ = writeln!(
-                err,
-                "note: MINIQUANT_LEVEL={level} is experimental (its kernels have not run on hardware \
-                 that has it; the outputs are meant to be the same bits)"
-            );
+        Ok(Some(level)) => {
+            if let Some(note) = level_arg::experimental_note(level, "MINIQUANT_LEVEL=") {
+                let _ = writeln!(err, "{note}");
+            }
         }
-        Ok(_) => {}
+        Ok(None) => {}
+    }
+    let level_option = match &cli.command {
+        Command::Matvec { options, .. } => options.level,
+        Command::Run(args) => args.level,
+        Command::Bench(args) => args.level,
+        _ => None,
+    };
+    if let Some(note) = level_option.and_then(|l| level_arg::experimental_note(l, "--level ")) {
+        let _ = writeln!(err, "{note}");
     }
     // MINIQUANT_NO_MMAP=1 is --no-mmap for every command; anything but 0 or 1 is a usage error.
     let no_mmap_env = std::env::var_os("MINIQUANT_NO_MMAP");

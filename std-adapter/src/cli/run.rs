@@ -13,7 +13,7 @@ use miniquant::quant::{level, Level};
 
 use super::output::{refuse_aliases, FileOutput, Output};
 use super::progress::Progress;
-use super::{open_gguf, threads_arg, CliError};
+use super::{level_arg, open_gguf, threads_arg, CliError};
 use crate::model::Threaded;
 use crate::npy;
 use crate::sampling::Sampler;
@@ -60,7 +60,7 @@ pub struct Args {
     /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
     /// only when named). Every level gives the same tokens and logits. [default: MINIQUANT_LEVEL,
     /// else auto]
-    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,
     /// Prompt tokens per batch (one matmul per weight per batch). Any size gives the same logits.
     #[arg(long, value_name = "N", default_value_t = 64)]
@@ -73,10 +73,6 @@ pub struct Args {
     /// little-endian f32. Written only once complete.
     #[arg(long, value_name = "FILE")]
     pub logits: Option<PathBuf>,
-}
-
-fn parse_level(name: &str) -> Result<Level, String> {
-    level::resolve(name).map_err(|e| e.to_string())
 }
 
 /// Parses `"1 2, 3"` into ids.

@@ -1,0 +1,50 @@
+//! `--level LEVEL` and `MINIQUANT_LEVEL`: one parser for every command that takes a kernel level,
+//! and the note an experimental level prints whichever way it was chosen.
+
+use miniquant::quant::{level, Level};
+
+/// clap's value parser for `--level`: a level name or `auto`, available on this CPU (else a usage
+/// error, exit 2).
+pub(super) fn parse(name: &str) -> Result<Level, String> {
+    level::resolve(name).map_err(|e| e.to_string())
+}
+
+/// The note for a level that is experimental (its kernels have not run on hardware that has it),
+/// naming how it was chosen (`--level amx`, `MINIQUANT_LEVEL=amx`); `None` for any other level.
+pub(super) fn experimental_note(level: Level, chosen_by: &str) -> Option<String> {
+    level.is_experimental().then(|| {
+        format!(
+            "note: {chosen_by}{level} is experimental (its kernels have not run on hardware that \
+             has it; the outputs are meant to be the same bits)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_experimental_levels_get_a_note_that_names_how_they_were_chosen() {
+        let note = experimental_note(Level::Amx, "--level ").unwrap_or_default();
+        assert!(
+            note.starts_with("note: --level amx is experimental"),
+            "{note}"
+        );
+        let note = experimental_note(Level::Amx, "MINIQUANT_LEVEL=").unwrap_or_default();
+        assert!(
+            note.starts_with("note: MINIQUANT_LEVEL=amx is experimental"),
+            "{note}"
+        );
+        for l in [Level::Scalar, Level::Avx2, Level::Avx512Vnni] {
+            assert_eq!(experimental_note(l, "--level "), None, "{l}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_refused_with_the_resolver_message() {
+        let e = parse("avx9").unwrap_err();
+        assert_eq!(e, level::resolve("avx9").unwrap_err().to_string());
+        assert_eq!(parse("scalar"), Ok(Level::Scalar));
+    }
+}
