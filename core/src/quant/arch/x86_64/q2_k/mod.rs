@@ -30,6 +30,7 @@ use super::vector::{
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::Qkx2Search;
 use crate::quant::k_quants::q2_k::{self, BlockQ2K, Q2K_SEARCH};
+use bytemuck::Zeroable;
 
 /// A Q2_K block's `Σ bsums·mins` against its activation block, as eight i32 partial sums.
 #[inline]
@@ -114,6 +115,10 @@ kernel! {
     }
 }
 
+/// Activation blocks (rows of up to 2048 values) the rows kernel reads from a copy in its own
+/// frame: 2336 bytes, which with the kernel's spill slots stays under 4 KiB.
+const LOCAL_BLOCKS: usize = 8;
+
 /// The Q2_K rows kernel's body, inlined into each level's entry: eight rows in the lanes share
 /// one transpose of their integer sums and one set of float steps.
 #[inline(always)]
@@ -124,6 +129,21 @@ fn q2_k_rows(
     out: &mut [f32],
     single: impl Fn(&[BlockQ2K], &[BlockQ8K]) -> f32,
 ) {
+    // A row of up to `LOCAL_BLOCKS` activation blocks is read from a copy in this frame, beside
+    // the kernel's spilled vectors: the activations are read again for every group of eight
+    // rows, and where they lay 4 KiB-aliased against a spill slot (a matter of the heap's and the
+    // stack's addresses, so of the process, the thread and the call path) the loads waited on the
+    // spill stores: 62.8 instead of 50 us for 1024 rows of 2048 (docs/kernel-experiments.md, "Q2_K
+    // at n = 1"). Within one frame smaller than 4 KiB no two addresses alias. `black_box` keeps
+    // LLVM from reading the caller's copy in place of this one.
+    let mut local = [BlockQ8K::zeroed(); LOCAL_BLOCKS];
+    let x = match local.get_mut(..x.len()) {
+        Some(copy) => {
+            copy.copy_from_slice(x);
+            core::hint::black_box(&*copy)
+        }
+        None => x,
+    };
     // SAFETY: every caller is a `kernel!` entry whose token proves AVX2 and F16C, the features
     // of the functions called here.
     unsafe {
