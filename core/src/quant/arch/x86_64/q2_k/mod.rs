@@ -116,7 +116,8 @@ kernel! {
 }
 
 /// Activation blocks (rows of up to 2048 values) the rows kernel reads from a copy in its own
-/// frame: 2336 bytes, which with the kernel's spill slots stays under 4 KiB.
+/// frame (2336 bytes; in the build measured, the copy and the spill slots do not overlap mod
+/// 4 KiB: `objdump -d` of `q2_k::rows*::body`, see docs/kernel-experiments.md).
 const LOCAL_BLOCKS: usize = 8;
 
 /// The Q2_K rows kernel's body, inlined into each level's entry: eight rows in the lanes share
@@ -129,12 +130,13 @@ fn q2_k_rows(
     out: &mut [f32],
     single: impl Fn(&[BlockQ2K], &[BlockQ8K]) -> f32,
 ) {
-    // A row of up to `LOCAL_BLOCKS` activation blocks is read from a copy in this frame, beside
-    // the kernel's spilled vectors: the activations are read again for every group of eight
-    // rows, and where they lay 4 KiB-aliased against a spill slot (a matter of the heap's and the
-    // stack's addresses, so of the process, the thread and the call path) the loads waited on the
-    // spill stores: 62.8 instead of 50 us for 1024 rows of 2048 (docs/kernel-experiments.md, "Q2_K
-    // at n = 1"). Within one frame smaller than 4 KiB no two addresses alias. `black_box` keeps
+    // A row of up to `LOCAL_BLOCKS` activation blocks is read from a copy in this frame: the
+    // activations are read again for every group of eight rows, and where they lay 4 KiB-aliased
+    // against the kernel's spill slots (a matter of the heap's and the stack's addresses, so of
+    // the process, the thread and the call path) the loads waited on the spill stores: the
+    // pool's worker took 52.5-53.2 instead of 43.2-44.1 us for 1024 rows of 2048
+    // (docs/kernel-experiments.md, "Q2_K at n = 1"). Inside one frame the distances are fixed
+    // when the kernel is built, not by where the heap and the stack put things. `black_box` keeps
     // LLVM from reading the caller's copy in place of this one.
     let mut local = [BlockQ8K::zeroed(); LOCAL_BLOCKS];
     let x = match local.get_mut(..x.len()) {
