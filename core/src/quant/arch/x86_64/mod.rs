@@ -210,6 +210,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         matmul: legacy::matmul::matmul_mxfp4_vnni,
     },
     q2_k: {
+        rows: q2_k::rows_vnni,
         matmul: q2_k::matmul_vnni,
     },
     q3_k: {

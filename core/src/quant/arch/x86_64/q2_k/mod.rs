@@ -22,7 +22,7 @@ use super::qkx2_lanes::{
     neg, or, qkx2_lane_search, round, select, splat, sub, to_float, unordered, zero_where, Mask, F,
     I,
 };
-use super::tokens::{kernel, Avx2};
+use super::tokens::{kernel, Avx2, Avx512Vnni};
 use super::vector::{
     f16_le, hsum_i32, load16, load32, opaque, part, scale_of, scaled8, store_at, transpose_sums,
     widen8,
@@ -30,6 +30,7 @@ use super::vector::{
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::Qkx2Search;
 use crate::quant::k_quants::q2_k::{self, BlockQ2K, Q2K_SEARCH};
+use bytemuck::Zeroable;
 
 /// A Q2_K block's `Σ bsums·mins` against its activation block, as eight i32 partial sums.
 #[inline]
@@ -114,19 +115,42 @@ kernel! {
     }
 }
 
-kernel! {
-    /// Q2_K rows, AVX2: eight rows in the lanes share one transpose of their integer sums and one
-    /// set of float steps.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn rows(
-        t: Avx2,
-        w: &[BlockQ2K],
-        row_blocks: usize,
-        x: &[BlockQ8K],
-        out: &mut [f32],
-    ) {
-        // Q2_K's float steps are per super-block, as the legacy types' are per block: eight rows in
-        // the lanes share one transpose of their integer sums and one set of float steps.
+/// Activation blocks (rows of up to 2048 values) the rows kernel reads from a copy in its own
+/// frame (2336 bytes; in the build measured, the copy and the spill slots do not overlap mod
+/// 4 KiB: `objdump -d` of `q2_k::rows*::body`, see docs/kernel-experiments.md).
+const LOCAL_BLOCKS: usize = 8;
+
+/// The Q2_K rows kernel's body, inlined into each level's entry: eight rows in the lanes share
+/// one transpose of their integer sums and one set of float steps.
+#[inline(always)]
+fn q2_k_rows(
+    w: &[BlockQ2K],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    out: &mut [f32],
+    single: impl Fn(&[BlockQ2K], &[BlockQ8K]) -> f32,
+) {
+    // A row of up to `LOCAL_BLOCKS` activation blocks is read from a copy in this frame: the
+    // activations are read again for every group of eight rows, and where they lay 4 KiB-aliased
+    // against the kernel's spill slots (a matter of the heap's and the stack's addresses, so of
+    // the process, the thread and the call path) the loads waited on the spill stores: the
+    // pool's worker took 52.5-53.2 instead of 43.2-44.1 us for 1024 rows of 2048
+    // (docs/kernel-experiments.md, "Q2_K at n = 1"). Inside one frame the distances are fixed
+    // when the kernel is built, not by where the heap and the stack put things. `black_box` keeps
+    // LLVM from reading the caller's copy in place of this one.
+    let mut local = [BlockQ8K::zeroed(); LOCAL_BLOCKS];
+    let x = match local.get_mut(..x.len()) {
+        Some(copy) => {
+            copy.copy_from_slice(x);
+            core::hint::black_box(&*copy)
+        }
+        None => x,
+    };
+    // SAFETY: every caller is a `kernel!` entry whose token proves AVX2 and F16C, the features
+    // of the functions called here.
+    unsafe {
+        // Q2_K's float steps are per super-block, as the legacy types' are per block: eight rows
+        // in the lanes share one transpose of their integer sums and one set of float steps.
         legacy_rows(
             w,
             row_blocks,
@@ -145,7 +169,8 @@ kernel! {
                 }
                 transpose_sums(&sums)
             },
-            // `dall * isum - dmin * summs`, `dall = dx * d`, `dmin = dx * dmin`: the scalar order.
+            // `dall * isum - dmin * summs`, `dall = dx * d`, `dmin = dx * dmin`: the scalar
+            // order.
             |isum, bs, xb, a| {
                 let mut products = [_mm256_setzero_si256(); ROWS];
                 for (p, wb) in products.iter_mut().zip(bs) {
@@ -160,8 +185,38 @@ kernel! {
                     _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)),
                 )
             },
-            |w, x| vec_dot(t, w, x),
+            single,
         )
+    }
+}
+
+kernel! {
+    /// Q2_K rows, AVX2: eight rows in the lanes share one transpose of their integer sums and one
+    /// set of float steps.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn rows(
+        t: Avx2,
+        w: &[BlockQ2K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t, w, x))
+    }
+}
+
+kernel! {
+    /// Q2_K rows at the VNNI level: the AVX2 kernel's instructions and order (the same bits),
+    /// compiled with AVX-512 VL so that LLVM has 32 vector registers.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn rows_vnni(
+        t: Avx512Vnni,
+        w: &[BlockQ2K],
+        row_blocks: usize,
+        x: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t.avx2(), w, x))
     }
 }
 
