@@ -122,8 +122,11 @@ const LOCAL_BLOCKS: usize = 8;
 
 /// The Q2_K rows kernel's body, inlined into each level's entry: eight rows in the lanes share
 /// one transpose of their integer sums and one set of float steps.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C (the callers are `kernel!` entries whose tokens prove them).
 #[inline(always)]
-fn q2_k_rows(
+unsafe fn q2_k_rows(
     w: &[BlockQ2K],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -146,8 +149,8 @@ fn q2_k_rows(
         }
         None => x,
     };
-    // SAFETY: every caller is a `kernel!` entry whose token proves AVX2 and F16C, the features
-    // of the functions called here.
+    // SAFETY: AVX2 and F16C, the features of the functions called here, are this function's
+    // precondition.
     unsafe {
         // Q2_K's float steps are per super-block, as the legacy types' are per block: eight rows
         // in the lanes share one transpose of their integer sums and one set of float steps.
@@ -201,7 +204,8 @@ kernel! {
         x: &[BlockQ8K],
         out: &mut [f32],
     ) {
-        q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t, w, x))
+        // SAFETY: the token `t` proves AVX2 and F16C.
+        unsafe { q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t, w, x)) }
     }
 }
 
@@ -216,7 +220,8 @@ kernel! {
         x: &[BlockQ8K],
         out: &mut [f32],
     ) {
-        q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t.avx2(), w, x))
+        // SAFETY: the token `t` proves AVX-512 VNNI, so AVX2 and F16C.
+        unsafe { q2_k_rows(w, row_blocks, x, out, |w, x| vec_dot(t.avx2(), w, x)) }
     }
 }
 
