@@ -169,6 +169,7 @@ mod sets {
         iq4_xs: Ops {
             dequantize: Some(row_forms::dequantize_iq4_xs),
             vec_dot: Some(iq4_xs::vec_dot),
+            matmul: Some(iq4_xs::matmul_neon),
             ..Ops::NONE
         },
         mxfp4: Ops {
@@ -234,6 +235,7 @@ mod sets {
         },
         iq4_xs: Ops {
             vec_dot: Some(iq4_xs::vec_dot_dotprod),
+            matmul: Some(iq4_xs::matmul_dotprod),
             ..Ops::NONE
         },
         mxfp4: Ops {
