@@ -33,6 +33,11 @@
 //! fit a K-quant sub-block's four elements per lane. Q2_K (one integer total, no lanes) also has
 //! `sdot` tiles at `dotprod`.
 //!
+//! IQ4_XS fills the `matmul` slot too (`kernels::iq4_xs`): its twin sums each 32-value group in one
+//! integer, so its tiles are the 32-value tiles with a group as the block (NEON four rows × four
+//! columns at every level, `sdot` four rows × eight columns at `dotprod` and `i8mm`), each
+//! super-block's `d` and group scales decoded once per tile.
+//!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
 #![allow(unsafe_code)]
