@@ -4,13 +4,14 @@
 //! The scalar twin sums each group in one exact integer and takes per group
 //! `sumf += ((d · d_x) · (ls − 32)) · sumi`, serially over the groups of the super-blocks. The
 //! matmul tiles are [`matmul`](super::matmul)'s 32-value tiles with a group as the block: four
-//! weight rows × eight activation columns (the last columns in tiles of four or two), each
-//! super-block's header (the rows' `d` and the 32 group scales, lane = row) decoded once per
-//! tile, each group's weights once per tile's columns (at `dotprod`: the packed bytes transposed
-//! by 32-bit words first, then split into nibbles and looked up, so that eight `sdot` by element
-//! leave each row's group sum in its lane), each activation group loaded once per four rows. Every
-//! output lane runs the twin's float steps in its order, unfused: the bits of the scalar vec_dot
-//! of its column. Instruction counts: docs/kernel-experiments.md.
+//! weight rows × eight activation columns at `dotprod`, × four at NEON (eight spilled), the last
+//! columns in one narrower tile; each super-block's header (the rows' `d` and the 32 group scales,
+//! lane = row) decoded once per tile, each group's weights once per tile's columns (at `dotprod`:
+//! the packed bytes transposed by 32-bit words first, then split into nibbles and looked up, so
+//! that eight `sdot` by element leave each row's group sum in its lane; at NEON: two products per
+//! i16 lane), each activation group loaded once per four rows. Every output lane runs the twin's
+//! float steps in its order, unfused: the bits of the scalar vec_dot of its column. Instruction
+//! counts: docs/kernel-experiments.md.
 
 use super::has_dotprod;
 use super::matmul::{
@@ -231,7 +232,6 @@ fn column_scales<const C: usize>(xb: [&BlockQ8K; C]) -> [float32x4_t; 2] {
 macro_rules! tile {
     ($(#[$doc:meta])* $features:literal, $name:ident, $weights:expr, $sums:expr) => {
         $(#[$doc])*
-        #[inline]
         #[target_feature(enable = $features)]
         fn $name<const C: usize>(
             w: [&[BlockIq4Xs]; ROWS],
@@ -321,6 +321,7 @@ fn neon_sums(w: &[(int8x16_t, int8x16_t); ROWS], x0: int8x16_t, x1: int8x16_t) -
 
 tile!(
     /// Four rows against `C` columns with `sdot` by element on word-transposed weights.
+    #[inline]
     "neon,dotprod",
     tile_sdot,
     sdot_weights,
@@ -328,40 +329,62 @@ tile!(
 );
 tile!(
     /// Four rows against `C` columns with widening multiplies.
+    #[inline]
     "neon",
     tile_neon,
     neon_weights,
     neon_sums
 );
 
-/// A level's matmul driver: wide tiles, then those for the columns left (as `matmul`'s).
+/// A level's matmul driver: the problem checked, then `$tails` places the tiles.
 macro_rules! driver {
-    ($features:literal, $name:ident, $tile:ident, $wide:ident) => {
+    ($features:literal, $name:ident, |$m:ident, $n:ident, $y:ident| $tails:block) => {
         #[target_feature(enable = $features)]
         fn $name(
             w: &[BlockIq4Xs],
             row_blocks: usize,
             x: &[BlockQ8K],
-            n: usize,
-            y: &mut [f32],
+            $n: usize,
+            $y: &mut [f32],
             y_stride: usize,
         ) {
-            let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
+            let Some($m) = problem(w, row_blocks, x, $n, y_stride) else {
                 return;
             };
-            let (wide, four) = split_columns(n, $wide);
-            m.tiles::<$wide>(0..wide, y, |w, x| $tile::<$wide>(w, x));
-            if four {
-                m.tiles::<4>(wide..n, y, |w, x| $tile::<4>(w, x));
-            } else {
-                m.tiles::<2>(wide..n, y, |w, x| $tile::<2>(w, x));
-            }
+            $tails
         }
     };
 }
 
-driver!("neon", matmul_neon_tiles, tile_neon, NEON_WIDE);
-driver!("neon,dotprod", matmul_sdot_tiles, tile_sdot, SDOT_WIDE);
+// NEON: as `matmul`'s drivers, three columns left in a padded four-column tile, one or two in a
+// two-column one. With a three-column tile beside it, LLVM inlined the four-column one into the
+// driver and spilled (n = 16: 89.4 -> 93.5 instructions per output and super-block).
+driver!("neon", matmul_neon_tiles, |m, n, y| {
+    let (wide, four) = split_columns(n, NEON_WIDE);
+    m.tiles::<NEON_WIDE>(0..wide, y, |w, x| tile_neon::<NEON_WIDE>(w, x));
+    if four {
+        m.tiles::<4>(wide..n, y, |w, x| tile_neon::<4>(w, x));
+    } else {
+        m.tiles::<2>(wide..n, y, |w, x| tile_neon::<2>(w, x));
+    }
+});
+
+// `sdot`: the columns left in one tile as wide as they are, a single one padded to two (the
+// vec_dot costs more than a two-column tile).
+driver!("neon,dotprod", matmul_sdot_tiles, |m, n, y| {
+    let wide = n - n % SDOT_WIDE;
+    m.tiles::<SDOT_WIDE>(0..wide, y, |w, x| tile_sdot::<SDOT_WIDE>(w, x));
+    let rest = wide..n;
+    match n - wide {
+        0 => {}
+        1 | 2 => m.tiles::<2>(rest, y, |w, x| tile_sdot::<2>(w, x)),
+        3 => m.tiles::<3>(rest, y, |w, x| tile_sdot::<3>(w, x)),
+        4 => m.tiles::<4>(rest, y, |w, x| tile_sdot::<4>(w, x)),
+        5 => m.tiles::<5>(rest, y, |w, x| tile_sdot::<5>(w, x)),
+        6 => m.tiles::<6>(rest, y, |w, x| tile_sdot::<6>(w, x)),
+        _ => m.tiles::<7>(rest, y, |w, x| tile_sdot::<7>(w, x)),
+    }
+});
 
 /// IQ4_XS's matmul at NEON ([`MatmulFn`](crate::quant::table::MatmulFn)): tiles of widening
 /// multiplies.
