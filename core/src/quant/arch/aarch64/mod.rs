@@ -35,8 +35,8 @@
 //!
 //! IQ4_XS fills the `matmul` slot too (`kernels::iq4_xs`): its twin sums each 32-value group in one
 //! integer, so its tiles are the 32-value tiles with a group as the block (NEON four rows × four
-//! columns at every level, `sdot` four rows × eight columns at `dotprod` and `i8mm`), each
-//! super-block's `d` and group scales decoded once per tile.
+//! columns at every level, `sdot` four rows × eight columns at `dotprod`, `smmla` at `i8mm`),
+//! each super-block's `d` and group scales decoded once per tile.
 //!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
@@ -287,6 +287,10 @@ mod sets {
         mxfp4: Ops {
             vec_dot_2x2: Some(mmla::mxfp4_2x2),
             matmul: Some(matmul::i8mm),
+            ..Ops::NONE
+        },
+        iq4_xs: Ops {
+            matmul: Some(iq4_xs::matmul_i8mm),
             ..Ops::NONE
         },
         ..ArchKernels::NONE

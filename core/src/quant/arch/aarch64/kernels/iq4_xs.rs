@@ -1,24 +1,26 @@
-//! IQ4_XS × Q8_K vec_dot (NEON and `sdot`), matmul tiles (NEON and `sdot`) and dequantize: eight
-//! groups of 32 IQ4_NL-coded values per super-block, each with a 6-bit scale.
+//! IQ4_XS × Q8_K vec_dot (NEON and `sdot`), matmul tiles (NEON, `sdot`, `smmla`) and
+//! dequantize: eight groups of 32 IQ4_NL-coded values per super-block, each with a 6-bit scale.
 //!
 //! The scalar twin sums each group in one exact integer and takes per group
 //! `sumf += ((d · d_x) · (ls − 32)) · sumi`, serially over the groups of the super-blocks. The
 //! matmul tiles are [`matmul`](super::matmul)'s 32-value tiles with a group as the block: four
-//! weight rows × eight activation columns at `dotprod`, × four at NEON (eight spilled), the last
-//! columns in one narrower tile; each super-block's header (the rows' `d` and the 32 group scales,
-//! lane = row) decoded once per tile, each group's weights once per tile's columns (at `dotprod`:
-//! the packed bytes transposed by 32-bit words first, then split into nibbles and looked up, so
-//! that eight `sdot` by element leave each row's group sum in its lane; at NEON: two products per
-//! i16 lane), each activation group loaded once per four rows. Every output lane runs the twin's
-//! float steps in its order, unfused: the bits of the scalar vec_dot of its column. Instruction
-//! counts: docs/kernel-experiments.md.
+//! weight rows × eight activation columns at `dotprod` and `i8mm`, × four at NEON (eight
+//! spilled), the last columns in one narrower tile; each super-block's header (the rows' `d` and
+//! the 32 group scales, lane = row) decoded once per tile, each group's weights once per tile's
+//! columns (`sdot`: the packed bytes transposed by 32-bit words first, then split into nibbles
+//! and looked up, so that eight `sdot` by element leave each row's group sum in its lane; NEON:
+//! two products per i16 lane; `smmla`: row and column pairs, four `smmla` per pair of pairs, as
+//! `matmul`'s), each activation group loaded once per four rows. Every output lane runs the
+//! twin's float steps in its order, unfused: the bits of the scalar vec_dot of its column.
+//! Instruction counts: docs/kernel-experiments.md.
 
-use super::has_dotprod;
 use super::matmul::{
-    each_block, f16x4, f32x4, lane, problem, sdot_lane, split_columns, transpose_words, ROWS,
+    column_pair_lanes, each_block, f16x4, f32x4, lane, pair_operands, problem, row_pair_lanes,
+    sdot_lane, split_columns, transpose_words, ROWS,
 };
 use super::nibbles::{block_sum_neon, block_sum_sdot, iq4_levels, iq4_levels_of};
-use super::ops::{f16_le, load_i8, load_u8, piece};
+use super::ops::{f16_le, load_i8, load_u8, piece, smmla};
+use super::{has_dotprod, has_i8mm};
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::iq::iq4_xs::BlockIq4Xs;
 use core::arch::aarch64::*;
@@ -336,6 +338,58 @@ tile!(
     neon_sums
 );
 
+/// Four rows against `C` columns (`C` even) with `smmla`: per group the two row pairs' operands
+/// once, per column pair four `smmla` per row pair (lanes `[r0·c0, r0·c1, r1·c0, r1·c1]`).
+#[target_feature(enable = "neon,i8mm")]
+fn tile_smmla<const C: usize>(w: [&[BlockIq4Xs]; ROWS], x: [&[BlockQ8K]; C]) -> [float32x4_t; C] {
+    // sumf[q][p]: column pair q, row pair p.
+    let mut sumf = [[vdupq_n_f32(0.0); 2]; C];
+    each_block(w, x, |wb, xb| {
+        let (d, ls) = row_scales(wb);
+        let dx = column_scales(xb);
+        let dp = row_pair_lanes(d);
+        for (g, &ls) in ls.iter().enumerate() {
+            let wv = wb.map(|b| iq4_levels(group_bytes(b, g)));
+            let a = [pair_operands(wv[0], wv[1]), pair_operands(wv[2], wv[3])];
+            let lp = row_pair_lanes(ls);
+            macro_rules! group {
+                ($group:expr) => {{
+                    let group: usize = $group;
+                    for half in 0..2 {
+                        let q = 2 * group + half;
+                        let (Some(c0), Some(c1)) = (xb.get(2 * q), xb.get(2 * q + 1)) else {
+                            continue;
+                        };
+                        let b = pair_operands(group_activation(c0, g), group_activation(c1, g));
+                        let xl = column_pair_lanes(dx[group], half == 1);
+                        for p in 0..2 {
+                            let mut acc = vdupq_n_s32(0);
+                            for (&a, &b) in a[p].iter().zip(&b) {
+                                acc = smmla(acc, a, b);
+                            }
+                            if let Some(s) = sumf.get_mut(q).and_then(|t| t.get_mut(p)) {
+                                group_step(s, dp[p], xl, lp[p], acc);
+                            }
+                        }
+                    }
+                }};
+            }
+            group!(0);
+            if C > 4 {
+                group!(1);
+            }
+        }
+    });
+    core::array::from_fn(|c| {
+        let [t0, t1] = sumf[c / 2];
+        if c % 2 == 0 {
+            vuzp1q_f32(t0, t1)
+        } else {
+            vuzp2q_f32(t0, t1)
+        }
+    })
+}
+
 /// A level's matmul driver: the problem checked, then `$tails` places the tiles.
 macro_rules! driver {
     ($features:literal, $name:ident, |$m:ident, $n:ident, $y:ident| $tails:block) => {
@@ -385,6 +439,42 @@ driver!("neon,dotprod", matmul_sdot_tiles, |m, n, y| {
         _ => m.tiles::<7>(rest, y, |w, x| tile_sdot::<7>(w, x)),
     }
 });
+
+// `smmla`: the columns left in one `smmla` tile of two or four, else in one `sdot` tile as wide
+// as they are (the level has dotprod too): cheaper than padding (n = 3: 49.5 against 56.2
+// instructions per output and super-block) and than a six-column `smmla` tile (46.4 against 49.1).
+driver!("neon,dotprod,i8mm", matmul_smmla_tiles, |m, n, y| {
+    let wide = n - n % SDOT_WIDE;
+    m.tiles::<SDOT_WIDE>(0..wide, y, |w, x| tile_smmla::<SDOT_WIDE>(w, x));
+    let rest = wide..n;
+    match n - wide {
+        0 => {}
+        1 | 2 => m.tiles::<2>(rest, y, |w, x| tile_smmla::<2>(w, x)),
+        3 => m.tiles::<3>(rest, y, |w, x| tile_sdot::<3>(w, x)),
+        4 => m.tiles::<4>(rest, y, |w, x| tile_smmla::<4>(w, x)),
+        5 => m.tiles::<5>(rest, y, |w, x| tile_sdot::<5>(w, x)),
+        6 => m.tiles::<6>(rest, y, |w, x| tile_sdot::<6>(w, x)),
+        _ => m.tiles::<7>(rest, y, |w, x| tile_sdot::<7>(w, x)),
+    }
+});
+
+/// IQ4_XS's matmul at `i8mm`: `smmla` tiles (odd tails in `sdot` ones) where the CPU has i8mm
+/// (and so dotprod), else [`matmul_dotprod`] (same bits).
+pub fn matmul_i8mm(
+    w: &[BlockIq4Xs],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    if has_i8mm() {
+        // SAFETY: the CPU has i8mm, and with it dotprod (`Level::I8mm` requires both).
+        unsafe { matmul_smmla_tiles(w, row_blocks, x, n, y, y_stride) }
+    } else {
+        matmul_dotprod(w, row_blocks, x, n, y, y_stride);
+    }
+}
 
 /// IQ4_XS's matmul at NEON ([`MatmulFn`](crate::quant::table::MatmulFn)): tiles of widening
 /// multiplies.

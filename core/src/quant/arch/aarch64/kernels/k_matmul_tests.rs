@@ -237,6 +237,7 @@ fn iq4_xs_matmul_tiles_match_scalar() {
         &[
             ("neon", iq4_xs::matmul_neon),
             ("dotprod", iq4_xs::matmul_dotprod),
+            ("i8mm", iq4_xs::matmul_i8mm),
         ],
     );
 }

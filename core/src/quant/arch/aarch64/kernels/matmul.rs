@@ -464,7 +464,10 @@ fn pair_halves(a: int8x16_t, b: int8x16_t) -> [int8x16_t; 2] {
 /// The four `smmla` operands of a pair of blocks (rows or columns).
 #[inline]
 #[target_feature(enable = "neon")]
-fn pair_operands(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> [int8x16_t; 4] {
+pub(super) fn pair_operands(
+    a: (int8x16_t, int8x16_t),
+    b: (int8x16_t, int8x16_t),
+) -> [int8x16_t; 4] {
     let [p0, p1] = pair_halves(a.0, b.0);
     let [p2, p3] = pair_halves(a.1, b.1);
     [p0, p1, p2, p3]
@@ -473,14 +476,14 @@ fn pair_operands(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> [int8x
 /// Lanes `[v0, v0, v1, v1]` and `[v2, v2, v3, v3]`: a row pair's scales.
 #[inline]
 #[target_feature(enable = "neon")]
-fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
+pub(super) fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
     [vzip1q_f32(v, v), vzip2q_f32(v, v)]
 }
 
 /// Lanes `[v0, v1, v0, v1]` or `[v2, v3, v2, v3]` (`high`): a column pair's scales.
 #[inline]
 #[target_feature(enable = "neon")]
-fn column_pair_lanes(v: float32x4_t, high: bool) -> float32x4_t {
+pub(super) fn column_pair_lanes(v: float32x4_t, high: bool) -> float32x4_t {
     let v = vreinterpretq_f64_f32(v);
     vreinterpretq_f32_f64(if high {
         vdupq_laneq_f64::<1>(v)
