@@ -33,6 +33,11 @@
 //! fit a K-quant sub-block's four elements per lane. Q2_K (one integer total, no lanes) also has
 //! `sdot` tiles at `dotprod`.
 //!
+//! IQ4_XS fills the `matmul` slot too (`kernels::iq4_xs`): its twin sums each 32-value group in one
+//! integer, so its tiles are the 32-value tiles with a group as the block (NEON four rows × four
+//! columns at every level, `sdot` four rows × eight columns at `dotprod`, `smmla` at `i8mm`),
+//! each super-block's `d` and group scales decoded once per tile.
+//!
 //! The kernels are compiled for little-endian targets with NEON (block fields are read as native
 //! integers); elsewhere (`aarch64_be`, soft-float) the sets are empty and the scalar twins run.
 #![allow(unsafe_code)]
@@ -169,6 +174,7 @@ mod sets {
         iq4_xs: Ops {
             dequantize: Some(row_forms::dequantize_iq4_xs),
             vec_dot: Some(iq4_xs::vec_dot),
+            matmul: Some(iq4_xs::matmul_neon),
             ..Ops::NONE
         },
         mxfp4: Ops {
@@ -234,6 +240,7 @@ mod sets {
         },
         iq4_xs: Ops {
             vec_dot: Some(iq4_xs::vec_dot_dotprod),
+            matmul: Some(iq4_xs::matmul_dotprod),
             ..Ops::NONE
         },
         mxfp4: Ops {
@@ -280,6 +287,10 @@ mod sets {
         mxfp4: Ops {
             vec_dot_2x2: Some(mmla::mxfp4_2x2),
             matmul: Some(matmul::i8mm),
+            ..Ops::NONE
+        },
+        iq4_xs: Ops {
+            matmul: Some(iq4_xs::matmul_i8mm),
             ..Ops::NONE
         },
         ..ArchKernels::NONE

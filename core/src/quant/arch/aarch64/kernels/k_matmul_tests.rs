@@ -1,4 +1,4 @@
-//! The K-quant matmul tiles (`k_matmul`) against the scalar vec_dot, output by output, `to_bits`
+//! The K-quant matmul tiles (`k_matmul`) and IQ4_XS's (`iq4_xs`) against the scalar vec_dot, output by output, `to_bits`
 //! equal (two NaNs count as equal): every rows × columns in 1..=17 (around the tiles' four columns
 //! and the three, two or one left) for rows of one super-block, an edge grid for two and three;
 //! weight rows quantized from floats, of random bytes (NaN, infinite and subnormal scales, any
@@ -11,10 +11,11 @@
 
 extern crate std;
 
-use super::k_matmul;
 use super::matmul_tests::{compare, make};
 use super::tests::Rng;
+use super::{iq4_xs, k_matmul};
 use crate::quant::activation::{BlockQ8K, QK_K};
+use crate::quant::iq::iq4_xs::{self as s_iq4_xs, BlockIq4Xs};
 use crate::quant::k_quants::q2_k::{self as s_q2_k, BlockQ2K};
 use crate::quant::k_quants::q3_k::{self as s_q3_k, BlockQ3K};
 use crate::quant::k_quants::q4_k::{self as s_q4_k, BlockQ4K};
@@ -223,7 +224,26 @@ fn q2_k_matmul_tiles_match_scalar() {
 }
 
 #[test]
-fn every_available_aarch64_level_has_the_k_quant_tiles_in_its_matmul_slot() {
+fn iq4_xs_matmul_tiles_match_scalar() {
+    let maker = Maker {
+        quantize: s_iq4_xs::quantize_block,
+        f16_at: &[core::mem::offset_of!(BlockIq4Xs, d)],
+    };
+    check_type(
+        0x1404_0000_dddd,
+        "iq4_xs",
+        maker,
+        s_iq4_xs::vec_dot,
+        &[
+            ("neon", iq4_xs::matmul_neon),
+            ("dotprod", iq4_xs::matmul_dotprod),
+            ("i8mm", iq4_xs::matmul_i8mm),
+        ],
+    );
+}
+
+#[test]
+fn every_available_aarch64_level_has_the_k_quant_and_iq4_xs_tiles_in_its_matmul_slot() {
     for level in [Level::Neon, Level::Dotprod, Level::I8mm] {
         let available = level.is_available();
         assert_eq!(
@@ -240,6 +260,11 @@ fn every_available_aarch64_level_has_the_k_quant_tiles_in_its_matmul_slot() {
             BlockQ6K::matmul_kernel(level).is_some(),
             available,
             "Q6_K {level}"
+        );
+        assert_eq!(
+            BlockIq4Xs::matmul_kernel(level).is_some(),
+            available,
+            "IQ4_XS {level}"
         );
     }
     assert!(BlockQ4K::matmul_kernel(Level::Scalar).is_none());

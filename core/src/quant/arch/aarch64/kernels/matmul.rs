@@ -31,7 +31,7 @@ use core::arch::aarch64::*;
 use core::arch::asm;
 
 /// Rows of a tile.
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 
 /// Columns of a wide baseline NEON tile.
 const NEON_WIDE: usize = 8;
@@ -71,7 +71,7 @@ pub(super) fn f16x4(h: [&[u8; 2]; 4]) -> float32x4_t {
 
 /// Four f32 as one vector.
 #[inline(always)]
-fn f32x4(v: [f32; 4]) -> float32x4_t {
+pub(super) fn f32x4(v: [f32; 4]) -> float32x4_t {
     // SAFETY: the array holds exactly the four f32 that `ld1` reads.
     unsafe { vld1q_f32(v.as_ptr()) }
 }
@@ -311,7 +311,7 @@ pub(super) fn each_block<W, X, const R: usize, const C: usize>(
 /// `a` with bytes `4L..4L + 4` of `b`.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn sdot_lane<const L: i32>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) fn sdot_lane<const L: i32>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
     // SAFETY: `sdot` only reads and writes the named registers; the enclosing function requires
     // the dotprod feature, so the instruction exists.
@@ -332,7 +332,7 @@ fn sdot_lane<const L: i32>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x
 /// `i`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn transpose_words(r: [int8x16_t; ROWS]) -> [int8x16_t; 4] {
+pub(super) fn transpose_words(r: [int8x16_t; ROWS]) -> [int8x16_t; 4] {
     let [r0, r1, r2, r3] = r.map(|v| vreinterpretq_s32_s8(v));
     let (t0, t1) = (vtrn1q_s32(r0, r1), vtrn2q_s32(r0, r1));
     let (t2, t3) = (vtrn1q_s32(r2, r3), vtrn2q_s32(r2, r3));
@@ -349,7 +349,7 @@ fn transpose_words(r: [int8x16_t; ROWS]) -> [int8x16_t; 4] {
 /// Broadcast lane `c % 4` of `v`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn lane(v: float32x4_t, c: usize) -> float32x4_t {
+pub(super) fn lane(v: float32x4_t, c: usize) -> float32x4_t {
     match c % 4 {
         0 => vdupq_laneq_f32::<0>(v),
         1 => vdupq_laneq_f32::<1>(v),
@@ -464,7 +464,10 @@ fn pair_halves(a: int8x16_t, b: int8x16_t) -> [int8x16_t; 2] {
 /// The four `smmla` operands of a pair of blocks (rows or columns).
 #[inline]
 #[target_feature(enable = "neon")]
-fn pair_operands(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> [int8x16_t; 4] {
+pub(super) fn pair_operands(
+    a: (int8x16_t, int8x16_t),
+    b: (int8x16_t, int8x16_t),
+) -> [int8x16_t; 4] {
     let [p0, p1] = pair_halves(a.0, b.0);
     let [p2, p3] = pair_halves(a.1, b.1);
     [p0, p1, p2, p3]
@@ -473,14 +476,14 @@ fn pair_operands(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> [int8x
 /// Lanes `[v0, v0, v1, v1]` and `[v2, v2, v3, v3]`: a row pair's scales.
 #[inline]
 #[target_feature(enable = "neon")]
-fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
+pub(super) fn row_pair_lanes(v: float32x4_t) -> [float32x4_t; 2] {
     [vzip1q_f32(v, v), vzip2q_f32(v, v)]
 }
 
 /// Lanes `[v0, v1, v0, v1]` or `[v2, v3, v2, v3]` (`high`): a column pair's scales.
 #[inline]
 #[target_feature(enable = "neon")]
-fn column_pair_lanes(v: float32x4_t, high: bool) -> float32x4_t {
+pub(super) fn column_pair_lanes(v: float32x4_t, high: bool) -> float32x4_t {
     let v = vreinterpretq_f64_f32(v);
     vreinterpretq_f32_f64(if high {
         vdupq_laneq_f64::<1>(v)
@@ -570,24 +573,24 @@ fn store_rows(y: &mut [f32], at: usize, rows: usize, v: float32x4_t) {
 
 /// A matrix as the tiles see it: `rows` rows of `row_blocks` weight blocks, `n` columns of
 /// `column_blocks` activation blocks, outputs at `y[c * y_stride + r]`.
-struct Problem<'a, W: Tiled> {
+pub(super) struct Problem<'a, W, X> {
     w: &'a [W],
     row_blocks: usize,
     rows: usize,
-    x: &'a [W::X],
+    x: &'a [X],
     column_blocks: usize,
     n: usize,
     y_stride: usize,
 }
 
-impl<W: Tiled> Problem<'_, W> {
+impl<W, X> Problem<'_, W, X> {
     fn row(&self, r: usize) -> &[W] {
         let start = r.saturating_mul(self.row_blocks);
         let end = start.saturating_add(self.row_blocks);
         self.w.get(start..end).unwrap_or_default()
     }
 
-    fn column(&self, c: usize) -> &[W::X] {
+    fn column(&self, c: usize) -> &[X] {
         let start = c.saturating_mul(self.column_blocks);
         let end = start.saturating_add(self.column_blocks);
         self.x.get(start..end).unwrap_or_default()
@@ -597,15 +600,15 @@ impl<W: Tiled> Problem<'_, W> {
     /// at the edge repeats its last column or row (computed, never stored). `tile` computes one
     /// tile (per column, the four rows' outputs as lanes).
     #[inline(always)]
-    fn tiles<const C: usize>(
+    pub(super) fn tiles<const C: usize>(
         &self,
         columns: core::ops::Range<usize>,
         y: &mut [f32],
-        tile: impl Fn([&[W]; ROWS], [&[W::X]; C]) -> [float32x4_t; C],
+        tile: impl Fn([&[W]; ROWS], [&[X]; C]) -> [float32x4_t; C],
     ) {
         let (rows, last_column) = (self.rows, columns.end.saturating_sub(1));
         for c0 in columns.clone().step_by(C) {
-            let xs: [&[W::X]; C] = core::array::from_fn(|j| self.column((c0 + j).min(last_column)));
+            let xs: [&[X]; C] = core::array::from_fn(|j| self.column((c0 + j).min(last_column)));
             let valid = (columns.end - c0).min(C);
             for r0 in (0..rows).step_by(ROWS) {
                 let ws: [&[W]; ROWS] = core::array::from_fn(|i| self.row((r0 + i).min(rows - 1)));
@@ -621,13 +624,13 @@ impl<W: Tiled> Problem<'_, W> {
 }
 
 /// The matrix as a [`Problem`], `None` when it has no output.
-fn problem<'a, W: Tiled>(
+pub(super) fn problem<'a, W, X>(
     w: &'a [W],
     row_blocks: usize,
-    x: &'a [W::X],
+    x: &'a [X],
     n: usize,
     y_stride: usize,
-) -> Option<Problem<'a, W>> {
+) -> Option<Problem<'a, W, X>> {
     if row_blocks == 0 || n == 0 || w.len() < row_blocks {
         return None;
     }
@@ -645,7 +648,7 @@ fn problem<'a, W: Tiled>(
 /// How the columns are split between tile widths: the first `.0` columns in wide tiles (a last
 /// group of more than four columns padded to a wide one), then the rest (at most four) in
 /// four-column tiles if more than two are left, else in two-column ones (`.1`).
-fn split_columns(n: usize, wide: usize) -> (usize, bool) {
+pub(super) fn split_columns(n: usize, wide: usize) -> (usize, bool) {
     let rest = n % wide;
     if rest == 0 || rest > 4 {
         (n, false)

@@ -48,8 +48,15 @@ pub(super) fn fifth_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
 #[inline]
 #[target_feature(enable = "neon")]
 pub(super) fn iq4_levels(qs: &[u8; 16]) -> (int8x16_t, int8x16_t) {
+    iq4_levels_of(load_u8(qs))
+}
+
+/// The levels of the low nibbles and of the high nibbles of 16 packed bytes, byte for byte.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(super) fn iq4_levels_of(q: uint8x16_t) -> (int8x16_t, int8x16_t) {
     let table = load_i8(&IQ4NL_LEVELS);
-    let (low, high) = nibbles(qs);
+    let (low, high) = (vandq_u8(q, vdupq_n_u8(0x0f)), vshrq_n_u8::<4>(q));
     (vqtbl1q_s8(table, low), vqtbl1q_s8(table, high))
 }
 
