@@ -2,7 +2,7 @@
 //! xtask fetch` has put them in the cache): the same logit bits at every kernel level, thread
 //! count and batch size, and llama.cpp's greedy continuations and logits.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
