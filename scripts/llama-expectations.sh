@@ -50,7 +50,7 @@ while IFS='|' read -r name text; do
   [ -z "$name" ] && continue
   [ "$name" = chat ] && text="$chat"
   # (The command substitution drops trailing newlines: the chat prompt ends without its last
-  # "\n", which tests/cli_run.rs takes into account.)
+  # "\n", which tests/cli/run.rs takes into account.)
   text="$(printf '%b' "$text")"
   ids="$("$bin/llama-tokenize" -m "$model" -p "$text" --ids --log-disable 2>/dev/null | tail -1 | tr -d '[],')"
   if [ "$sample" = 1 ]; then

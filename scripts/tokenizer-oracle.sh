@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tokenizer oracle: llama.cpp's own llama-tokenize on every text of tests/data/tokenizer/texts
 # with both real model files, written to tests/data/tokenizer/expected/<model>.tsv, which
-# std-adapter/tests/tokenizer.rs compares miniquant's tokenizer against. The expected ids come
+# std-adapter/tests/api/tokenizer.rs compares miniquant's tokenizer against. The expected ids come
 # from llama.cpp only, never from miniquant.
 #
 #   scripts/tokenizer-oracle.sh          regenerate the expected files

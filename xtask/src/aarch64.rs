@@ -58,7 +58,7 @@ pub fn cross_tests() -> Result<(), String> {
             "+ QEMU_CPU={cpu} cargo test -p miniquant --profile {CI_PROFILE} --features model --target {TARGET} {}  ({levels})",
             filter(cpu).join(" ")
         );
-        let step = Instant::now();
+        let step = crate::Timer::start();
         let status = Command::new("cargo")
             .args(["test", "-p", "miniquant", "--profile", CI_PROFILE])
             .args(["--features", "model", "--target", TARGET])
@@ -72,7 +72,7 @@ pub fn cross_tests() -> Result<(), String> {
             .current_dir(super::root())
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
-        eprintln!("  ({:.1} s)", step.elapsed().as_secs_f64());
+        eprintln!("  ({})", step.text());
         if !status.success() {
             return Err(format!(
                 "aarch64 tests with QEMU_CPU={cpu} failed: {status}"

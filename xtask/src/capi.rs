@@ -43,9 +43,11 @@ pub fn capi_cargo(args: &[&str]) -> Command {
 }
 
 fn succeed(mut cmd: Command, what: &str) -> Result<(), String> {
+    let start = crate::Timer::start();
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run {what}: {e}"))?;
+    eprintln!("  ({})", start.text());
     if status.success() {
         Ok(())
     } else {

@@ -475,11 +475,11 @@ fn build(image: &Image, extra: &[&str]) -> Result<PathBuf, String> {
     ];
     args.extend_from_slice(extra);
     eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
-    let start = Instant::now();
+    let start = crate::Timer::start();
     let status = fw_cargo(&args)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    eprintln!("  ({})", start.text());
     if !status.success() {
         return Err(format!("building {} failed", image.bin));
     }
@@ -620,11 +620,11 @@ fn minimal_images(inputs: &Inputs) -> Result<Vec<Minimal>, String> {
             &with_check,
         ];
         eprintln!("+ (cd firmware-example && cargo {})", args.join(" "));
-        let started = Instant::now();
+        let started = crate::Timer::start();
         let built = fw_cargo(&args)
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
-        eprintln!("  ({:.1} s)", started.elapsed().as_secs_f64());
+        eprintln!("  ({})", started.text());
         let (elf, no_panic_link) = if built.status.success() {
             (elf_path(&image), Ok(()))
         } else {

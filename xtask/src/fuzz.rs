@@ -8,7 +8,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 /// The fuzz targets, in the order they run.
 pub const TARGETS: [&str; 5] = ["header", "validate", "roundtrip", "kernels", "model"];
@@ -82,7 +81,7 @@ pub fn fuzz(seconds: u64) -> Result<(), String> {
 /// Runs `cargo ARGS` in `fuzz_dir`, echoing it and its time; whether it succeeded.
 fn cargo_fuzz(fuzz_dir: &Path, args: &[&str]) -> Result<bool, String> {
     eprintln!("+ (in fuzz/) cargo {}", args.join(" "));
-    let start = Instant::now();
+    let start = crate::Timer::start();
     let status = Command::new("cargo")
         .args(args)
         .current_dir(fuzz_dir)
@@ -90,7 +89,7 @@ fn cargo_fuzz(fuzz_dir: &Path, args: &[&str]) -> Result<bool, String> {
         .env("CARGO_TARGET_DIR", fuzz_dir.join("target"))
         .status()
         .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
-    eprintln!("  ({:.1} s, {status})", start.elapsed().as_secs_f64());
+    eprintln!("  ({}, {status})", start.text());
     Ok(status.success())
 }
 

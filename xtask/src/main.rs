@@ -150,16 +150,42 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// Wall and CPU time since it started: the CPU seconds of the child processes waited for since
+/// (all of a step's commands are run to completion one after another, so these are theirs).
+pub struct Timer {
+    wall: Instant,
+    cpu: Option<f64>,
+}
+
+impl Timer {
+    pub fn start() -> Self {
+        Self {
+            wall: Instant::now(),
+            cpu: pipeline::children_cpu_seconds(),
+        }
+    }
+
+    /// `12.3 s, 20.1 s cpu`.
+    pub fn text(&self) -> String {
+        let cpu = pipeline::children_cpu_seconds()
+            .zip(self.cpu)
+            .map_or(String::new(), |(now, then)| {
+                format!(", {:.1} s cpu", now - then)
+            });
+        format!("{:.1} s{cpu}", self.wall.elapsed().as_secs_f64())
+    }
+}
+
 /// Runs a command from the workspace root, echoing it, and fails if it fails.
 fn run(program: &str, args: &[&str]) -> Result<(), String> {
     eprintln!("+ {program} {}", args.join(" "));
-    let start = Instant::now();
+    let start = Timer::start();
     let status = Command::new(program)
         .args(args)
         .current_dir(root())
         .status()
         .map_err(|e| format!("cannot run {program}: {e}"))?;
-    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    eprintln!("  ({})", start.text());
     if status.success() {
         Ok(())
     } else {
@@ -208,12 +234,14 @@ fn checks() -> Result<(), String> {
 /// The API docs build without warnings (broken links, unclosed tags).
 fn docs() -> Result<(), String> {
     eprintln!("+ RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps -p miniquant -p miniquant-std");
+    let start = Timer::start();
     let status = Command::new("cargo")
         .args(["doc", "--no-deps", "-p", "miniquant", "-p", "miniquant-std"])
         .env("RUSTDOCFLAGS", "-D warnings")
         .current_dir(root())
         .status()
         .map_err(|e| format!("cannot run cargo doc: {e}"))?;
+    eprintln!("  ({})", start.text());
     if status.success() {
         Ok(())
     } else {
@@ -221,7 +249,10 @@ fn docs() -> Result<(), String> {
     }
 }
 
-/// `core` must build for a bare-metal target without `std` or `alloc`, with and without defmt.
+/// `core` must build for a bare-metal target without `std` or `alloc`, with and without defmt:
+/// `cargo check` (the compiler's every check but code generation), since the `firmware` step builds
+/// the core's code for the same target both ways (the Rust Cortex-M4F image with `defmt`, the C
+/// image's static library without).
 fn no_std_build() -> Result<(), String> {
     let lib = std::fs::read_to_string(root().join("core/src/lib.rs")).map_err(|e| e.to_string())?;
     if lib.contains("extern crate alloc") {
@@ -229,12 +260,12 @@ fn no_std_build() -> Result<(), String> {
     }
     run(
         "cargo",
-        &["build", "-p", "miniquant", "--target", NO_STD_TARGET],
+        &["check", "-p", "miniquant", "--target", NO_STD_TARGET],
     )?;
     run(
         "cargo",
         &[
-            "build",
+            "check",
             "-p",
             "miniquant",
             "--target",
@@ -272,7 +303,7 @@ fn tests() -> Result<(), String> {
 fn new_user() -> Result<(), String> {
     let binary = ci_cli();
     eprintln!("+ bash scripts/new-user.sh");
-    let start = Instant::now();
+    let start = Timer::start();
     let mut command = Command::new("bash");
     command.arg("scripts/new-user.sh").current_dir(root());
     if binary.is_file() {
@@ -281,7 +312,7 @@ fn new_user() -> Result<(), String> {
     let status = command
         .status()
         .map_err(|e| format!("cannot run scripts/new-user.sh: {e}"))?;
-    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    eprintln!("  ({})", start.text());
     if status.success() {
         Ok(())
     } else {

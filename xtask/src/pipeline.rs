@@ -229,7 +229,7 @@ fn summary(steps: &[Step], states: &[State], total: f64) -> Result<(), String> {
 
 /// CPU seconds (user + system) of the children this process has waited for, from
 /// `/proc/self/stat` (Linux; its clock ticks are USER_HZ, 100 on every Linux architecture).
-fn children_cpu_seconds() -> Option<f64> {
+pub fn children_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces: field 3
     // (state) first, so cutime (16) and cstime (17) are at 13 and 14.

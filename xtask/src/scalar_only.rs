@@ -4,7 +4,6 @@
 //! crates live apart under `target/x86_64-unknown-linux-gnu/` without invalidating its cache.
 
 use std::process::Command;
-use std::time::Instant;
 
 use crate::CI_PROFILE;
 
@@ -14,7 +13,7 @@ pub fn run() -> Result<(), String> {
     eprintln!(
         "+ RUSTFLAGS=\"--cfg miniquant_disable_simd\" cargo test -p miniquant --profile {CI_PROFILE} --lib --target {host}"
     );
-    let start = Instant::now();
+    let start = crate::Timer::start();
     let status = Command::new("cargo")
         .args(["test", "-p", "miniquant", "--profile", CI_PROFILE, "--lib"])
         .args(["--target", &host])
@@ -22,7 +21,7 @@ pub fn run() -> Result<(), String> {
         .current_dir(super::root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    eprintln!("  ({})", start.text());
     if status.success() {
         Ok(())
     } else {

@@ -4,10 +4,10 @@
 //! `numpy.load` reads with the right dtype and shape. Anything else is refused in one line that names
 //! the file and what it holds, leaving no output behind.
 
-mod common;
+use crate::common;
 
 #[allow(dead_code)]
-#[path = "../../tests/src/cache.rs"]
+#[path = "../../../tests/src/cache.rs"]
 mod cache;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `miniquant --help` written for users, `miniquant completions bash|zsh|fish` and `miniquant man`.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, miniquant, scratch_file};
 

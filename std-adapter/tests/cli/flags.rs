@@ -2,7 +2,7 @@
 //! and JSON, `--key --raw`, one `--type` and one `--threads` parser for every command, `extract`'s
 //! globs, "did you mean" for a wrong name, and `requantize`'s account of its fallback types.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, miniquant, scratch_dir, scratch_file, Run};
 use miniquant::gguf::Scalar;

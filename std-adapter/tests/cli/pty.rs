@@ -4,7 +4,7 @@
 
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;

@@ -1,7 +1,7 @@
 //! `dequant --rows`, `.npy` output, `-o -`, `dequant-raw`, and the library helpers they share
 //! with (`GgufFile::dequantize_tensor`, `matvec_tensor`, `TensorEntry::rows/cols`).
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, f32_bytes, f32_values, miniquant, scratch_dir, scratch_file};
 use miniquant::{quant, GgmlType};

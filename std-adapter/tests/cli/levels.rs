@@ -2,7 +2,7 @@
 //! every thread count write the same bytes, equal to the core's scalar matvec; a level that is
 //! unknown or missing on this CPU is a usage error (exit 2).
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, f32_bytes, f32_values, miniquant, scratch_dir, scratch_file};
 use miniquant::quant::{self, level, Level};

@@ -5,7 +5,7 @@
 //! output is checked (exactly for F32, within the quantization error for Q8_0); if it does not, the
 //! command must fail cleanly with exit 1, the kernel's error on one line, and no output file left.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_no_panic, f32_bytes, f32_values, miniquant, miniquant_in, scratch_dir, scratch_file,

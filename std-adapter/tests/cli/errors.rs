@@ -2,7 +2,7 @@
 //! short (a partial download), errors inside a key's value, readers that stop early, and the
 //! `inspect` options that narrow the output.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, miniquant, miniquant_with_stdin, scratch_dir, scratch_file};
 use miniquant::gguf::Scalar;
@@ -143,7 +143,7 @@ fn a_file_cut_in_its_data_is_one_line_and_inspect_still_shows_the_header() {
         ]
     );
 
-    // A tensor wholly present is read; a cut one is named (tests/cli_truncated.rs has more).
+    // A tensor wholly present is read; a cut one is named (tests/cli/truncated.rs has more).
     let run = miniquant(&["dequant", &path, "blk.0.attn_q.weight", "-o", "-"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let run = miniquant(&["dequant", &path, "blk.0.attn_k.weight", "-o", "-"]);

@@ -1,7 +1,7 @@
 //! `miniquant run` on the real SmolLM2 file (skipped with a reason when the cache lacks it) and its
 //! errors on files and arguments it cannot run.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

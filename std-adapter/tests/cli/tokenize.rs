@@ -2,7 +2,7 @@
 //! ids are the oracle's, `tests/data/tokenizer/expected`), from an argument or standard input,
 //! and clear errors for a file without a tokenizer, bad flags and non-UTF-8 input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! `miniquant requantize` as a process: usage errors, and a run SIGKILLed mid-way leaves no file
 //! in the output directory (on Linux the output has no name until complete).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! a v3 header is 24 bytes; a metadata pair is 8 (key length) + key + 4 (type) + value; a tensor
 //! info is 8 (name length) + name + 4 (n_dims) + 8 per dimension + 4 (type) + 8 (offset).
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, miniquant, scratch_file};
 use miniquant::gguf::Scalar;

@@ -6,7 +6,7 @@
 
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;

@@ -1,10 +1,10 @@
 //! `miniquant bench` in a pipe: llama-bench's table (its model, size and params cells checked
 //! against llama-bench itself when the cache has it), whole rows only when interrupted, and clear
-//! errors for bad arguments. (In a terminal: tests/cli_pty.rs.)
+//! errors for bad arguments. (In a terminal: tests/cli/pty.rs.)
 
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;

@@ -3,7 +3,7 @@
 //! says how much of it is there; the commands that need every tensor refuse with the one
 //! truncation line.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, f32_bytes, f32_values, miniquant, scratch_dir, scratch_file};
 use miniquant::{quant, GgmlType};

@@ -1,7 +1,7 @@
 //! The library: `Index` from bytes and from a reader agree (strings reassembled from pieces), offsets
 //! and lookups, partial indexes after errors, and zero-copy tensor data from `GgufFile`.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 

@@ -2,7 +2,7 @@
 //! floats and strings, and nested arrays. The JSON is parsed back and every field is checked against
 //! the values the test wrote and against the library's [`Index`] of the same bytes.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_panic, miniquant, scratch_file};
 use miniquant::gguf::Scalar;
