@@ -118,9 +118,10 @@ const CI_STEPS: [pipeline::Step; 12] = [
     // The same target directory as `build` (cargo would wait for its lock anyway).
     step("overflow", overflow::tests, &["build"]),
     step("aarch64", aarch64::cross_tests, &["build", "tools"]),
-    step("capi", capi::capi, &["tools"]),
-    // The host CLI from `build` makes the images' inputs.
+    // The host CLI from `build` makes the images' inputs. Before `capi` (both are ready when
+    // `tests` ends): the longer step first, so that the run does not end on one step alone.
     step("firmware", firmware::firmware, &["build", "tools"]),
+    step("capi", capi::capi, &["tools"]),
     // Shares `build`'s build scripts and proc macros (and so its target directory's lock).
     step("scalar-only", scalar_only::run, &["build"]),
 ];
