@@ -42,9 +42,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_names_are_refused_with_the_resolver_message() {
+    fn unknown_names_are_refused_with_the_names_accepted() {
         let e = parse("avx9").unwrap_err();
-        assert_eq!(e, level::resolve("avx9").unwrap_err().to_string());
+        assert!(e.starts_with("unknown kernel level"), "{e}");
+        for name in ["auto", "scalar", "avx2", "avx512vnni", "amx"] {
+            assert!(e.contains(name), "{e} lacks {name}");
+        }
         assert_eq!(parse("scalar"), Ok(Level::Scalar));
     }
 }
