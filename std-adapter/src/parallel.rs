@@ -73,6 +73,10 @@ pub const CHUNK_BYTES: usize = 16 << 10;
 /// come, before any of them starts on the weights.
 pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 
+/// Activation values (columns times their length) up to which every thread of a call quantizes
+/// all of them itself, into its own buffer, instead of a part each into one shared buffer.
+pub const ALONE_VALUES: usize = 4 << 10;
+
 /// How long a worker keeps checking for the next call after its last job ends, before it parks:
 /// longer than the single-threaded work between two products of a forward pass (norms,
 /// attention of a short context), short enough that an idle process stops spinning at once.
@@ -94,6 +98,8 @@ thread_local! {
     /// The part of a call's activations this thread quantizes, before it is copied into the
     /// caller's scratch.
     static PART: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A call's activations quantized by this thread alone (see [`ALONE_VALUES`]).
+    static OWN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The outputs of the pieces this thread computes, before they are copied into `y`.
     static PIECE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -282,6 +288,21 @@ pub fn matmul(
             // One column: a thread's whole share in one kernel call (see [`Shares`]). More: the
             // claims halve, for balance; each piece is one call, so that its outputs (copied into
             // `y`) stay a tile's worth.
+            if inputs <= ALONE_VALUES {
+                // Few activations: every thread quantizes all of them into its own buffer, and
+                // starts on its rows as soon as it has (no barrier, no line written by two cores).
+                return share(&pool, threads, n == 1, 0, |_| Ok(()), count, |mine, next| {
+                    with_buffer(&OWN, |own| {
+                        own.clear();
+                        own.resize(scratch_bytes, 0);
+                        let xq = quantize_activations(level, t, inputs, x, own)?;
+                        while let Some((owner, claim)) = next() {
+                            process(mine, owner, claim, xq)?;
+                        }
+                        Ok(())
+                    })
+                });
+            }
             return share(
                 &pool,
                 threads,
@@ -542,7 +563,7 @@ fn share(
             .get_or_insert(e);
     };
     let run = |mine: usize| {
-        loop {
+        while parts > 0 {
             let part = next_part.0.fetch_add(1, Ordering::AcqRel);
             if part >= parts {
                 break;
@@ -556,7 +577,9 @@ fn share(
             }
         }
         // Every part is taken: wait for those another thread is still making.
-        wait_until(|| parts_done.0.load(Ordering::Acquire) >= parts);
+        if parts > 0 {
+            wait_until(|| parts_done.0.load(Ordering::Acquire) >= parts);
+        }
         if let Err(e) = work(mine, &mut || shares.next(mine)) {
             fail(e);
         }
