@@ -1,6 +1,6 @@
 //! Matrix-vector and matrix-matrix products over several threads: the activations are quantized
-//! once, in parts that every thread of the call takes as they come, then the outputs are cut into
-//! pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
+//! once, in parts that every thread of the call takes as they come (or, when they are few, by
+//! every thread for itself: [`ALONE_VALUES`]), then the outputs are cut into pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
 //! calling thread and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output
 //! is the same single vec_dot whichever thread computes it, so the result has the same bits for
 //! any thread count (and equals `miniquant::quant::matvec` and `matmul`).
@@ -74,7 +74,11 @@ pub const CHUNK_BYTES: usize = 16 << 10;
 pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 
 /// Activation values (columns times their length) up to which every thread of a call quantizes
-/// all of them itself, into its own buffer, instead of a part each into one shared buffer.
+/// all of them itself, into its own buffer, instead of a part each into one shared buffer: it
+/// starts on its rows as soon as it has, with no barrier, and no activation line is written by two
+/// cores. Below this the duplicated work (about 1.3 µs for 2048 values of Q8_0 on a Zen 4) costs
+/// less than waiting at the barrier for a worker that is handed its job late; measurements in
+/// docs/kernel-experiments.md ("Two threads at n = 1 in the slow state").
 pub const ALONE_VALUES: usize = 4 << 10;
 
 /// How long a worker keeps checking for the next call after its last job ends, before it parks:
@@ -143,7 +147,8 @@ pub fn matvec(
 /// receives `n` output columns of `rows` values), with up to `threads` threads as for [`matvec`]
 /// and the kernels of `level`. Column `j` of `y` is bit-identical to `miniquant`'s `matvec` of
 /// column `j`, for any thread count. The columns are quantized once, by every thread of the call
-/// in parts of at least [`PARALLEL_QUANTIZE_VALUES`] values.
+/// in parts of at least [`PARALLEL_QUANTIZE_VALUES`] values; up to [`ALONE_VALUES`] of them, by
+/// every thread for itself.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
     level: Level,
@@ -186,12 +191,21 @@ pub fn matmul(
     matmul_quantized(level, t, &[], 0, cols, 0, &[], &mut [])?;
     with_buffer(&SCRATCH, |scratch| {
         scratch.clear();
-        scratch.resize(scratch_bytes, 0);
         let pool = if threads > 1 { pool(threads - 1) } else { None };
-        let Some(pool) = pool.filter(|_| row_bytes > 0 && n > 0) else {
+        let pool = pool.filter(|_| row_bytes > 0 && n > 0);
+        let Some(pool) = pool else {
+            scratch.resize(scratch_bytes, 0);
             let xq = quantize_activations(level, t, inputs, x, scratch)?;
             return matmul_quantized(level, t, w, rows, cols, n, xq, y);
         };
+        let (row_pieces, piece_columns) = pieces(threads, rows, row_bytes, n);
+        let column_ranges = n.div_ceil(piece_columns);
+        // Whole columns and few activations: every thread quantizes them for itself (the shared
+        // scratch is not used).
+        let alone = inputs <= ALONE_VALUES && column_ranges == 1;
+        if !alone {
+            scratch.resize(scratch_bytes, 0);
+        }
         // The activations as one run of whole blocks (each column is whole blocks), quantized in
         // parts of whole blocks; block `b`'s bytes start at `matvec_scratch_bytes(t, b·block)`.
         let block = (t.block_size() as usize).max(1);
@@ -218,12 +232,10 @@ pub fn matmul(
                 Ok(())
             })
         };
-        let (row_pieces, piece_columns) = pieces(threads, rows, row_bytes, n);
         // The first row of row piece `i` (pieces of whole groups of eight rows, differing by at
         // most one group).
         let row_start = |i: usize| row_bound(rows, row_pieces, i);
         let per_column = scratch_bytes / n;
-        let column_ranges = n.div_ceil(piece_columns);
         let count = row_pieces * column_ranges;
         if column_ranges == 1 {
             // Whole columns: each thread's share of the pieces is a run of rows, and its outputs
@@ -288,20 +300,28 @@ pub fn matmul(
             // One column: a thread's whole share in one kernel call (see [`Shares`]). More: the
             // claims halve, for balance; each piece is one call, so that its outputs (copied into
             // `y`) stay a tile's worth.
-            if inputs <= ALONE_VALUES {
+            if alone {
                 // Few activations: every thread quantizes all of them into its own buffer, and
                 // starts on its rows as soon as it has (no barrier, no line written by two cores).
-                return share(&pool, threads, n == 1, 0, |_| Ok(()), count, |mine, next| {
-                    with_buffer(&OWN, |own| {
-                        own.clear();
-                        own.resize(scratch_bytes, 0);
-                        let xq = quantize_activations(level, t, inputs, x, own)?;
-                        while let Some((owner, claim)) = next() {
-                            process(mine, owner, claim, xq)?;
-                        }
-                        Ok(())
-                    })
-                });
+                return share(
+                    &pool,
+                    threads,
+                    n == 1,
+                    0,
+                    |_| Ok(()),
+                    count,
+                    |mine, next| {
+                        with_buffer(&OWN, |own| {
+                            own.clear();
+                            own.resize(scratch_bytes, 0);
+                            let xq = quantize_activations(level, t, inputs, x, own)?;
+                            while let Some((owner, claim)) = next() {
+                                process(mine, owner, claim, xq)?;
+                            }
+                            Ok(())
+                        })
+                    },
+                );
             }
             return share(
                 &pool,
@@ -563,21 +583,22 @@ fn share(
             .get_or_insert(e);
     };
     let run = |mine: usize| {
-        while parts > 0 {
-            let part = next_part.0.fetch_add(1, Ordering::AcqRel);
-            if part >= parts {
-                break;
-            }
-            // Counted even if the part panics, so that no thread waits below forever.
-            let _done = CountOnDrop(&parts_done.0);
-            if !failed.load(Ordering::Acquire) {
-                if let Err(e) = prepare(part) {
-                    fail(e);
+        // (No part: the shared counters are not touched.)
+        if parts > 0 {
+            loop {
+                let part = next_part.0.fetch_add(1, Ordering::AcqRel);
+                if part >= parts {
+                    break;
+                }
+                // Counted even if the part panics, so that no thread waits below forever.
+                let _done = CountOnDrop(&parts_done.0);
+                if !failed.load(Ordering::Acquire) {
+                    if let Err(e) = prepare(part) {
+                        fail(e);
+                    }
                 }
             }
-        }
-        // Every part is taken: wait for those another thread is still making.
-        if parts > 0 {
+            // Every part is taken: wait for those another thread is still making.
             wait_until(|| parts_done.0.load(Ordering::Acquire) >= parts);
         }
         if let Err(e) = work(mine, &mut || shares.next(mine)) {
@@ -853,9 +874,10 @@ mod tests {
 
     #[test]
     fn matmul_on_any_thread_count_gives_matvec_per_column() {
-        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them; every
-        // n quantizes its columns in parts (one column in two, more columns in up to 8 parts
-        // per thread, some parts across the end of a column).
+        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them. One
+        // and two columns are quantized by every thread for itself (at most ALONE_VALUES); more
+        // columns in parts (up to 8 parts per thread, some parts across the end of a column).
+        const { assert!(2 * 2048 <= ALONE_VALUES && 3 * 2048 > ALONE_VALUES) };
         let (rows, cols) = (301, 2048);
         for t in [
             GgmlType::Q8_0,
