@@ -47,7 +47,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use miniquant::quant::matvec::{
@@ -186,10 +186,10 @@ pub fn matmul(
         .min(rows.saturating_mul(n))
         .min(work / MIN_BYTES_PER_THREAD)
         .max(1);
-    // What does not depend on the data (the level, the type's kernels) fails here, on no rows,
-    // before any worker is woken.
-    matmul_quantized(level, t, &[], 0, cols, 0, &[], &mut [])?;
-    with_buffer(&SCRATCH, |scratch| {
+    // (What does not depend on the data, the level and the type's kernels, is not checked apart:
+    // every thread's first quantization or kernel call fails with it, and a worker hears of the
+    // call sooner.)
+    with_buffer(&SCRATCH, move |scratch| {
         scratch.clear();
         let pool = if threads > 1 { pool(threads - 1) } else { None };
         let pool = pool.filter(|_| row_bytes > 0 && n > 0);
@@ -244,32 +244,51 @@ pub fn matmul(
                 let first = |i: usize| row_start(Shares::bound(row_pieces, threads, i));
                 first(share)..first(share + 1)
             };
-            let mut outs: Vec<Padded<Mutex<Vec<&mut [f32]>>>> = (0..threads)
-                .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
-                .collect();
-            for column in y.chunks_exact_mut(rows) {
-                let mut rest = column;
-                for (share, out) in outs.iter_mut().enumerate() {
-                    let (mine, after) =
-                        std::mem::take(&mut rest).split_at_mut(share_rows(share).len());
-                    out.0
-                        .get_mut()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(mine);
-                    rest = after;
+            // Each share's outputs (its run of rows of every column), split off `y` by the caller
+            // once the workers are started: a worker quantizes (or takes its parts) meanwhile
+            // and finds them ready when it claims its rows.
+            let outs: OnceLock<Vec<ShareOutputs<'_>>> = OnceLock::new();
+            let setup = {
+                let outs = &outs;
+                move || {
+                    // Set even if this unwinds (empty: every claim fails), so that no worker
+                    // waits for it forever.
+                    let _guard = SetOnDrop(outs);
+                    let y = y;
+                    let mut split: Vec<_> = (0..threads)
+                        .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
+                        .collect();
+                    for column in y.chunks_exact_mut(rows) {
+                        let mut rest = column;
+                        for (share, out) in split.iter_mut().enumerate() {
+                            let (mine, after) = std::mem::take(&mut rest)
+                                .split_at_mut_checked(share_rows(share).len())
+                                .unwrap_or_default();
+                            out.0
+                                .get_mut()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push(mine);
+                            rest = after;
+                        }
+                    }
+                    let _ = outs.set(split);
                 }
-            }
+            };
             // Claims `claim` of share `owner`, by thread `mine`, against the activations `xq`.
             let process = |mine: usize, owner: usize, claim: Range<usize>, xq: &[u8]| {
-                let lock = || outs[owner].0.lock().unwrap_or_else(PoisonError::into_inner);
+                wait_until(|| outs.get().is_some());
+                let out = outs.get().and_then(|outs| outs.get(owner));
+                let out = out.ok_or(mismatch(rows, 0))?;
+                let lock = || out.0.lock().unwrap_or_else(PoisonError::into_inner);
                 let base = share_rows(owner).start;
                 let first = row_start(claim.start);
                 let end = row_start(claim.end);
                 if owner == mine && n == 1 {
                     // Its own rows of one column: straight into `y`.
                     let mut out = lock();
-                    let to = out[0]
-                        .get_mut(first - base..end - base)
+                    let to = out
+                        .get_mut(0)
+                        .and_then(|column| column.get_mut(first - base..end - base))
                         .ok_or(mismatch(end, rows))?;
                     let w = &w[first * row_bytes..end * row_bytes];
                     return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
@@ -309,6 +328,7 @@ pub fn matmul(
                     n == 1,
                     0,
                     |_| Ok(()),
+                    setup,
                     count,
                     |mine, next| {
                         with_buffer(&OWN, |own| {
@@ -329,6 +349,7 @@ pub fn matmul(
                 n == 1,
                 parts,
                 quantize_part,
+                setup,
                 count,
                 |mine, next| {
                     let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
@@ -363,6 +384,7 @@ pub fn matmul(
             false,
             parts,
             quantize_part,
+            || {},
             count,
             |_, next| {
                 let xq = xq.read().unwrap_or_else(PoisonError::into_inner);
@@ -398,6 +420,7 @@ pub fn for_each_piece(
             false,
             0,
             |_| Ok(()),
+            || {},
             count,
             |_, next| {
                 while let Some((_, claim)) = next() {
@@ -456,6 +479,10 @@ fn row_bound(rows: usize, row_pieces: usize, i: usize) -> usize {
         .saturating_mul(PIECE_ROW_MULTIPLE)
         .min(rows)
 }
+
+/// A share's run of rows of every column of `y`, locked by its owner and by a thread that steals
+/// from it.
+type ShareOutputs<'y> = Padded<Mutex<Vec<&'y mut [f32]>>>;
 
 /// A value on its own cache lines, so that what one thread writes there does not move another
 /// thread's data between cores.
@@ -556,8 +583,10 @@ type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
 /// and `threads - 1` workers of `pool`: the parts taken one at a time as they come; then each
 /// thread runs `work(mine, claims)` once, which computes the [`Shares`] claims that `claims()`
 /// hands it until it returns `None` (thread `mine` owns share `mine`). No thread starts a piece
-/// before every part is done. The first error is returned, and nothing is claimed after it. The
-/// workers linger afterwards (see [`LINGER`]).
+/// before every part is done. The caller runs `setup` once the workers' jobs are queued, before
+/// its own parts: what only the claims need is made while the workers are being handed their jobs
+/// (a worker that claims before it is done must wait for it). The first error is returned, and
+/// nothing is claimed after it. The workers linger afterwards (see [`LINGER`]).
 #[allow(clippy::too_many_arguments)]
 fn share(
     pool: &Pool,
@@ -565,6 +594,7 @@ fn share(
     whole: bool,
     parts: usize,
     prepare: impl Fn(usize) -> Result<(), Error> + Sync,
+    setup: impl FnOnce(),
     count: usize,
     work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
@@ -620,6 +650,7 @@ fn share(
         // their part of the call straight into lingering for the next one (an idle rayon worker
         // first yields its core, which on a busy machine loses it for a time slice).
         linger_on(pool, threads - 1);
+        setup();
         run(0);
         // Wait for the workers here, rather than sleep in the scope and be woken: the wake-up
         // waits for a time slice on a loaded machine, and the scheduler may queue the woken
@@ -636,6 +667,15 @@ fn share(
         }
     }
     Ok(())
+}
+
+/// Sets its cell to an empty `Vec` when dropped, unless it is set already.
+struct SetOnDrop<'a, T>(&'a OnceLock<Vec<T>>);
+
+impl<T> Drop for SetOnDrop<'_, T> {
+    fn drop(&mut self) {
+        let _ = self.0.set(Vec::new());
+    }
 }
 
 /// Adds one to its counter when dropped (also when a panic unwinds through its scope).
@@ -1172,6 +1212,7 @@ mod tests {
                         false,
                         1,
                         |_| Ok(()),
+                        || {},
                         4,
                         |_, next| {
                             while let Some((_, claim)) = next() {
@@ -1211,6 +1252,7 @@ mod tests {
                 false,
                 0,
                 |_| Ok(()),
+                || {},
                 6,
                 |_, next| {
                     while next().is_some() {}
