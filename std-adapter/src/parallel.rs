@@ -1,9 +1,10 @@
 //! Matrix-vector and matrix-matrix products over several threads: the activations are quantized
 //! once, in parts that every thread of the call takes as they come (or, when they are few, by
-//! every thread for itself: [`ALONE_VALUES`]), then the outputs are cut into pieces (ranges of rows, and ranges of columns when the rows alone give too few pieces) that the
-//! calling thread and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output
-//! is the same single vec_dot whichever thread computes it, so the result has the same bits for
-//! any thread count (and equals `miniquant::quant::matvec` and `matmul`).
+//! every thread for itself: [`ALONE_VALUES`]), then the outputs are cut into pieces (ranges of
+//! rows, and ranges of columns when the rows alone give too few pieces) that the calling thread
+//! and `threads - 1` pool workers compute with [`matmul_quantized`]. Every output is the same
+//! single vec_dot whichever thread computes it, so the result has the same bits for any thread
+//! count (and equals `miniquant::quant::matvec` and `matmul`).
 //!
 //! What keeps a multi-threaded call from costing more than it gains (measurements in
 //! BENCHMARKS.md, "Threads at n = 1", and docs/kernel-experiments.md, "Two threads at n = 1 and the
@@ -23,6 +24,11 @@
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
 //!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
 //!   yields its core between checks after 10 µs, so a thread queued behind it on one core runs.
+//! - **The workers' path first.** A worker reaches its rows later than the caller (the hand-off
+//!   through rayon's queue, then the call's captures read from the caller's core), so a call
+//!   hands the workers their jobs before it splits the outputs, and for few activations (up to
+//!   [`ALONE_VALUES`]) every thread quantizes all of them itself rather than wait at a barrier for
+//!   the other threads' parts.
 //! - **A fixed share of rows per thread, one kernel call for a column, then stealing.** The
 //!   pieces are dealt in contiguous shares, thread `i` always getting the same rows of a matrix,
 //!   so a matrix that fits in the cores' private caches stays split between them across calls
@@ -249,11 +255,12 @@ pub fn matmul(
             // and finds them ready when it claims its rows.
             let outs: OnceLock<Vec<ShareOutputs<'_>>> = OnceLock::new();
             let setup = {
+                // Set (empty: every claim fails) if the caller unwinds before or while it splits,
+                // so that no worker waits for it for ever: dropped with `setup`, run or not.
+                let guard = SetOnDrop(&outs);
                 let outs = &outs;
                 move || {
-                    // Set even if this unwinds (empty: every claim fails), so that no worker
-                    // waits for it forever.
-                    let _guard = SetOnDrop(outs);
+                    let _guard = guard;
                     let y = y;
                     let mut split: Vec<_> = (0..threads)
                         .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
