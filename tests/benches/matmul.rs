@@ -27,7 +27,9 @@
 //! below 4 columns; x86: Q4_0, IQ4_NL, MXFP4, Q4_K from AVX2, Q2_K from AVX-512; other types
 //! are not repacked), timed by `scripts/ggml-repack-gemm.c` (built by its `.sh` against the same
 //! llama.cpp build), which alternates it in rounds with the default buffer in one process
-//! ("repack / default"). `--no-repack` leaves it out; `--repack-bits` also runs ggml on our
+//! ("repack / default"). `--no-repack` leaves it out, `--ggml-repack-only` leaves out
+//! `test-backend-ops` (a shorter run: the harness's own default-buffer figure stays in the
+//! ratio); `--repack-bits` also runs ggml on our
 //! weight bytes and activations (repack and default buffer) and counts the outputs whose bits
 //! differ from our `matvec`.
 //!
@@ -219,6 +221,7 @@ fn main() {
     print_header(&build);
     let no_ggml = args.iter().any(|a| a == "--no-ggml");
     let no_repack = args.iter().any(|a| a == "--no-repack");
+    let repack_only = args.iter().any(|a| a == "--ggml-repack-only");
     let mut figures: BTreeMap<(Case, usize), BTreeMap<String, f64>> = BTreeMap::new();
     for &threads in &grid.threads {
         // Ours and candle in a child process per thread count (candle's count is per process).
@@ -262,6 +265,9 @@ fn main() {
                 }
                 Err(why) => println!("ggml repack, {threads} thread(s): not run ({why})"),
             }
+        }
+        if repack_only {
+            continue;
         }
         println!("ggml, {threads} thread(s): load average {}", load_average());
         match ggml_times(&grid.cases(), threads, true) {
@@ -943,13 +949,13 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         print!(" {} |", name.trim_start_matches("matmul"));
     }
     println!(
-        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ggml repack | repack kernel | repack / default | ours / ggml repack | ours / candle | matmul / n×matvec |"
+        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ggml repack | repack kernel | ggml default (harness) | repack / default | ours / ggml repack | ours / candle | matmul / n×matvec |"
     );
     print!("|---|---|--:|--:|--:|");
     for _ in &level_names {
         print!("--:|");
     }
-    println!("--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|");
+    println!("--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|");
     let mut by_row: Vec<_> = figures.iter().collect();
     by_row.sort_by_key(|((case, threads), _)| {
         (case.rows, case.cols, case.t.code(), *threads, case.n)
@@ -974,7 +980,7 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             print!(" {} |", show(get(name)));
         }
         println!(
-            " {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            " {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             show(get("n×matvec")),
             show(get("candle")),
             show(get("ggml")),
@@ -984,6 +990,7 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             ratio(ours, get("ggml untiled")),
             show(get("ggml repack")),
             get("ggml repack").map_or("–", |_| ggml_repack_kernel(case.t, case.n)),
+            show(get("ggml default")),
             ratio(get("ggml repack"), get("ggml default")),
             ratio(ours, get("ggml repack")),
             ratio(ours, get("candle")),
