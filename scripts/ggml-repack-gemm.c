@@ -15,7 +15,8 @@
 //                                  one line per buffer:
 //                                  `GGML_BUF <type> <rows> <cols> <n> <threads> <buffer> <s>`
 //                                  (best seconds per call) or `... <buffer> none` when ggml does
-//                                  not repack that type on this CPU.
+//                                  not repack that type on this CPU. GGML_REPACK_CPU_TIME set:
+//                                  thread CPU time instead of wall time (THREADS must be 1).
 //   bits ROWS COLS N TYPE...       W from Gaussian data quantized by ggml, X Gaussian: counts the
 //                                  outputs of the repacked batch of N whose bits differ from the
 //                                  repacked column alone (n = 1: its GEMV), from the default
@@ -55,9 +56,13 @@ static float gaussian(void) {
     return (float) (sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()));
 }
 
+// Wall clock, or with GGML_REPACK_CPU_TIME set the calling thread's CPU time (one thread only:
+// ggml then computes in the calling thread; steadier than wall time on a loaded machine).
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock_id, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -191,6 +196,10 @@ static double best_of(struct matmul * m) {
 static int perf(int argc, char ** argv) {
     if (argc < 3) fail("perf THREADS ROUNDS CASE...");
     const int threads = atoi(argv[0]), rounds = atoi(argv[1]);
+    if (getenv("GGML_REPACK_CPU_TIME")) {
+        if (threads != 1) fail("GGML_REPACK_CPU_TIME needs one thread");
+        clock_id = CLOCK_THREAD_CPUTIME_ID;
+    }
     for (int c = 2; c < argc; c++) {
         char name[32];
         int rows, cols, n;
