@@ -641,6 +641,15 @@ fn ggml_times(cases: &[Case], threads: usize, tiled: bool) -> Result<Vec<(Case, 
 /// in the CPU backend's `CPU_REPACK` buffer type (its repacked GEMM/GEMV) and in the default
 /// buffer, built against the same llama.cpp build as `test-backend-ops`.
 fn ggml_repack_harness() -> Result<PathBuf, String> {
+    // The script would build llama.cpp first if it were missing (scripts/build-llama.sh): the
+    // bench only uses a build that is there.
+    let tools = candle_common::model_cache_dir().join("llama-build-0.3.36/bin/test-backend-ops");
+    if !tools.exists() {
+        return Err(format!(
+            "{} missing: run scripts/build-llama.sh",
+            tools.display()
+        ));
+    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
     let output = Command::new(&script)
         .arg("--build")
