@@ -14,13 +14,24 @@
 //! process of this bench (`CANDLE_NUM_THREADS`); `test-backend-ops` runs its CPU backend on half
 //! of `std::thread::hardware_concurrency()`, so for `t` threads it runs with `get_nprocs()`
 //! answering `2t` (a shim preloaded with `LD_PRELOAD`, compiled here with `cc`). ggml's weights
-//! sit in the CPU backend's default buffer: no repacked layout (that needs the `CPU_REPACK`
-//! buffer type) and no AMX buffer. The path each ggml figure took (tinyBLAS, its tiled K-quant
+//! sit in the CPU backend's default buffer there: no repacked layout (that needs the `CPU_REPACK`
+//! buffer type, the "ggml repack" column below) and no AMX buffer. The path each ggml figure took (tinyBLAS, its tiled K-quant
 //! kernel or its own mul_mat) is in its row, from the type, `n` and the build's `CMakeCache.txt`;
 //! where the tiled kernel ran, ggml runs a second time with it switched off ("ggml untiled"), as
 //! that kernel gives a column other bits in a batch than alone (`scripts/ggml-batch-bits.sh`). ggml's lines are
 //! matched to the cases by the shapes and type they print, and a case without a timing is an
 //! error, so a figure is never attributed to another case.
+//!
+//! "ggml repack": the same `MUL_MAT` with the weights in the CPU backend's `CPU_REPACK` buffer
+//! type, where ggml interleaves 8 rows when the tensor is set and runs its repacked GEMM (GEMV
+//! below 4 columns; x86: Q4_0, IQ4_NL, MXFP4, Q4_K from AVX2, Q2_K from AVX-512; other types
+//! are not repacked), timed by `scripts/ggml-repack-gemm.c` (built by its `.sh` against the same
+//! llama.cpp build), which alternates it in rounds with the default buffer in one process
+//! ("repack / default"). `--no-repack` leaves it out, `--ggml-repack-only` leaves out
+//! `test-backend-ops` (a shorter run: the harness's own default-buffer figure stays in the
+//! ratio); `--repack-bits` also runs ggml on our
+//! weight bytes and activations (repack and default buffer) and counts the outputs whose bits
+//! differ from our `matvec`.
 //!
 //! Run: `cargo bench -p miniquant-tests --bench matmul` (a short grid: 2048², Q8_0 and Q4_K, n =
 //! 1, 32, 512, one and two threads); `-- --full` for every shape, type and n. Narrow either with
@@ -209,6 +220,8 @@ fn main() {
     let build = GgmlBuild::read(&test_backend_ops());
     print_header(&build);
     let no_ggml = args.iter().any(|a| a == "--no-ggml");
+    let no_repack = args.iter().any(|a| a == "--no-repack");
+    let repack_only = args.iter().any(|a| a == "--ggml-repack-only");
     let mut figures: BTreeMap<(Case, usize), BTreeMap<String, f64>> = BTreeMap::new();
     for &threads in &grid.threads {
         // Ours and candle in a child process per thread count (candle's count is per process).
@@ -234,6 +247,26 @@ fn main() {
             }
         }
         if no_ggml {
+            continue;
+        }
+        if !no_repack {
+            println!(
+                "ggml repack harness, {threads} thread(s): load average {}",
+                load_average()
+            );
+            match ggml_repack_times(&grid.cases(), threads) {
+                Ok(times) => {
+                    for (case, buffer, seconds) in times {
+                        figures
+                            .entry((case, threads))
+                            .or_default()
+                            .insert(buffer, case.flop() / seconds / 1e9);
+                    }
+                }
+                Err(why) => println!("ggml repack, {threads} thread(s): not run ({why})"),
+            }
+        }
+        if repack_only {
             continue;
         }
         println!("ggml, {threads} thread(s): load average {}", load_average());
@@ -269,6 +302,9 @@ fn main() {
                 Err(why) => println!("ggml untiled, {threads} thread(s): not run ({why})"),
             }
         }
+    }
+    if args.iter().any(|a| a == "--repack-bits") {
+        repack_bits(&grid);
     }
     print_table(&figures, &build);
     println!("load average at the end: {}", load_average());
@@ -325,8 +361,14 @@ fn print_header(build: &GgmlBuild) {
         build.summary
     );
     println!(
-        "ggml's weights sit in the default CPU buffer, so neither its repacked GEMMs (CPU_REPACK \
-         buffer type) nor AMX (its own buffer type) run; it quantizes the F32 activations to the \
+        "ggml repack: scripts/ggml-repack-gemm.c, weights in the CPU_REPACK buffer type (its \
+         repacked GEMM, GEMV below 4 columns; types it does not repack on this CPU show \"–\"), \
+         alternated in {REPACK_ROUNDS} rounds with the default buffer in the same process \
+         (\"repack / default\"); ggml's thread count set by the harness"
+    );
+    println!(
+        "ggml (test-backend-ops): weights in the default CPU buffer, so neither its repacked GEMMs \
+         (CPU_REPACK buffer type) nor AMX (its own buffer type) run; it quantizes the F32 activations to the \
          vec_dot type inside the op, then takes the path in the \"ggml path\" column: its tiled \
          K-quant kernel (\"tiled\": Q2_K-Q6_K, IQ4_XS, IQ1-IQ3 from n = 8; also run switched off, \
          \"ggml untiled\"), tinyBLAS (llamafile's sgemm: Q8_0, Q4_0, Q5_0, IQ4_NL from n = 2, \
@@ -595,6 +637,199 @@ fn ggml_times(cases: &[Case], threads: usize, tiled: bool) -> Result<Vec<(Case, 
     Ok(cases.iter().map(|c| (*c, measured[c] / 1e6)).collect())
 }
 
+/// `scripts/ggml-repack-gemm.sh --build`: the harness that runs ggml's `MUL_MAT` with the weights
+/// in the CPU backend's `CPU_REPACK` buffer type (its repacked GEMM/GEMV) and in the default
+/// buffer, built against the same llama.cpp build as `test-backend-ops`.
+fn ggml_repack_harness() -> Result<PathBuf, String> {
+    // The script would build llama.cpp first if it were missing (scripts/build-llama.sh): the
+    // bench only uses a build that is there.
+    let tools = candle_common::model_cache_dir().join("llama-build-0.3.36/bin/test-backend-ops");
+    if !tools.exists() {
+        return Err(format!(
+            "{} missing: run scripts/build-llama.sh",
+            tools.display()
+        ));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
+    let output = Command::new(&script)
+        .arg("--build")
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} --build failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    Ok(PathBuf::from(path))
+}
+
+/// Rounds in which the harness alternates ggml's default and repack buffers per case.
+const REPACK_ROUNDS: usize = 3;
+
+/// ggml's best time per call with the weights in the `CPU_REPACK` buffer ("ggml repack") and, in
+/// the same process alternated with it, in the default buffer ("ggml default"), `threads`
+/// threads (the harness sets ggml's thread count itself). Types ggml does not repack on this CPU
+/// (Q8_0 on x86, the K-quants but Q4_K and Q2_K, ...) give only the default figure.
+fn ggml_repack_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, String, f64)>, String> {
+    let harness = ggml_repack_harness()?;
+    let specs: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{}:{}x{}:{}", c.t.name(), c.rows, c.cols, c.n))
+        .collect();
+    let output = Command::new(&harness)
+        .args(["perf", &threads.to_string(), &REPACK_ROUNDS.to_string()])
+        .args(&specs)
+        .output()
+        .map_err(|e| format!("{}: {e}", harness.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} exited with {}: {stdout}{}",
+            harness.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let mut times = Vec::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("GGML_BUF ") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let [t, rows, cols, n, _threads, buffer, seconds] = f[..] else {
+            continue;
+        };
+        let (Some(t), Ok(rows), Ok(cols), Ok(n)) = (
+            GgmlType::from_name(t),
+            rows.parse(),
+            cols.parse(),
+            n.parse(),
+        ) else {
+            continue;
+        };
+        if let Ok(seconds) = seconds.parse::<f64>() {
+            times.push((Case { t, rows, cols, n }, format!("ggml {buffer}"), seconds));
+        }
+    }
+    Ok(times)
+}
+
+/// ggml's repacked kernel for a type on x86 with AVX2 (Q2_K: AVX-512), from
+/// `ggml_repack_get_optimal_repack_type` and `forward_mul_mat_one_chunk` in the 0.3.36 sdist: GEMM
+/// over groups of 4 columns, GEMV for n < 4 and the n mod 4 last columns.
+fn ggml_repack_kernel(t: GgmlType, n: usize) -> &'static str {
+    let gemm = n >= 4;
+    match t {
+        GgmlType::Q4_0 if gemm => "gemm q4_0 8x8",
+        GgmlType::Q4_0 => "gemv q4_0 8x8",
+        GgmlType::IQ4_NL if gemm => "gemm iq4_nl 8x8",
+        GgmlType::IQ4_NL => "gemv iq4_nl 8x8",
+        GgmlType::MXFP4 if gemm => "gemm mxfp4 8x8",
+        GgmlType::MXFP4 => "gemv mxfp4 8x8",
+        GgmlType::Q4_K if gemm => "gemm q4_K 8x8",
+        GgmlType::Q4_K => "gemv q4_K 8x8",
+        GgmlType::Q2_K if gemm => "gemm q2_K 8x8",
+        GgmlType::Q2_K => "gemv q2_K 8x8",
+        _ => "?",
+    }
+}
+
+/// `--repack-bits`: for every case of the grid (one thread and each thread count asked for), ggml's
+/// `MUL_MAT` of our weight bytes and activations with the weights in the repack buffer and in the
+/// default buffer, against our `matvec` of each column: how many outputs have other bits.
+fn repack_bits(grid: &Grid) {
+    let harness = match ggml_repack_harness() {
+        Ok(h) => h,
+        Err(why) => {
+            println!("repack bits: not run ({why})");
+            return;
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("miniquant-repack-bits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    println!(
+        "\nggml's outputs against ours (`matvec` per column at {}; matmul has the same bits), \
+         same weight bytes and activations:",
+        level::current()
+    );
+    println!("| type | rows × cols | n | threads | buffer | outputs with other bits | largest relative difference |");
+    println!("|---|---|--:|--:|---|--:|--:|");
+    let mut rng = Rng::new(0x5eed_b175);
+    for case in grid.cases() {
+        let Case { t, rows, cols, n } = case;
+        let values = gaussian_rows(&mut rng, rows, cols);
+        let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
+        quant::quantize(t, &values, &mut w).unwrap();
+        let x = gaussian_rows(&mut rng, n, cols);
+        let mut ours = vec![0f32; rows * n];
+        let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, cols).unwrap()];
+        for (column, out) in x.chunks_exact(cols).zip(ours.chunks_exact_mut(rows)) {
+            quant::matvec::matvec_at(
+                level::current(),
+                t,
+                &w,
+                rows,
+                cols,
+                column,
+                &mut scratch,
+                out,
+            )
+            .unwrap();
+        }
+        let (wf, xf, yf) = (dir.join("w.bin"), dir.join("x.bin"), dir.join("y.bin"));
+        std::fs::write(&wf, &w).unwrap();
+        std::fs::write(
+            &xf,
+            x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        for &threads in &grid.threads {
+            for buffer in ["repack", "default"] {
+                let _ = std::fs::remove_file(&yf);
+                let output = Command::new(&harness)
+                    .arg("run")
+                    .arg(t.name())
+                    .args([rows, cols, n, threads].map(|v| v.to_string()))
+                    .arg(buffer)
+                    .args([&wf, &xf, &yf])
+                    .output()
+                    .expect("run the repack harness");
+                let said = String::from_utf8_lossy(&output.stdout);
+                let verdict = if !output.status.success() {
+                    format!("failed: {}", String::from_utf8_lossy(&output.stderr).trim())
+                } else if said.trim() == "none" {
+                    "not repacked on this CPU | –".to_string()
+                } else {
+                    let y: Vec<f32> = std::fs::read(&yf)
+                        .unwrap()
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect();
+                    let mut differ = 0;
+                    let mut worst = 0f64;
+                    for (a, b) in y.iter().zip(&ours) {
+                        if a.to_bits() != b.to_bits() {
+                            differ += 1;
+                            let rel = (f64::from(*a) - f64::from(*b)).abs()
+                                / f64::from(b.abs()).max(1e-30);
+                            worst = worst.max(rel);
+                        }
+                    }
+                    format!("{differ} of {} | {worst:.3e}", y.len())
+                };
+                println!(
+                    "| {} | {rows} × {cols} | {n} | {threads} | {buffer} | {verdict} |",
+                    t.name()
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A `test-backend-ops perf` line of a `MUL_MAT` case: the case it timed, read from its own
 /// shapes (`sources=<type>[cols,rows,1,1]...,f32[cols,n,1,1]`), and its microseconds per run.
 /// Lines of other ops, unsupported cases and anything else give `None`.
@@ -723,13 +958,13 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         print!(" {} |", name.trim_start_matches("matmul"));
     }
     println!(
-        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ours / candle | matmul / n×matvec |"
+        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ggml repack | repack kernel | ggml default (harness) | repack / default | ours / ggml repack | ours / candle | matmul / n×matvec |"
     );
     print!("|---|---|--:|--:|--:|");
     for _ in &level_names {
         print!("--:|");
     }
-    println!("--:|--:|--:|---|--:|--:|--:|--:|--:|");
+    println!("--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|");
     let mut by_row: Vec<_> = figures.iter().collect();
     by_row.sort_by_key(|((case, threads), _)| {
         (case.rows, case.cols, case.t.code(), *threads, case.n)
@@ -754,7 +989,7 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             print!(" {} |", show(get(name)));
         }
         println!(
-            " {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            " {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             show(get("n×matvec")),
             show(get("candle")),
             show(get("ggml")),
@@ -762,6 +997,11 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             ratio(ours, get("ggml")),
             show(get("ggml untiled")),
             ratio(ours, get("ggml untiled")),
+            show(get("ggml repack")),
+            get("ggml repack").map_or("–", |_| ggml_repack_kernel(case.t, case.n)),
+            show(get("ggml default")),
+            ratio(get("ggml repack"), get("ggml default")),
+            ratio(ours, get("ggml repack")),
             ratio(ours, get("candle")),
             ratio(ours, get("n×matvec")),
         );
