@@ -723,11 +723,11 @@ fn one_signed_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
 
 /// Each level's matmul kernel called directly, as `typed` calls it, against the scalar vec_dot of
 /// every row and column: row counts around the kernels' strips (8k ± 1, 16k ± 1), column counts
-/// around their column tiles (4k ± 1, past a group of 32), rows of 1 to 33 blocks (past a chunk of blocks), weights
-/// of random bytes, quantized data, repeated special bytes and one-signed blocks, activations of
-/// random bytes, quantized data, all quants -128 or 127 and random quants of large magnitude;
-/// outputs `y_stride = rows + 3` apart,
-/// the gaps checked untouched. Returns the failures and how many kernels ran.
+/// around their column tiles (4k ± 1, past a group of 32 and, on x86_64, of 128 columns), rows of
+/// 1 to 33 blocks (past a chunk of blocks), weights of random bytes, quantized data, repeated
+/// special bytes and one-signed blocks, activations of random bytes, quantized data, all quants
+/// -128 or 127 and random quants of large magnitude; outputs `y_stride = rows + 3` apart, the gaps
+/// checked untouched. Returns the failures and how many kernels ran.
 struct MatmulKernelCheck {
     seed: u64,
 }
@@ -754,6 +754,12 @@ impl Visitor for MatmulKernelCheck {
             } else {
                 &[1, 3, 17, 33]
             };
+            // 131: past the x86_64 legacy tiles' group of 128 columns that share a decoded strip.
+            let column_counts: &[usize] = if cfg!(target_arch = "aarch64") {
+                &[1, 2, 5, 6, 7, 9, 13, 35]
+            } else {
+                &[1, 2, 5, 6, 7, 9, 13, 35, 131]
+            };
             for &row_blocks in row_block_counts {
                 let mut pool = weight_rows::<B>(&mut rng, row_blocks);
                 pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
@@ -767,7 +773,7 @@ impl Visitor for MatmulKernelCheck {
                     columns.push(row);
                 }
                 for rows in [1usize, 7, 8, 9, 15, 16, 17, 33] {
-                    for n in [1usize, 2, 5, 6, 7, 9, 13, 35] {
+                    for &n in column_counts {
                         let w: Vec<u8> = (0..rows)
                             .flat_map(|r| pool[(r * 5 + n) % pool.len()].iter().copied())
                             .collect();

@@ -34,11 +34,13 @@ use crate::quant::misc::mxfp4::BlockMxfp4;
 /// Rows of a VNNI strip (the i32 lanes of a zmm).
 const STRIP_ROWS: usize = 16;
 
-/// Blocks of a chunk: a decoded strip of them is 10 KiB, well inside L1 beside the columns'.
+/// Blocks of a chunk: a decoded strip of them is 10 KiB, well inside L1.
 const CHUNK_BLOCKS: usize = 16;
 
-/// Columns that share a decoded strip.
-const GROUP_COLUMNS: usize = 32;
+/// Columns that share a decoded strip: enough that the strip's decode is a small part of a call,
+/// though a group's activation chunks (128 × 16 blocks) then come from L2 rather than L1
+/// (docs/kernel-experiments.md, "ggml's repacked GEMMs against ours").
+const GROUP_COLUMNS: usize = 128;
 
 /// Fewer columns than this run the rows kernel once per column: a strip's decoding, shared by
 /// too few columns, costs more than the rows kernel's per-column work (docs/kernel-experiments.md).
