@@ -26,8 +26,9 @@ const STRIP_ROWS: usize = 16;
 /// Super-blocks of a chunk: a decoded strip of them is 18 KiB.
 const CHUNK_BLOCKS: usize = 4;
 
-/// Columns that share a decoded strip.
-const GROUP_COLUMNS: usize = 32;
+/// Columns that share a decoded strip: 128, as the legacy tiles (docs/kernel-experiments.md,
+/// "ggml's repacked GEMMs against ours").
+const GROUP_COLUMNS: usize = 128;
 
 /// Fewer columns than this run the rows kernel once per column (docs/kernel-experiments.md).
 const MIN_COLUMNS: usize = 4;
