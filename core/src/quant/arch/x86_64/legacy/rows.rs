@@ -1,7 +1,9 @@
-//! The legacy types' multi-row kernels (`Ops::rows`): [`legacy_rows`] with eight rows in the
-//! lanes, each row keeping its scalar twin's order of float operations. The integer sums are
-//! `vpdpbusd`'s at the VNNI level; Q5_0 and Q5_1 there read one block a vector, so that their
-//! fifth bits are an AVX-512 byte mask loaded as stored.
+//! The 32-value block types' multi-row kernels (`Ops::rows`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+//! IQ4_NL, MXFP4): [`legacy_rows`] with eight rows in the lanes, each row keeping its scalar
+//! twin's order of float operations. The integer sums are `vpdpbusd`'s at the VNNI level; Q5_0
+//! and Q5_1 there read one block a vector, so that their fifth bits are an AVX-512 byte mask
+//! loaded as stored. IQ4_NL and MXFP4 decode their codes through their level tables by
+//! `vpshufb`, two blocks a vector as Q4_0.
 
 use core::arch::x86_64::*;
 
