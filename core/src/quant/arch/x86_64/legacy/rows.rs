@@ -18,7 +18,7 @@ use crate::quant::cast::f16_le;
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
-use crate::quant::misc::fp4::KVALUES_FP4;
+use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
 
 /// The summary of a Q8_0 activation block: its `d`, and `bias · Σ y` (0 for no bias).
@@ -434,25 +434,18 @@ fn iq4_nl_term(sumi: __m256, bs: [&BlockIq4Nl; LANES], a: &Summary) -> __m256 {
 }
 
 /// `(dy * scale) * sumi`, the scalar order of the MXFP4 term, `scale` half the E8M0 value
-/// (`e8m0_to_f32_half`, lane by lane: `0x0020_0000 << e` below 2, else `(e - 1) << 23`).
+/// (`e8m0_to_f32_half`). The eight scales are formed in general registers and stored: computing
+/// them in the lanes from eight inserted bytes (`vpinsrd`, `vpsllvd`, a blend) ran 82.4 against
+/// 87.5 GFLOP/s (docs/kernel-experiments.md), the inserts competing with the lookups' shuffles.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn mxfp4_term(sumi: __m256, bs: [&BlockMxfp4; LANES], a: &Summary) -> __m256 {
-    let e = _mm256_setr_epi32(
-        i32::from(bs[0].e),
-        i32::from(bs[1].e),
-        i32::from(bs[2].e),
-        i32::from(bs[3].e),
-        i32::from(bs[4].e),
-        i32::from(bs[5].e),
-        i32::from(bs[6].e),
-        i32::from(bs[7].e),
-    );
-    let one = _mm256_set1_epi32(1);
-    let small = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
-    let large = _mm256_slli_epi32::<23>(_mm256_sub_epi32(e, one));
-    let bits = _mm256_blendv_epi8(large, small, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e));
-    let scale = _mm256_castsi256_ps(bits);
+    let mut scales = [0.0f32; LANES];
+    for (s, b) in scales.iter_mut().zip(bs) {
+        *s = e8m0_to_f32_half(b.e);
+    }
+    // SAFETY: `scales` holds eight f32; `loadu` has no alignment requirement.
+    let scale = unsafe { _mm256_loadu_ps(scales.as_ptr()) };
     _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(a.d), scale), sumi)
 }
 
