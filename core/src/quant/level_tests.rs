@@ -353,7 +353,8 @@ fn check_rows_kernels(block_counts: &'static [usize], row_counts: &'static [usiz
             failures.append(&mut f);
         }
     }
-    // On x86_64 with AVX2 every legacy type and Q2_K..Q6_K have rows kernels.
+    // On x86_64 with AVX2 every legacy type, IQ4_NL, MXFP4, IQ4_XS and Q2_K..Q6_K have rows
+    // kernels.
     #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
     if Level::Avx2.is_available() {
         assert!(checked > 0, "no rows kernel was checked");

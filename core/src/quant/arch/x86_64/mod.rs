@@ -111,11 +111,13 @@ pub(crate) const AVX2: ArchKernels = {
         iq4_nl: {
             vec_dot: legacy::vec_dot_iq4_nl,
             dequantize: legacy::dequantize_iq4_nl,
+            rows: legacy::rows::rows_iq4_nl,
             matmul: legacy::matmul::matmul_iq4_nl,
         },
         mxfp4: {
             vec_dot: legacy::vec_dot_mxfp4,
             dequantize: legacy::dequantize_mxfp4,
+            rows: legacy::rows::rows_mxfp4,
         },
         q2_k: {
             vec_dot: q2_k::vec_dot,
@@ -204,9 +206,11 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         matmul: legacy::matmul::matmul_q5_1_vnni,
     },
     iq4_nl: {
+        rows: legacy::rows::rows_iq4_nl_vnni,
         matmul: legacy::matmul::matmul_iq4_nl_vnni,
     },
     mxfp4: {
+        rows: legacy::rows::rows_mxfp4_vnni,
         matmul: legacy::matmul::matmul_mxfp4_vnni,
     },
     q2_k: {

@@ -1,7 +1,9 @@
-//! The legacy types' multi-row kernels (`Ops::rows`): [`legacy_rows`] with eight rows in the
-//! lanes, each row keeping its scalar twin's order of float operations. The integer sums are
-//! `vpdpbusd`'s at the VNNI level; Q5_0 and Q5_1 there read one block a vector, so that their
-//! fifth bits are an AVX-512 byte mask loaded as stored.
+//! The 32-value block types' multi-row kernels (`Ops::rows`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+//! IQ4_NL, MXFP4): [`legacy_rows`] with eight rows in the lanes, each row keeping its scalar
+//! twin's order of float operations. The integer sums are `vpdpbusd`'s at the VNNI level; Q5_0
+//! and Q5_1 there read one block a vector, so that their fifth bits are an AVX-512 byte mask
+//! loaded as stored. IQ4_NL and MXFP4 decode their codes through their level tables by
+//! `vpshufb`, two blocks a vector as Q4_0.
 
 use core::arch::x86_64::*;
 
@@ -13,7 +15,11 @@ use crate::quant::arch::x86_64::primitives::{dpbusd, Primitives};
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
 use crate::quant::arch::x86_64::vector::{hsum_i32, load16, load32, opaque, part, transpose_sums};
 use crate::quant::cast::f16_le;
+use crate::quant::iq::iq4_nl::BlockIq4Nl;
+use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
+use crate::quant::misc::mxfp4::BlockMxfp4;
 
 /// The summary of a Q8_0 activation block: its `d`, and `bias · Σ y` (0 for no bias).
 #[inline]
@@ -376,6 +382,106 @@ fn summary_vnni(xb: &BlockQ8_0, bias: i8) -> Summary {
     }
 }
 
+/// A 16-entry table of levels plus `bias` (wrapping: `bias = -128` flips the sign bit, giving
+/// the levels + 128 as unsigned bytes), in both 128-bit halves for `vpshufb`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn biased_table(table: &[i8; 16], bias: i8) -> __m256i {
+    let t = load16(table);
+    let t = _mm_add_epi8(t, _mm_set1_epi8(bias));
+    _mm256_set_m128i(t, t)
+}
+
+/// Two blocks' codes looked up in `table` (a [`biased_table`]), in the [`nibble_pair`] layout.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn level_pair(a: &[u8; 16], b: &[u8; 16], table: __m256i) -> (__m256i, __m256i) {
+    let (low, high) = nibble_pair(a, b);
+    (
+        _mm256_shuffle_epi8(table, low),
+        _mm256_shuffle_epi8(table, high),
+    )
+}
+
+/// Eight IQ4_NL blocks' `Σ level·y` (exact), block `l` in lane `l`, AVX2: the signed levels of
+/// two blocks a vector ([`level_pair`], unbiased), multiplied as `maddubs(|y|, sign(level, y))`.
+/// Exact for every activation byte: `|y|` of -128 is 128 as an unsigned byte, and no level is
+/// -128, so `sign` never wraps; a pair is at most 2 · 128 · 127 < 2^15, so no saturation. Each
+/// half is widened by `madd` on its own (two halves' pairs together could pass 2^15).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn iq4_nl_signed_sums(bs: [&BlockIq4Nl; LANES], y: SplitActivation) -> __m256i {
+    let table = biased_table(&KVALUES_IQ4NL, 0);
+    let (abs_low, abs_high) = (_mm256_abs_epi8(y.low), _mm256_abs_epi8(y.high));
+    let ones = _mm256_set1_epi16(1);
+    let pair = |k: usize| {
+        let (low, high) = level_pair(&bs[k].qs, &bs[k + 4].qs, table);
+        let low = _mm256_maddubs_epi16(abs_low, _mm256_sign_epi8(low, y.low));
+        let high = _mm256_maddubs_epi16(abs_high, _mm256_sign_epi8(high, y.high));
+        _mm256_add_epi32(_mm256_madd_epi16(low, ones), _mm256_madd_epi16(high, ones))
+    };
+    let (p0, p1, p2, p3) = (pair(0), pair(1), pair(2), pair(3));
+    // As in `pair_sums`: [b0..b3 | b4..b7] after three `hadd` levels.
+    _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3))
+}
+
+/// `(dy * dx) * sumi`, the scalar order of the IQ4_NL term.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn iq4_nl_term(sumi: __m256, bs: [&BlockIq4Nl; LANES], a: &Summary) -> __m256 {
+    let d = _mm256_mul_ps(_mm256_set1_ps(a.d), row_scales(bs, |b| b.d));
+    _mm256_mul_ps(d, sumi)
+}
+
+/// `(dy * scale) * sumi`, the scalar order of the MXFP4 term, `scale` half the E8M0 value
+/// (`e8m0_to_f32_half`). The eight scales are formed in general registers and stored: computing
+/// them in the lanes from eight inserted bytes (`vpinsrd`, `vpsllvd`, a blend) ran 82.4 against
+/// 87.5 GFLOP/s (docs/kernel-experiments.md), the inserts competing with the lookups' shuffles.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn mxfp4_term(sumi: __m256, bs: [&BlockMxfp4; LANES], a: &Summary) -> __m256 {
+    let mut scales = [0.0f32; LANES];
+    for (s, b) in scales.iter_mut().zip(bs) {
+        *s = e8m0_to_f32_half(b.e);
+    }
+    // SAFETY: `scales` holds eight f32; `loadu` has no alignment requirement.
+    let scale = unsafe { _mm256_loadu_ps(scales.as_ptr()) };
+    _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(a.d), scale), sumi)
+}
+
+/// MXFP4 rows over [`pair_sums`]: the E2M1 levels (|level| ≤ 12) plus 12 are below 32, so the
+/// unsigned-quant sums apply, less `12 · Σ y` from the summary.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn mxfp4_rows<P: Primitives>(
+    p: P,
+    w: &[BlockMxfp4],
+    row_blocks: usize,
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    summarize: impl Fn(&BlockQ8_0) -> Summary,
+    single: impl Fn(&[BlockMxfp4], &[BlockQ8_0]) -> f32,
+) {
+    legacy_rows(
+        w,
+        row_blocks,
+        x,
+        out,
+        summarize,
+        |bs, xb, a| {
+            let table = biased_table(&KVALUES_FP4, MXFP4_BIAS);
+            pair_sums(p, bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+                level_pair(&a.qs, &b.qs, table)
+            })
+        },
+        |sumi, bs, _, a| mxfp4_term(sumi, bs, a),
+        single,
+    )
+}
+
+/// The bias that makes the MXFP4 levels unsigned (and below 32, for `maddubs` pairs).
+const MXFP4_BIAS: i8 = 12;
+
 kernel! {
     /// Q8_0 rows, AVX2.
     #[target_feature(enable = "avx2,f16c")]
@@ -571,5 +677,93 @@ kernel! {
         q5_1_rows(w, row_blocks, x, out, block_sums, |w, x| {
             super::vec_dot_q5_1(t.avx2(), w, x)
         })
+    }
+    /// IQ4_NL rows, AVX2: signed levels by `vpshufb`, products by the sign trick on the
+    /// activation side ([`iq4_nl_signed_sums`]).
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn rows_iq4_nl(
+        t: Avx2,
+        w: &[BlockIq4Nl],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        legacy_rows(
+            w,
+            row_blocks,
+            x,
+            out,
+            |xb| summary_q8_0(xb, 0),
+            |bs, xb, _| iq4_nl_signed_sums(bs, split_activation(&xb.qs)),
+            |sumi, bs, _, a| iq4_nl_term(sumi, bs, a),
+            |w, x| super::vec_dot_iq4_nl(t, w, x),
+        )
+    }
+
+    /// IQ4_NL rows, AVX-512 VNNI: the levels + 128 by `vpshufb` as unsigned bytes, `vpdpbusd`,
+    /// less `128 · Σ y` once per activation block.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(in super::super) fn rows_iq4_nl_vnni(
+        t: Avx512Vnni,
+        w: &[BlockIq4Nl],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        legacy_rows(
+            w,
+            row_blocks,
+            x,
+            out,
+            |xb| summary_vnni(xb, -128),
+            |bs, xb, a| {
+                let table = biased_table(&KVALUES_IQ4NL, -128);
+                pair_sums(t, bs, split_activation(&xb.qs), a.bias_sum, |a, b| {
+                    level_pair(&a.qs, &b.qs, table)
+                })
+            },
+            |sumi, bs, _, a| iq4_nl_term(sumi, bs, a),
+            |w, x| super::vec_dot_iq4_nl(t.avx2(), w, x),
+        )
+    }
+
+    /// MXFP4 rows, AVX2 ([`mxfp4_rows`]).
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn rows_mxfp4(
+        t: Avx2,
+        w: &[BlockMxfp4],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        mxfp4_rows(
+            t,
+            w,
+            row_blocks,
+            x,
+            out,
+            |xb| summary_q8_0(xb, MXFP4_BIAS),
+            |w, x| super::vec_dot_mxfp4(t, w, x),
+        )
+    }
+
+    /// MXFP4 rows, AVX-512 VNNI ([`mxfp4_rows`], integer sums by `vpdpbusd`).
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(in super::super) fn rows_mxfp4_vnni(
+        t: Avx512Vnni,
+        w: &[BlockMxfp4],
+        row_blocks: usize,
+        x: &[BlockQ8_0],
+        out: &mut [f32],
+    ) {
+        mxfp4_rows(
+            t,
+            w,
+            row_blocks,
+            x,
+            out,
+            |xb| summary_vnni(xb, MXFP4_BIAS),
+            |w, x| super::vec_dot_mxfp4(t.avx2(), w, x),
+        )
     }
 }
