@@ -17,10 +17,10 @@
 use core::arch::x86_64::*;
 
 use super::rows::{
-    q5_block_masked, rows_q4_0, rows_q4_0_vnni, rows_q4_1, rows_q4_1_vnni, rows_q5_0,
-    rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0, rows_q8_0_vnni,
+    q5_block_masked, rows_iq4_nl, rows_iq4_nl_vnni, rows_mxfp4_vnni, rows_q4_0, rows_q4_0_vnni,
+    rows_q4_1, rows_q4_1_vnni, rows_q5_0, rows_q5_0_vnni, rows_q5_1, rows_q5_1_vnni, rows_q8_0,
+    rows_q8_0_vnni,
 };
-use super::{vec_dot_iq4_nl, vec_dot_mxfp4};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
@@ -505,20 +505,6 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
     }
 }
 
-/// `out[r]` = `dot(row r, x)` for each row of `w` (`row_blocks` blocks each).
-#[inline(always)]
-fn each_row<W, X>(
-    w: &[W],
-    row_blocks: usize,
-    x: &[X],
-    out: &mut [f32],
-    dot: impl Fn(&[W], &[X]) -> f32,
-) {
-    for (o, row) in out.iter_mut().zip(w.chunks_exact(row_blocks.max(1))) {
-        *o = dot(row, x);
-    }
-}
-
 /// A Q8_0 activation block's `(d, 0)`.
 #[inline]
 #[target_feature(enable = "f16c")]
@@ -719,7 +705,7 @@ kernel! {
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
-                each_row(w, rb, x, out, |row, x| vec_dot_iq4_nl(t.avx2(), row, x))
+                rows_iq4_nl_vnni(t, w, rb, x, out)
             },
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
@@ -745,7 +731,7 @@ kernel! {
             x_quants: q8_0_quants,
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockMxfp4], rb, x: &[BlockQ8_0], out: &mut [f32]| {
-                each_row(w, rb, x, out, |row, x| vec_dot_mxfp4(t.avx2(), row, x))
+                rows_mxfp4_vnni(t, w, rb, x, out)
             },
         };
         gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
@@ -1508,7 +1494,7 @@ kernel! {
             x_quants: q8_0_quants,
             term: |sumi, dw, dx| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
             rows: |w: &[BlockIq4Nl], rb, x: &[BlockQ8_0], out: &mut [f32]| {
-                each_row(w, rb, x, out, |row, x| vec_dot_iq4_nl(t, row, x))
+                rows_iq4_nl(t, w, rb, x, out)
             },
         };
         gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
