@@ -84,8 +84,8 @@ fn main() -> ExitCode {
         }
         "ab" => ab::ab(&std::env::args().skip(2).collect::<Vec<_>>()),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
-            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
-            Some(Ok(seconds)) => fuzz::fuzz(seconds),
+            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS, false),
+            Some(Ok(seconds)) => fuzz::fuzz(seconds, false),
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
@@ -112,7 +112,7 @@ const CI_STEPS: [pipeline::Step; 13] = [
     // Every step that installs with apt, rustup or cargo install waits for this one, so no two
     // installs run at once (apt's lock; rustup has none); beside `build` it costs no time.
     step("tools", tools, &["fetch"]),
-    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS), &["tools"]),
+    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS, true), &["tools"]),
     step("capi", capi::capi, &["tools"]),
     step("checks", checks, &["tools"]),
     step("tests", tests, &["build"]),
