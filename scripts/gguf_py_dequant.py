@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gguf-py (PyPI `gguf`) as a second dequantization oracle for tests/tests/gguf_py.rs.
+"""gguf-py (PyPI `gguf`) as a second dequantization oracle for tests/tests/integration/gguf_py.rs.
 
     python3 scripts/gguf_py_dequant.py --setup
         Creates a venv under the cache ($MINIQUANT_CACHE or ~/.cache/miniquant, in gguf-py-venv),

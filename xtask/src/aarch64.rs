@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::overflow::UNOPT_PROFILE;
 use crate::CI_PROFILE;
 
 const TARGET: &str = "aarch64-unknown-linux-gnu";
@@ -24,15 +25,30 @@ const APT_PACKAGES: [&str; 3] = [
     "libc6-dev-arm64-cross",
     "qemu-user",
 ];
-/// The tests run under `cpu`: all of them under `max`, whose tests already run every aarch64 level
-/// side by side; under the smaller models only what depends on the CPU the process starts on (the
-/// level detected and the kernels the public API then picks: no instruction the CPU lacks).
+/// The tests run under `cpu`, after `--`: all of them under `max`, whose tests already run every
+/// aarch64 level side by side; under the smaller models only what depends on the CPU the process
+/// starts on (the level detected and the kernels the public API then picks: no instruction the CPU
+/// lacks).
 fn filter(cpu: &str) -> &'static [&'static str] {
     if cpu == "max" {
         &[]
     } else {
         &["--", "quant::kernel_tests", "quant::level::tests"]
     }
+}
+
+/// The test targets each run builds, with their profile: the unit tests in `ci` (the kernels need
+/// optimised code under QEMU); under `max` also the doctests and `tests/detect_without_std.rs`,
+/// in `ci-unopt` (see Cargo.toml: they need the core as a library of its own, which at `ci`'s
+/// optimisation is a second compile of the whole crate); the smaller models run none of those
+/// (their filter matches no doctest or integration test).
+fn targets(cpu: &str) -> Vec<(&'static str, &'static [&'static str])> {
+    let mut all: Vec<(&'static str, &'static [&'static str])> = vec![(CI_PROFILE, &["--lib"])];
+    if cpu == "max" {
+        all.push((UNOPT_PROFILE, &["--test", "detect_without_std"]));
+        all.push((UNOPT_PROFILE, &["--doc"]));
+    }
+    all
 }
 
 /// QEMU CPU models and the kernel levels they exercise.
@@ -45,7 +61,8 @@ const CPUS: [(&str, &str); 3] = [
 /// Installs, then runs `cargo test -p miniquant --profile ci --features model --target
 /// aarch64-unknown-linux-gnu` for each CPU model: the `ci` profile (release with overflow checks) of
 /// the host test build, whose build scripts and proc macros this build then shares; `model`: the
-/// forward pass's logits are checked against the bits recorded on x86_64.
+/// forward pass's logits are checked against the bits recorded on x86_64. The doctests and the
+/// integration test in `ci-unopt` ([`targets`]).
 pub fn cross_tests() -> Result<(), String> {
     if std::env::args().nth(2).as_deref() == Some("count") {
         let types: Vec<String> = std::env::args().skip(3).collect();
@@ -54,29 +71,33 @@ pub fn cross_tests() -> Result<(), String> {
     let start = Instant::now();
     install()?;
     for (cpu, levels) in CPUS {
-        eprintln!(
-            "+ QEMU_CPU={cpu} cargo test -p miniquant --profile {CI_PROFILE} --features model --target {TARGET} {}  ({levels})",
-            filter(cpu).join(" ")
-        );
-        let step = crate::Timer::start();
-        let status = Command::new("cargo")
-            .args(["test", "-p", "miniquant", "--profile", CI_PROFILE])
-            .args(["--features", "model", "--target", TARGET])
-            .args(filter(cpu))
-            .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
-            .env(
-                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
-                format!("qemu-aarch64 -L {SYSROOT}"),
-            )
-            .env("QEMU_CPU", cpu)
-            .current_dir(super::root())
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        eprintln!("  ({})", step.text());
-        if !status.success() {
-            return Err(format!(
-                "aarch64 tests with QEMU_CPU={cpu} failed: {status}"
-            ));
+        for (profile, selection) in targets(cpu) {
+            eprintln!(
+                "+ QEMU_CPU={cpu} cargo test -p miniquant --profile {profile} --features model --target {TARGET} {} {}  ({levels})",
+                selection.join(" "),
+                filter(cpu).join(" ")
+            );
+            let step = crate::Timer::start();
+            let status = Command::new("cargo")
+                .args(["test", "-p", "miniquant", "--profile", profile])
+                .args(["--features", "model", "--target", TARGET])
+                .args(selection)
+                .args(filter(cpu))
+                .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", LINKER)
+                .env(
+                    "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
+                    format!("qemu-aarch64 -L {SYSROOT}"),
+                )
+                .env("QEMU_CPU", cpu)
+                .current_dir(super::root())
+                .status()
+                .map_err(|e| format!("cannot run cargo: {e}"))?;
+            eprintln!("  ({})", step.text());
+            if !status.success() {
+                return Err(format!(
+                    "aarch64 tests with QEMU_CPU={cpu} failed: {status}"
+                ));
+            }
         }
     }
     eprintln!(

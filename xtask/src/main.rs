@@ -68,7 +68,7 @@ fn main() -> ExitCode {
             }
         }
         "fetch" => fetch(),
-        "check" => checks(),
+        "check" => checks().and_then(|()| lints()),
         "test" => tests(),
         "new-user" => new_user(),
         "bench" => bench(),
@@ -84,8 +84,8 @@ fn main() -> ExitCode {
         }
         "ab" => ab::ab(&std::env::args().skip(2).collect::<Vec<_>>()),
         "fuzz" => match std::env::args().nth(2).map(|s| s.parse::<u64>()) {
-            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
-            Some(Ok(seconds)) => fuzz::fuzz(seconds),
+            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS, false),
+            Some(Ok(seconds)) => fuzz::fuzz(seconds, false),
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
@@ -103,27 +103,36 @@ fn main() -> ExitCode {
 }
 
 /// The steps of `ci`, in the order their logs are printed and, when two are ready at once, started
-/// (see `pipeline.rs`; the budget is 15 minutes on a fresh 2-core machine). Fuzzing comes early:
-/// its runs use one core, and the builds beside it the other.
-const CI_STEPS: [pipeline::Step; 12] = [
+/// (see `pipeline.rs`; the budget is 15 minutes on a fresh 2-core machine). Beside `build`, the
+/// steps that need only the tools: fuzzing (its runs use one core, the build the other), capi and
+/// the checks that build nothing `build` builds (fmt, the MSRV and no_std checks).
+const CI_STEPS: [pipeline::Step; 13] = [
     step("fetch", fetch, &[]),
     step("build", build, &["fetch"]),
     // Every step that installs with apt, rustup or cargo install waits for this one, so no two
     // installs run at once (apt's lock; rustup has none); beside `build` it costs no time.
     step("tools", tools, &["fetch"]),
-    step("checks", checks, &["tools"]),
-    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS), &["tools"]),
-    step("tests", tests, &["build"]),
-    step("new-user", new_user, &["build"]),
-    // The same target directory as `build` (cargo would wait for its lock anyway).
-    step("overflow", overflow::tests, &["build"]),
-    step("aarch64", aarch64::cross_tests, &["build", "tools"]),
-    // The host CLI from `build` makes the images' inputs. Before `capi` (both are ready when
-    // `tests` ends): the longer step first, so that the run does not end on one step alone.
-    step("firmware", firmware::firmware, &["build", "tools"]),
+    step("fuzz", || fuzz::fuzz(fuzz::CI_SECONDS, true), &["tools"]),
     step("capi", capi::capi, &["tools"]),
+    step("checks", checks, &["tools"]),
+    step("tests", tests, &["build"]),
+    // clippy and rustdoc in the `ci` profile, after `build`: its build scripts (ggml's and
+    // oniguruma's C among them) and proc macros are then already built. Beside `tests`, which
+    // builds nothing (the `ci` target directory's lock is free). The steps that build in that
+    // directory start after it (`~`: whether it passed or not).
+    step("lints", lints, &["build", "tools"]),
+    step("new-user", new_user, &["build"]),
+    step("overflow", overflow::tests, &["build", "~lints"]),
+    // The host CLI from `build` makes the images' inputs. Before aarch64: the two longest last
+    // steps, the longer first, so that the run does not end on one step alone.
+    step("firmware", firmware::firmware, &["build", "tools"]),
+    step(
+        "aarch64",
+        aarch64::cross_tests,
+        &["build", "tools", "~lints"],
+    ),
     // Shares `build`'s build scripts and proc macros (and so its target directory's lock).
-    step("scalar-only", scalar_only::run, &["build"]),
+    step("scalar-only", scalar_only::run, &["build", "~lints"]),
 ];
 
 const fn step(
@@ -214,30 +223,40 @@ fn tools() -> Result<(), String> {
     firmware::install()
 }
 
+/// What builds nothing `build` builds: fmt, the MSRV check and the no_std build of the core.
 fn checks() -> Result<(), String> {
     run("cargo", &["fmt", "--all", "--", "--check"])?;
+    msrv::msrv_build()?;
+    no_std_build()
+}
+
+/// clippy (warnings denied) and the API docs, in the `ci` profile (the lints do not depend on it:
+/// debug assertions are on in this workspace's crates there too), so that the build scripts and
+/// proc macros are the `build` step's.
+fn lints() -> Result<(), String> {
     run(
         "cargo",
         &[
             "clippy",
             "--workspace",
             "--all-targets",
+            "--profile",
+            CI_PROFILE,
             "--",
             "-D",
             "warnings",
         ],
     )?;
-    docs()?;
-    msrv::msrv_build()?;
-    no_std_build()
+    docs()
 }
 
 /// The API docs build without warnings (broken links, unclosed tags).
 fn docs() -> Result<(), String> {
-    eprintln!("+ RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps -p miniquant -p miniquant-std");
+    eprintln!("+ RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps -p miniquant -p miniquant-std --profile {CI_PROFILE}");
     let start = Timer::start();
     let status = Command::new("cargo")
         .args(["doc", "--no-deps", "-p", "miniquant", "-p", "miniquant-std"])
+        .args(["--profile", CI_PROFILE])
         .env("RUSTDOCFLAGS", "-D warnings")
         .current_dir(root())
         .status()

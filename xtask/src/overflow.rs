@@ -3,12 +3,42 @@
 //! addition made before its guard, which a release build would let wrap silently. The rest of the
 //! suite (the hostile-header suite included) gets the same checks in the `tests` step, from the
 //! same profile; this step adds the build without `std`.
+//!
+//! The unit tests in `ci`; the doctests and `tests/detect_without_std.rs` in `ci-unopt` (the same
+//! checks, unoptimised), since they need the core as a library of its own, which at `ci`'s
+//! optimisation is a second compile of the whole crate (about 40 CPU seconds) for ten small tests.
 
 use crate::{run, CI_PROFILE};
+
+/// The profile of the tests that need the core built as a library: see Cargo.toml.
+pub const UNOPT_PROFILE: &str = "ci-unopt";
 
 pub(crate) fn tests() -> Result<(), String> {
     run(
         "cargo",
-        &["test", "-p", "miniquant", "--profile", CI_PROFILE],
+        &["test", "-p", "miniquant", "--profile", CI_PROFILE, "--lib"],
+    )?;
+    run(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "miniquant",
+            "--profile",
+            UNOPT_PROFILE,
+            "--test",
+            "detect_without_std",
+        ],
+    )?;
+    run(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "miniquant",
+            "--profile",
+            UNOPT_PROFILE,
+            "--doc",
+        ],
     )
 }

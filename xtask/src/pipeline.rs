@@ -18,7 +18,8 @@ pub struct Step {
     pub name: &'static str,
     pub run: fn() -> Result<(), String>,
     /// Steps that must have passed before this one starts (the tools it installs, the binaries it
-    /// builds, or a cargo target directory that step locks while building).
+    /// builds); `~NAME`: a step that must only have ended, passed or not (one that locks a cargo
+    /// target directory this one builds in).
     pub after: &'static [&'static str],
 }
 
@@ -97,20 +98,22 @@ pub fn run(steps: &[Step]) -> Result<(), String> {
                     .position(|s| s.name == name)
                     .map(|j| &states[j])
             };
-            let blocked = step.after.iter().any(|name| {
-                matches!(
+            let blocked = step.after.iter().any(|name| match name.strip_prefix('~') {
+                // Ended or never to run: either way it no longer holds anything.
+                Some(_) => false,
+                None => matches!(
                     state_of(name),
                     None | Some(State::NotRun | State::Done { passed: false, .. })
-                )
+                ),
             });
             if blocked {
                 states[i] = State::NotRun;
                 continue;
             }
-            let ready = step
-                .after
-                .iter()
-                .all(|name| matches!(state_of(name), Some(State::Done { passed: true, .. })));
+            let ready = step.after.iter().all(|name| match name.strip_prefix('~') {
+                Some(name) => matches!(state_of(name), Some(State::Done { .. } | State::NotRun)),
+                None => matches!(state_of(name), Some(State::Done { passed: true, .. })),
+            });
             if ready {
                 let child = spawn(&exe, step.name, &logs)?;
                 eprintln!(

@@ -1,5 +1,5 @@
 //! Hostile headers, one per kind of attack of the core's hostile-header tests
-//! (`tests/tests/hostile_headers.rs`), plus a few valid files with every kind of value, written with
+//! (`tests/tests/integration/hostile_headers.rs`), plus a few valid files with every kind of value, written with
 //! the tests' byte-level writer. The C API must give the Rust API's error for each, never a crash.
 
 use std::path::{Path, PathBuf};

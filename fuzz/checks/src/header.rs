@@ -4,7 +4,7 @@
 //! Input: four option bytes, then the file. Byte 0 sets the small streaming buffer
 //! (64 + 4 * b bytes); bytes 1..=3 are the read and push chunk sizes (1 + b each, cycled).
 //!
-//! Agreement rules (those of `tests/tests/stream_equivalence.rs`): drivers that know the input
+//! Agreement rules (those of `tests/tests/integration/stream_equivalence.rs`): drivers that know the input
 //! length (slice; `Read` and push told it) agree exactly; drivers that do not agree among
 //! themselves, and with the first group except after an `ExceedsInput` error, which they cannot
 //! see and must follow with a later error after the same events; a small buffer may stop early

@@ -1,5 +1,5 @@
 //! The checks the fuzz targets run, one module per target, each with a `check(data: &[u8])` that
-//! panics on a finding. The fuzz targets call them under libFuzzer; `tests/tests/fuzz_corpus.rs`
+//! panics on a finding. The fuzz targets call them under libFuzzer; `tests/tests/integration/fuzz_corpus.rs`
 //! replays the committed corpus through the same functions on stable.
 
 /// The parser drivers run side by side (the tests crate's module, compiled here too).

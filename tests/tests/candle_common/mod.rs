@@ -2,8 +2,8 @@
 //! `GgmlDType`, byte copies into and out of candle's block structs, single-threaded candle, a seeded
 //! random generator, and the model-file lookup.
 //!
-//! Included with `mod candle_common;` by the candle tests and with `#[path]` by the kernels bench;
-//! each of them uses only part of it.
+//! Included with `#[path]` by the integration tests (`tests/integration/main.rs`) and the kernels
+//! bench, with `mod candle_common;` by `neon_counts.rs`; each of them uses only part of it.
 #![allow(dead_code)]
 
 pub use candle_core::quantized::k_quants::GgmlType as CandleBlock;

@@ -21,9 +21,7 @@
 //!   against it; elsewhere it must equal `vec_dot_unopt` ([`vec_dot_table`]). Once on realistic
 //!   data, once on random blocks (large integer sums).
 
-mod candle_common;
-
-use candle_common::{
+use crate::candle_common::{
     blocks_from_bytes, bytes_of_blocks, candle_simd_in_build, gaussian_rows, with_candle_block,
     CandleBlock, Rng, CANDLE_TYPES,
 };
@@ -197,7 +195,7 @@ fn candle_quantize_rows<T: CandleBlock>(matrix: &TestMatrix) -> Vec<Option<Vec<u
 #[test]
 fn block_layouts_match_candle() {
     for t in CANDLE_TYPES {
-        let dtype = candle_common::candle_dtype(t).unwrap();
+        let dtype = crate::candle_common::candle_dtype(t).unwrap();
         assert_eq!(
             dtype.block_size(),
             t.block_size() as usize,

@@ -12,9 +12,7 @@
 //! The files come from `scripts/fetch-models.sh` (cache dir `$MINIQUANT_CACHE` or
 //! `~/.cache/miniquant`); a missing file fails the test and says so.
 
-mod candle_common;
-
-use candle_common::{
+use crate::candle_common::{
     blocks_from_bytes, candle_dtype, gaussian_rows, model_file, single_threaded_candle,
     with_candle_block, CandleBlock, Rng,
 };
