@@ -95,8 +95,14 @@ pub const LINGER: Duration = Duration::from_micros(500);
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
 
-/// Rows of a piece are a multiple of this (the rows kernels' groups of eight rows).
+/// Rows of a one-column piece are a multiple of this (the rows kernels' groups of eight rows).
 const PIECE_ROW_MULTIPLE: usize = 8;
+
+/// Rows of a several-column piece are a multiple of this where a tile has at least as many rows:
+/// the matmul tiles' row blocks (4 to 32 rows; 32 is the x86_64 legacy tiles' pair of 16-row
+/// strips) divide it, so that no piece ends in a partial block that two threads would run where one
+/// thread runs none (docs/kernel-experiments.md, "Pieces of whole tiles").
+const TILE_PIECE_ROW_MULTIPLE: usize = 32;
 
 /// How long a waiting thread (or a lingering worker) spins before it yields its core between
 /// checks.
@@ -204,7 +210,7 @@ pub fn matmul(
             let xq = quantize_activations(level, t, inputs, x, scratch)?;
             return matmul_quantized(level, t, w, rows, cols, n, xq, y);
         };
-        let (row_pieces, piece_columns) = pieces(threads, rows, row_bytes, n);
+        let (row_pieces, piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
         let column_ranges = n.div_ceil(piece_columns);
         // Whole columns and few activations: every thread quantizes them for itself (the shared
         // scratch is not used).
@@ -238,9 +244,9 @@ pub fn matmul(
                 Ok(())
             })
         };
-        // The first row of row piece `i` (pieces of whole groups of eight rows, differing by at
-        // most one group).
-        let row_start = |i: usize| row_bound(rows, row_pieces, i);
+        // The first row of row piece `i` (pieces of whole groups of `multiple` rows, differing by
+        // at most one group).
+        let row_start = |i: usize| row_bound(rows, row_pieces, multiple, i);
         let per_column = scratch_bytes / n;
         let count = row_pieces * column_ranges;
         if column_ranges == 1 {
@@ -440,20 +446,28 @@ pub fn for_each_piece(
     }
 }
 
-/// How many row pieces a call's rows are cut into, and the columns of a piece. The row pieces are
-/// whole groups of [`PIECE_ROW_MULTIPLE`] rows, as even as that allows (see [`row_bound`]), and
-/// their count is a multiple of `threads` when there are enough groups: every thread's share
-/// then has the same rows to within one group, so threads of equal speed end together without
-/// stealing. (Pieces of a fixed size left one share up to a piece larger than another, which
-/// stealing cannot even out: docs/kernel-experiments.md.) For one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least
-/// `threads × 8` pieces, each at most one tile of rows, and the columns cut as well when the
-/// row pieces alone are too few.
-fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize) {
-    let groups = rows.div_ceil(PIECE_ROW_MULTIPLE);
+/// How many row pieces a call's rows are cut into, the columns of a piece, and the multiple of rows
+/// a piece is made of ([`PIECE_ROW_MULTIPLE`] for one column, [`TILE_PIECE_ROW_MULTIPLE`] for
+/// several when a tile has that many rows). The row pieces are whole groups of that many rows, as
+/// even as that allows (see [`row_bound`]), and their count is a multiple of `threads` when there
+/// are enough groups: every thread's share then has the same rows to within one group, so threads
+/// of equal speed end together without stealing. (Pieces of a fixed size left one share up to a
+/// piece larger than another, which stealing cannot even out: docs/kernel-experiments.md.) For
+/// one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least `threads × 8`
+/// pieces, each at most one tile of rows, and the columns cut as well when the row pieces alone
+/// are too few.
+fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize, usize) {
+    let tile_rows = typed::matmul_tile_rows(row_bytes);
+    let multiple = if n > 1 && tile_rows >= TILE_PIECE_ROW_MULTIPLE {
+        TILE_PIECE_ROW_MULTIPLE
+    } else {
+        PIECE_ROW_MULTIPLE
+    };
+    let groups = rows.div_ceil(multiple);
     let threads = threads.max(1);
     // The fewest row pieces of at most `most_rows` rows, at least `least` of them.
     let row_pieces = |most_rows: usize, least: usize| {
-        let most_groups = (most_rows / PIECE_ROW_MULTIPLE).max(1);
+        let most_groups = (most_rows / multiple).max(1);
         let count = groups
             .div_ceil(most_groups)
             .max(least)
@@ -467,23 +481,23 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     if n == 1 {
         let chunk_rows = CHUNK_BYTES
             .div_ceil(row_bytes.max(1))
-            .next_multiple_of(PIECE_ROW_MULTIPLE);
-        return (row_pieces(chunk_rows, 1), 1);
+            .next_multiple_of(multiple);
+        return (row_pieces(chunk_rows, 1), 1, multiple);
     }
     let wanted = threads * PIECES_PER_THREAD;
-    let count = row_pieces(typed::matmul_tile_rows(row_bytes), wanted);
+    let count = row_pieces(tile_rows, wanted);
     let column_ranges = wanted.div_ceil(count).min(n);
-    (count, n.div_ceil(column_ranges))
+    (count, n.div_ceil(column_ranges), multiple)
 }
 
 /// The first row of row piece `i` of `rows` rows cut into `row_pieces` pieces of whole groups of
-/// [`PIECE_ROW_MULTIPLE`] rows (the last one may be short), as even as that allows: piece `i`
-/// starts at group `⌊groups · i / row_pieces⌋`, so that any run of pieces has its share of the
-/// groups to within one.
-fn row_bound(rows: usize, row_pieces: usize, i: usize) -> usize {
-    let groups = rows.div_ceil(PIECE_ROW_MULTIPLE);
+/// `multiple` rows (the last one may be short), as even as that allows: piece `i` starts at group
+/// `⌊groups · i / row_pieces⌋`, so that any run of pieces has its share of the groups to within
+/// one.
+fn row_bound(rows: usize, row_pieces: usize, multiple: usize, i: usize) -> usize {
+    let groups = rows.div_ceil(multiple);
     Shares::bound(groups, row_pieces, i)
-        .saturating_mul(PIECE_ROW_MULTIPLE)
+        .saturating_mul(multiple)
         .min(rows)
 }
 
@@ -1001,43 +1015,49 @@ mod tests {
 
     #[test]
     fn matmul_pieces_cover_the_output_in_tiles() {
-        // Enough row pieces: whole columns, rows in groups of eight, at most a tile, as many
-        // pieces as wanted or more, an even count for two threads.
+        // Enough row pieces: whole columns, rows in groups of 32 (tiles of 56 rows here, so one
+        // group a piece), as many pieces as wanted or more, an even count for two threads.
         let tile = typed::matmul_tile_rows(2176);
         assert_eq!(tile, 56);
-        assert_eq!(pieces(2, 2048, 2176, 512), (38, 512));
+        assert_eq!(pieces(2, 2048, 2176, 512), (64, 512, 32));
         // Few rows: the columns are cut so that two threads get 16 pieces.
-        assert_eq!(pieces(2, 3, 2176, 512), (1, 32));
+        assert_eq!(pieces(2, 3, 2176, 512), (1, 32, 32));
+        // Rows of a megabyte: tiles of 8 rows, so groups of 8 rows (and the columns cut in two).
+        assert_eq!(pieces(2, 64, 1 << 20, 8), (8, 4, 8));
         // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
-        assert_eq!(pieces(2, 64, 2176, 1), (8, 1));
-        assert_eq!(pieces(2, 2048, 2176, 1), (256, 1));
-        assert_eq!(pieces(2, 2048, 1152, 1), (128, 1));
-        assert_eq!(pieces(2, 5, 1152, 1), (1, 1));
-        // IQ4_XS (1088 bytes a row of 2048, tiles of 120 rows) and Q6_K (1680, tiles of 72): the
-        // shares of two threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080
-        // and 968).
-        assert_eq!(pieces(2, 2048, 1088, 32), (18, 32));
-        assert_eq!(row_bound(2048, 18, 9), 1024);
-        assert_eq!(pieces(2, 2048, 1680, 8), (30, 8));
-        assert_eq!(row_bound(2048, 30, 15), 1024);
+        assert_eq!(pieces(2, 64, 2176, 1), (8, 1, 8));
+        assert_eq!(pieces(2, 2048, 2176, 1), (256, 1, 8));
+        assert_eq!(pieces(2, 2048, 1152, 1), (128, 1, 8));
+        assert_eq!(pieces(2, 5, 1152, 1), (1, 1, 8));
+        // Q4_0 (1152 bytes a row of 2048, tiles of 112 rows): pieces of 64 or 96 rows, never a
+        // partial 32-row strip pair (groups of 8 gave pieces of 96 and 104 rows).
+        assert_eq!(pieces(2, 2048, 1152, 8), (22, 8, 32));
+        // IQ4_XS (1088 bytes, tiles of 120 rows) and Q6_K (1680, tiles of 72): the shares of two
+        // threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080 and 968).
+        assert_eq!(pieces(2, 2048, 1088, 32), (22, 32, 32));
+        assert_eq!(row_bound(2048, 22, 32, 11), 1024);
+        assert_eq!(pieces(2, 2048, 1680, 8), (32, 8, 32));
+        assert_eq!(row_bound(2048, 32, 32, 16), 1024);
         for threads in 1..=5 {
             for rows in [1, 3, 8, 17, 40, 301, 2048, 2051] {
                 for row_bytes in [34, 1088, 1680, 2176, 1 << 20] {
                     for n in [1, 2, 8, 33, 512] {
-                        let (count, columns) = pieces(threads, rows, row_bytes, n);
+                        let (count, columns, multiple) = pieces(threads, rows, row_bytes, n);
                         assert!(count >= 1 && (1..=n).contains(&columns));
-                        let starts: Vec<usize> =
-                            (0..=count).map(|i| row_bound(rows, count, i)).collect();
+                        let tile = typed::matmul_tile_rows(row_bytes);
+                        let starts: Vec<usize> = (0..=count)
+                            .map(|i| row_bound(rows, count, multiple, i))
+                            .collect();
                         assert_eq!((starts[0], starts[count]), (0, rows));
                         let most = if n == 1 {
-                            CHUNK_BYTES.div_ceil(row_bytes) + PIECE_ROW_MULTIPLE
+                            CHUNK_BYTES.div_ceil(row_bytes) + multiple
                         } else {
-                            typed::matmul_tile_rows(row_bytes)
+                            tile
                         };
                         for (i, piece) in starts.windows(2).enumerate() {
                             let len = piece[1] - piece[0];
-                            assert!(len > 0 && len <= most.max(PIECE_ROW_MULTIPLE));
-                            assert!(len % PIECE_ROW_MULTIPLE == 0 || i == count - 1);
+                            assert!(len > 0 && len <= most.max(multiple));
+                            assert!(len % multiple == 0 || i == count - 1);
                         }
                         if count % threads == 0 {
                             // The shares' rows differ by at most one group of rows.
@@ -1045,7 +1065,7 @@ mod tests {
                             let lens: Vec<usize> =
                                 (0..threads).map(|i| share(i + 1) - share(i)).collect();
                             let (least, most) = (lens.iter().min(), lens.iter().max());
-                            assert!(most.unwrap() - least.unwrap() <= PIECE_ROW_MULTIPLE);
+                            assert!(most.unwrap() - least.unwrap() <= multiple);
                         }
                     }
                 }
