@@ -43,8 +43,9 @@
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
-//! - **No allocation per call** once a thread has made a call of that size: the quantized
-//!   activations and each thread's piece outputs live in thread-local buffers.
+//! - **No large allocation per call** once a thread has made a call of that size: the quantized
+//!   activations and each thread's piece outputs live in thread-local buffers (a multi-threaded
+//!   call still allocates its small bookkeeping: the shares, the split of `y`, the pool's job).
 //!
 //! When another process keeps the second core busy, two threads cannot gain, and a worker that is
 //! descheduled holding a piece still makes the call wait: on a machine known to be loaded, one
