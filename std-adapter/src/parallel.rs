@@ -83,9 +83,9 @@ pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 /// Activation values (columns times their length) up to which every thread of a call quantizes
 /// all of them itself, into its own buffer, instead of a part each into one shared buffer: it
 /// starts on its rows as soon as it has, with no barrier, and no activation line is written by two
-/// cores. Below this the duplicated work (about 1.3 µs for 2048 values of Q8_0 on a Zen 4) costs
-/// less than waiting at the barrier for a worker that is handed its job late; measurements in
-/// docs/kernel-experiments.md ("Two threads at n = 1 in the slow state").
+/// cores. Below this the duplicated work costs less than waiting at the barrier for a worker that
+/// is handed its job late (measurements: docs/kernel-experiments.md, "Two threads at n = 1 in the
+/// slow state").
 pub const ALONE_VALUES: usize = 4 << 10;
 
 /// How long a worker keeps checking for the next call after its last job ends, before it parks:

@@ -434,9 +434,9 @@ fn iq4_nl_term(sumi: __m256, bs: [&BlockIq4Nl; LANES], a: &Summary) -> __m256 {
 }
 
 /// `(dy * scale) * sumi`, the scalar order of the MXFP4 term, `scale` half the E8M0 value
-/// (`e8m0_to_f32_half`). The eight scales are formed in general registers and stored: computing
-/// them in the lanes from eight inserted bytes (`vpinsrd`, `vpsllvd`, a blend) ran 82.4 against
-/// 87.5 GFLOP/s (docs/kernel-experiments.md), the inserts competing with the lookups' shuffles.
+/// (`e8m0_to_f32_half`). The eight scales are formed in general registers and stored: built in
+/// the lanes from inserted bytes they were slower, the inserts competing with the lookups' shuffles
+/// (figures: docs/kernel-experiments.md, "IQ4_NL and MXFP4 rows kernels").
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn mxfp4_term(sumi: __m256, bs: [&BlockMxfp4; LANES], a: &Summary) -> __m256 {
