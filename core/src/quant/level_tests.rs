@@ -262,6 +262,18 @@ fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
         }
         rows.push(row);
     }
+    // Whole rows of small (or huge) magnitude, every block's largest `top`: scales that are f16
+    // subnormals (1e-6, 2e-3), f32 subnormals with a finite inverse (6.5e-37, 1.2e-36) and with an
+    // infinite one (1e-37, 1e-44), and the largest floats.
+    for top in [2e-3f32, 1e-6, 6.5e-37, 1.2e-36, 1e-37, 1e-44, f32::MAX] {
+        let mut row: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * top)
+            .collect();
+        for v in row.iter_mut().step_by(32) {
+            *v = top;
+        }
+        rows.push(row);
+    }
     rows
 }
 

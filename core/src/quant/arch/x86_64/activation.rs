@@ -6,18 +6,68 @@ use core::arch::x86_64::*;
 use super::tokens::{kernel, Avx2};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 
-/// The low byte of each i32 lane (C's `(int8_t)` of an int), eight lanes to eight bytes.
+/// The low byte of each i32 lane of `v` (C's `(int8_t)` of an int), in order: 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn low_bytes(v: __m256i) -> [u8; 8] {
-    let order = _mm256_setr_epi8(
-        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1,
-    );
-    let packed = _mm256_shuffle_epi8(v, order);
-    let low = _mm_cvtsi128_si32(_mm256_castsi256_si128(packed)) as u32;
-    let high = _mm_cvtsi128_si32(_mm256_extracti128_si256::<1>(packed)) as u32;
-    (u64::from(low) | (u64::from(high) << 32)).to_le_bytes()
+fn low_bytes(v: [__m256i; 4]) -> __m256i {
+    let byte = _mm256_set1_epi32(0xff);
+    // Each lane is 0..=255 after the mask, so neither unsigned-saturating pack changes it.
+    let [a, b, c, d] = v;
+    let ab = _mm256_packus_epi32(_mm256_and_si256(a, byte), _mm256_and_si256(b, byte));
+    let cd = _mm256_packus_epi32(_mm256_and_si256(c, byte), _mm256_and_si256(d, byte));
+    // The packs work within 128-bit halves: dword `k` of the result holds bytes 4k..4k+4 of
+    // vector `k % 4` for k < 4 and of the same vectors' upper halves for k ≥ 4.
+    let bytes = _mm256_packus_epi16(ab, cd);
+    _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// The sum of each 16 signed bytes of 8 vectors of 32, as `quantize_row_q8_K_ref`'s `bsums` (16
+/// little-endian i16: no sum of 16 bytes leaves the i16 range, so the pack saturates none).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sums_of_16(q: &[__m256i; 8]) -> [[u8; 2]; 16] {
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
+    let mut fours = [_mm256_setzero_si256(); 8];
+    for (four, &q) in fours.iter_mut().zip(q) {
+        // Dword `k`: the sum of bytes 4k..4k+4 (unsigned ones times signed bytes).
+        *four = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+    }
+    // Within each 128-bit half, two horizontal adds leave one sum of 16 per vector: half 0 holds
+    // the groups 0, 2, 4, 6 (of four vectors), half 1 the groups 1, 3, 5, 7.
+    let [a, b, c, d, e, f, g, h] = fours;
+    let first = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    let second = _mm256_hadd_epi32(_mm256_hadd_epi32(e, f), _mm256_hadd_epi32(g, h));
+    let sums = _mm256_packs_epi32(first, second);
+    let even = _mm256_castsi256_si128(sums);
+    let odd = _mm256_extracti128_si256::<1>(sums);
+    let mut out = [[0u8; 2]; 16];
+    // SAFETY: `out` is 32 bytes; `storeu` has no alignment requirement.
+    unsafe {
+        _mm_storeu_si128(out.as_mut_ptr().cast(), _mm_unpacklo_epi16(even, odd));
+        _mm_storeu_si128(out[8..].as_mut_ptr().cast(), _mm_unpackhi_epi16(even, odd));
+    }
+    out
+}
+
+/// The sum of eight i32 lanes (wrapping; callers' sums are small).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lane_sum(v: __m256i) -> i32 {
+    let v = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+    let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
+    _mm_cvtsi128_si32(v)
+}
+
+/// The largest of eight non-negative i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn largest_lane(v: __m256i) -> i32 {
+    let v = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let v = _mm_max_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+    let v = _mm_max_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
+    _mm_cvtsi128_si32(v)
 }
 
 kernel! {
@@ -28,21 +78,20 @@ kernel! {
     #[target_feature(enable = "avx2")]
     pub(super) fn quantize_q8_k(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8K]) {
         const MAGIC: f32 = 12_582_912.0;
-        for (x, block) in values.chunks_exact(256).zip(blocks) {
+        let abs_mask = _mm256_set1_epi32(0x7fff_ffff);
+        let infinity = _mm256_set1_epi32(0x7f80_0000);
+        let (chunks, _) = values.as_chunks::<256>();
+        for (x, block) in chunks.iter().zip(blocks) {
+            let (eights, _) = x.as_chunks::<8>();
             let mut top = _mm256_setzero_si256();
-            let abs_mask = _mm256_set1_epi32(0x7fff_ffff);
-            let infinity = _mm256_set1_epi32(0x7f80_0000);
-            for chunk in x.chunks_exact(8) {
+            for chunk in eights {
                 // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
                 let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) };
                 let magnitude = _mm256_and_si256(v, abs_mask);
                 let nan = _mm256_cmpgt_epi32(magnitude, infinity);
                 top = _mm256_max_epi32(top, _mm256_andnot_si256(nan, magnitude));
             }
-            let mut lanes = [0u32; 8];
-            // SAFETY: `lanes` holds eight u32; `storeu` has no alignment requirement.
-            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), top) };
-            let top = lanes.into_iter().max().unwrap_or(0);
+            let top = largest_lane(top);
             *block = BlockQ8K {
                 d: [0; 4],
                 qs: [0; 256],
@@ -51,114 +100,121 @@ kernel! {
             if top == 0 {
                 continue;
             }
-            let max = x
-                .iter()
-                .copied()
-                .find(|v| v.to_bits() & 0x7fff_ffff == top)
-                .unwrap_or(0.0);
+            // The first value of that magnitude (there is one: `top` came from these lanes).
+            let wanted = _mm256_set1_epi32(top);
+            let mut max = 0.0;
+            for chunk in eights {
+                // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
+                let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) };
+                let hits = _mm256_cmpeq_epi32(_mm256_and_si256(v, abs_mask), wanted);
+                let hits = _mm256_movemask_ps(_mm256_castsi256_ps(hits));
+                if hits != 0 {
+                    max = chunk[hits.trailing_zeros() as usize % 8];
+                    break;
+                }
+            }
             let iscale = -127.0 / max;
             let scale = _mm256_set1_ps(iscale);
             let magic = _mm256_set1_ps(MAGIC);
             let mantissa = _mm256_set1_epi32(0x007f_ffff);
             let offset = _mm256_set1_epi32(0x0040_0000);
             let limit = _mm256_set1_epi32(127);
-            for (chunk, q) in x.chunks_exact(8).zip(block.qs.chunks_exact_mut(8)) {
-                // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
-                let v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
-                let shifted = _mm256_add_ps(_mm256_mul_ps(scale, v), magic);
-                let rounded = _mm256_sub_epi32(
-                    _mm256_and_si256(_mm256_castps_si256(shifted), mantissa),
-                    offset,
-                );
-                let bytes = low_bytes(_mm256_min_epi32(rounded, limit));
-                for (q, b) in q.iter_mut().zip(bytes) {
-                    *q = b as i8;
+            let (thirty_twos, _) = x.as_chunks::<32>();
+            let mut quants = [_mm256_setzero_si256(); 8];
+            for (chunk, q) in thirty_twos.iter().zip(&mut quants) {
+                let mut rounded = [_mm256_setzero_si256(); 4];
+                for (r, eight) in rounded.iter_mut().zip(chunk.as_chunks::<8>().0) {
+                    // SAFETY: `eight` holds eight f32; `loadu` has no alignment requirement.
+                    let v = unsafe { _mm256_loadu_ps(eight.as_ptr()) };
+                    let shifted = _mm256_add_ps(_mm256_mul_ps(scale, v), magic);
+                    let nearest = _mm256_sub_epi32(
+                        _mm256_and_si256(_mm256_castps_si256(shifted), mantissa),
+                        offset,
+                    );
+                    *r = _mm256_min_epi32(nearest, limit);
                 }
+                *q = low_bytes(rounded);
             }
-            for (sum, qs) in block.bsums.iter_mut().zip(block.qs.chunks_exact(16)) {
-                let total: i32 = qs.iter().map(|&q| i32::from(q)).sum();
-                *sum = (total as i16).to_le_bytes();
+            let (qs, _) = block.qs.as_chunks_mut::<32>();
+            for (to, &q) in qs.iter_mut().zip(&quants) {
+                // SAFETY: `to` is 32 bytes; `storeu` has no alignment requirement.
+                unsafe { _mm256_storeu_si256(to.as_mut_ptr().cast(), q) };
             }
+            block.bsums = sums_of_16(&quants);
             block.d = (1.0 / iscale).to_le_bytes();
         }
     }
 }
 
-/// C's `roundf` converted to int as x86 does (the scalar `c_round_i32`): ties away from zero,
-/// `i32::MIN` for NaN and values outside the i32 range.
+/// C's `roundf` converted to int, for lanes known to be below 2^22 in magnitude and not NaN (so
+/// neither the truncation nor the step can leave the i32 range): the scalar `c_round_i32` without
+/// its range check.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn c_round_i32x8(x: __m256) -> __m256i {
-    let in_range = _mm256_and_ps(
-        _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(-2_147_483_648.0)),
-        _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(2_147_483_648.0)),
-    );
+fn c_round_small_i32x8(x: __m256) -> __m256i {
     let truncated = _mm256_cvttps_epi32(x);
     let fraction = _mm256_sub_ps(x, _mm256_cvtepi32_ps(truncated));
     let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(fraction, _mm256_set1_ps(0.5)));
     let down = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(fraction, _mm256_set1_ps(-0.5)));
-    // The masks are -1 where true: subtracting `up` adds one, adding `down` subtracts one.
-    let rounded = _mm256_add_epi32(_mm256_sub_epi32(truncated, up), down);
-    _mm256_blendv_epi8(
-        _mm256_set1_epi32(i32::MIN),
-        rounded,
-        _mm256_castps_si256(in_range),
-    )
+    _mm256_add_epi32(_mm256_sub_epi32(truncated, up), down)
+}
+
+/// `d` as f16 bits, rounded to nearest even as the scalar `f16_to_le` does (`d` is never NaN here).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn f16_bits(d: f32) -> [u8; 2] {
+    let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(d));
+    (_mm_extract_epi16::<0>(h) as u16).to_le_bytes()
 }
 
 /// One block of `quantize_row_q8_0_ref` from 32 values: `d = amax / 127` and `q = roundf(x / d)`
-/// as bytes, the maximum and the rounding eight values at a time; `None` when a value is NaN (the
-/// scalar twin's running `MAX` restarts after each NaN, an order a vector maximum does not keep).
+/// as bytes (one vector of 32), the maximum and the rounding eight values at a time. `None` when a
+/// value is NaN or infinite or `1 / d` overflows: the scalar twin's running `MAX` restarts after
+/// each NaN (an order a vector maximum does not keep), and only with finite values and a finite
+/// `1 / d` is every `x / d` within ±128, where the rounding needs no range check.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q8_block(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
-    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+fn q8_block(x: &[f32; 32]) -> Option<(f32, __m256i)> {
+    let abs_mask = _mm256_set1_epi32(0x7fff_ffff);
+    let largest_finite = _mm256_set1_epi32(0x7f7f_ffff);
     let mut v = [_mm256_setzero_ps(); 4];
-    for (v, chunk) in v.iter_mut().zip(x.chunks_exact(8)) {
+    let mut magnitude = [_mm256_setzero_si256(); 4];
+    for ((v, m), chunk) in v.iter_mut().zip(&mut magnitude).zip(x.as_chunks::<8>().0) {
         // SAFETY: `chunk` holds eight f32; `loadu` has no alignment requirement.
         *v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+        *m = _mm256_and_si256(_mm256_castps_si256(*v), abs_mask);
     }
-    let [a, b, c, d] = v;
-    let unordered = _mm256_or_ps(
-        _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b),
-        _mm256_cmp_ps::<_CMP_UNORD_Q>(c, d),
-    );
-    if _mm256_movemask_ps(unordered) != 0 {
+    let [a, b, c, d] = magnitude;
+    // Magnitudes of finite floats order as their bits do.
+    let m = _mm256_max_epi32(_mm256_max_epi32(a, b), _mm256_max_epi32(c, d));
+    if _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(m, largest_finite))) != 0 {
         return None;
     }
-    let m = _mm256_max_ps(
-        _mm256_max_ps(_mm256_and_ps(a, abs_mask), _mm256_and_ps(b, abs_mask)),
-        _mm256_max_ps(_mm256_and_ps(c, abs_mask), _mm256_and_ps(d, abs_mask)),
-    );
-    let mut lanes = [0.0f32; 8];
-    // SAFETY: `lanes` holds eight f32; `storeu` has no alignment requirement.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
-    // No NaN here, so the order of the maxima does not matter.
-    let amax = lanes
-        .into_iter()
-        .fold(0.0f32, |m, v| if m > v { m } else { v });
+    let amax = f32::from_bits(largest_lane(m) as u32);
     let d = amax / 127.0;
-    let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
-    let mut qs = [0i8; 32];
-    for (v, q) in v.into_iter().zip(qs.chunks_exact_mut(8)) {
-        let bytes = low_bytes(c_round_i32x8(_mm256_mul_ps(v, id)));
-        for (q, b) in q.iter_mut().zip(bytes) {
-            *q = b as i8;
-        }
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    if !id.is_finite() {
+        return None;
     }
-    Some((d, qs))
+    let id = _mm256_set1_ps(id);
+    let mut rounded = [_mm256_setzero_si256(); 4];
+    for (r, v) in rounded.iter_mut().zip(v) {
+        *r = c_round_small_i32x8(_mm256_mul_ps(v, id));
+    }
+    Some((d, low_bytes(rounded)))
 }
 
 kernel! {
-    /// `quantize_row_q8_0_ref` ([`q8_block`]; a block with a NaN takes the scalar twin).
+    /// `quantize_row_q8_0_ref` ([`q8_block`]; a block it declines takes the scalar twin).
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn quantize_q8_0(_t: Avx2, values: &[f32], blocks: &mut [BlockQ8_0]) {
         let (chunks, _) = values.as_chunks::<32>();
         for (x, block) in chunks.iter().zip(blocks) {
             match q8_block(x) {
                 Some((d, qs)) => {
-                    block.d = crate::quant::cast::f16_to_le(d);
-                    block.qs = qs;
+                    block.d = f16_bits(d);
+                    // SAFETY: `qs` is 32 bytes; `storeu` has no alignment requirement.
+                    unsafe { _mm256_storeu_si256(block.qs.as_mut_ptr().cast(), qs) };
                 }
                 None => *block = crate::quant::legacy::q8_0::quantize_block(x),
             }
@@ -174,10 +230,17 @@ kernel! {
         for (x, block) in chunks.iter().zip(blocks) {
             match q8_block(x) {
                 Some((d, qs)) => {
-                    let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
-                    block.d = crate::quant::cast::f16_to_le(d);
-                    block.qs = qs;
-                    block.s = crate::quant::cast::f16_to_le(sum as f32 * d);
+                    // Pairs of signed bytes (times unsigned ones), then pairs of those: eight
+                    // sums of four, exact in i32.
+                    let fours = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(_mm256_set1_epi8(1), qs),
+                        _mm256_set1_epi16(1),
+                    );
+                    let sum = lane_sum(fours);
+                    block.d = f16_bits(d);
+                    // SAFETY: `qs` is 32 bytes; `storeu` has no alignment requirement.
+                    unsafe { _mm256_storeu_si256(block.qs.as_mut_ptr().cast(), qs) };
+                    block.s = f16_bits(sum as f32 * d);
                 }
                 None => *block = crate::quant::legacy::q8_1::quantize_block(x),
             }
