@@ -220,11 +220,44 @@ fn exp_lane(x: f32) -> f32 {
     }
 }
 
+/// Entries of [`fill_gelu_table`]'s table: one per f16 value in `[-10, 10]` (`0x4900` is 10.0),
+/// the positive ones then the negative ones.
+pub(super) const GELU_TABLE_LEN: usize = 2 * GELU_SIDE;
+
+/// f16 bit patterns from +0 to 10.0 (and from -0 to -10.0).
+const GELU_SIDE: usize = 0x4901;
+
+/// The [`geglu`] table's slot of an f16 bit pattern, `None` beyond ±10 or for NaN.
+#[inline(always)]
+fn gelu_slot(bits: u16) -> Option<usize> {
+    let magnitude = usize::from(bits & 0x7fff);
+    if magnitude >= GELU_SIDE {
+        return None;
+    }
+    Some(if bits & 0x8000 == 0 {
+        magnitude
+    } else {
+        GELU_SIDE + magnitude
+    })
+}
+
+/// Fills `table` (at least [`GELU_TABLE_LEN`] values) with [`gelu_f16`] of every f16 it has a slot
+/// for: ggml's `ggml_table_gelu_f16`, as f32. [`geglu`] then reads GELU instead of computing a
+/// `tanhf` per element, with the same bits.
+pub(super) fn fill_gelu_table(table: &mut [f32]) {
+    for bits in (0..=u16::MAX).filter(|&b| gelu_slot(b).is_some()) {
+        if let Some(slot) = gelu_slot(bits).and_then(|i| table.get_mut(i)) {
+            *slot = gelu_f16(f16_le(bits.to_le_bytes()));
+        }
+    }
+}
+
 /// `gate = gelu(gate) * up` (GeGLU), as ggml's CPU `geglu` computes it: GELU's tanh form
 /// `0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x²)))` evaluated at `x` rounded to f16 and its
-/// result rounded to f16 (ggml reads it from a table indexed by the f16 input), except
+/// result rounded to f16 (ggml reads it from a table indexed by the f16 input, as this does from
+/// `table`, filled by [`fill_gelu_table`]; an input without an entry there is computed), except
 /// `gelu(x) = 0` for `x <= -10` and `x` for `x >= 10`.
-pub(super) fn geglu(gate: &mut [f32], up: &[f32]) {
+pub(super) fn geglu(gate: &mut [f32], up: &[f32], table: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         let x = *g;
         let gelu = if x <= -10.0 {
@@ -232,11 +265,19 @@ pub(super) fn geglu(gate: &mut [f32], up: &[f32]) {
         } else if x >= 10.0 {
             x
         } else {
-            let x16 = f16_le(f16_to_le(x));
-            f16_le(f16_to_le(gelu_tanh(x16)))
+            let bits = u16::from_le_bytes(f16_to_le(x));
+            match gelu_slot(bits).and_then(|i| table.get(i)) {
+                Some(&gelu) => gelu,
+                None => gelu_f16(f16_le(bits.to_le_bytes())),
+            }
         };
         *g = gelu * u;
     }
+}
+
+/// GELU of an f16 value (given as f32), rounded to f16: one entry of ggml's table.
+fn gelu_f16(x16: f32) -> f32 {
+    f16_le(f16_to_le(gelu_tanh(x16)))
 }
 
 /// GELU's tanh approximation in f32, ggml's `ggml_gelu_f32`.
@@ -344,6 +385,49 @@ mod tests {
     #[ignore]
     fn exp_has_libm_s_bits_everywhere() {
         exp_matches_libm_on(0, 1);
+    }
+
+    /// The table-read GeGLU against the formula at every f16 input below ±10, just past them, at
+    /// ±10 and beyond, at NaN and infinities; and without a table (every entry computed).
+    #[test]
+    fn geglu_from_the_table_has_the_formula_s_bits() {
+        let mut table = std::vec![0.0f32; GELU_TABLE_LEN];
+        fill_gelu_table(&mut table);
+        let mut inputs: std::vec::Vec<f32> =
+            (0..=u16::MAX).map(|b| f16_le(b.to_le_bytes())).collect();
+        inputs.extend([
+            9.999, 9.996, 10.0, 10.001, -9.999, -10.0, -10.5, 1e-8, -1e-30, 65520.0,
+        ]);
+        inputs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3.1e-5, -7.3]);
+        let up: std::vec::Vec<f32> = (0..inputs.len()).map(|i| 0.5 + (i % 7) as f32).collect();
+        let want: std::vec::Vec<f32> = inputs
+            .iter()
+            .zip(&up)
+            .map(|(&x, &u)| {
+                let gelu = if x <= -10.0 {
+                    0.0
+                } else if x >= 10.0 {
+                    x
+                } else {
+                    gelu_f16(f16_le(f16_to_le(x)))
+                };
+                gelu * u
+            })
+            .collect();
+        for table in [&table[..], &[]] {
+            let mut got = inputs.clone();
+            geglu(&mut got, &up, table);
+            for ((&x, &g), &w) in inputs.iter().zip(&got).zip(&want) {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "geglu({x:e}) = {g:e}, formula {w:e} (table of {})",
+                    table.len()
+                );
+            }
+        }
+        // The table is not all one value: it is GELU (0 at 0, x far out, below 0 on the left).
+        assert_eq!(table[0], 0.0);
+        assert!(table[0x4800] > 7.9 && table[GELU_SIDE + 0x3c00] < 0.0);
     }
 
     #[test]

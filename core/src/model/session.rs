@@ -9,8 +9,8 @@ use crate::quant::matvec::matmul_scratch_bytes;
 
 /// The sizes of a session's buffers for a context of `max_context` positions, batches of up to
 /// `max_batch` tokens and attention on up to `threads` threads: `floats` f32 (KV cache,
-/// activations, each thread's attention scores) and `scratch_bytes` bytes (the quantized
-/// activations of one batch).
+/// activations, each thread's attention scores, and for a GeGLU model the table of GELU's values
+/// on f16 inputs) and `scratch_bytes` bytes (the quantized activations of one batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Layout {
@@ -64,6 +64,7 @@ impl Layout {
             mul(&[max_batch, per_token])?,
             mul(&[threads, lane_len(c, max_context)?])?, // attention scores
             c.rope_dims,                                 // cos/sin of one position
+            gelu_table_len(c),
         ])?;
         // The head multiplies the last position only.
         let head = model.output();
@@ -94,6 +95,14 @@ impl Layout {
 /// (those of one KV head, up to [`MAX_ROWS`]).
 fn lane_len(c: &Config, max_context: usize) -> Result<usize, ModelError> {
     mul(&[attention_rows(c), max_context])
+}
+
+/// The floats of GeGLU's table ([`ops::fill_gelu_table`]) for a model with that activation.
+fn gelu_table_len(c: &Config) -> usize {
+    match c.activation {
+        Activation::GeluTanh => ops::GELU_TABLE_LEN,
+        Activation::Silu => 0,
+    }
 }
 
 /// Query heads whose scores are computed together: those sharing a KV head, up to [`MAX_ROWS`].
@@ -152,6 +161,7 @@ pub struct Session<'m, 'a, 'b, const L: usize = 128> {
     up: &'b mut [f32],
     lanes: &'b mut [f32],
     rope: &'b mut [f32],
+    gelu_table: &'b [f32],
     scratch: &'b mut [u8],
 }
 
@@ -180,23 +190,36 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
         let c = model.config();
         let (b, cache) = (expected.max_batch, expected.kv_cache_floats / 2);
         let mut rest = floats;
+        let k_cache = take(&mut rest, cache)?;
+        let v_cache = take(&mut rest, cache)?;
+        let x = take(&mut rest, mul(&[b, c.d_model])?)?;
+        let xb = take(&mut rest, mul(&[b, c.d_model])?)?;
+        let q = take(&mut rest, mul(&[b, c.q_dim()])?)?;
+        let att = take(&mut rest, mul(&[b, c.q_dim()])?)?;
+        let gate = take(&mut rest, mul(&[b, c.d_ff])?)?;
+        let up = take(&mut rest, mul(&[b, c.d_ff])?)?;
+        let lanes = take(
+            &mut rest,
+            mul(&[expected.threads, lane_len(c, expected.max_context)?])?,
+        )?;
+        let rope = take(&mut rest, c.rope_dims)?;
+        let gelu_table = take(&mut rest, gelu_table_len(c))?;
+        ops::fill_gelu_table(gelu_table);
         Ok(Self {
             model,
             layout: expected,
             position: 0,
-            k_cache: take(&mut rest, cache)?,
-            v_cache: take(&mut rest, cache)?,
-            x: take(&mut rest, mul(&[b, c.d_model])?)?,
-            xb: take(&mut rest, mul(&[b, c.d_model])?)?,
-            q: take(&mut rest, mul(&[b, c.q_dim()])?)?,
-            att: take(&mut rest, mul(&[b, c.q_dim()])?)?,
-            gate: take(&mut rest, mul(&[b, c.d_ff])?)?,
-            up: take(&mut rest, mul(&[b, c.d_ff])?)?,
-            lanes: take(
-                &mut rest,
-                mul(&[expected.threads, lane_len(c, expected.max_context)?])?,
-            )?,
-            rope: take(&mut rest, c.rope_dims)?,
+            k_cache,
+            v_cache,
+            x,
+            xb,
+            q,
+            att,
+            gate,
+            up,
+            lanes,
+            rope,
+            gelu_table,
             scratch,
         })
     }
@@ -385,15 +408,16 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
             product(mm, layer.gate, n, xb, self.scratch, gate)?;
             product(mm, layer.up, n, xb, self.scratch, up)?;
             let up: &[f32] = up;
+            let gelu_table: &[f32] = self.gelu_table;
             let activation = |j: usize, g: &mut [f32], _: &mut [f32]| -> crate::Result<()> {
                 let u = up.get(j * ff..(j + 1) * ff).unwrap_or(&[]);
                 match c.activation {
                     Activation::Silu => ops::swiglu(g, u, wide),
-                    Activation::GeluTanh => ops::geglu(g, u),
+                    Activation::GeluTanh => ops::geglu(g, u, gelu_table),
                 }
                 Ok(())
             };
-            // An exp (or a table-free GELU) per element: a few dozen multiply-adds each.
+            // An exp (or a GELU read from its table) per element.
             let cost = (n * ff).saturating_mul(ACTIVATION_COST);
             mm.for_each_chunk(gate, ff.max(1), &mut [], 0, cost, &activation)?;
             let xb = prefix_mut(self.xb, n * d)?;
