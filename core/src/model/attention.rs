@@ -99,6 +99,17 @@ impl Wide {
         }
     }
 
+    /// `gate = gelu(gate) * up` ([`ops::geglu_lanes`]) in this compilation.
+    pub(super) fn geglu(self, gate: &mut [f32], up: &[f32], table: &[f32]) {
+        match self {
+            Wide::Portable => ops::geglu_lanes(gate, up, table),
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx2 => x86::geglu_avx2(gate, up, table),
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx512 => x86::geglu_avx512(gate, up, table),
+        }
+    }
+
     fn tiles<const R: usize>(self, s: Shape, a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
         match self {
             Wide::Portable => tiles::<R, NARROW>(s, a, b, out),
@@ -110,7 +121,8 @@ impl Wide {
     }
 }
 
-/// [`tiles`] and [`ops::exp_lanes`] compiled for AVX2 and AVX-512 F: the model's SIMD module.
+/// [`tiles`], [`ops::exp_lanes`] and [`ops::geglu_lanes`] compiled for AVX2 and AVX-512 F: the
+/// model's SIMD module.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
@@ -136,6 +148,28 @@ mod x86 {
         // SAFETY: called only for `Wide::Avx512`, which `Wide::of` gives only when the
         // Avx512Vnni level is available on this CPU.
         unsafe { run(x) }
+    }
+
+    /// [`ops::geglu_lanes`] in AVX2 code. Only for [`super::Wide::Avx2`].
+    pub(super) fn geglu_avx2(gate: &mut [f32], up: &[f32], table: &[f32]) {
+        #[target_feature(enable = "avx2")]
+        unsafe fn run(gate: &mut [f32], up: &[f32], table: &[f32]) {
+            ops::geglu_lanes(gate, up, table)
+        }
+        // SAFETY: called only for `Wide::Avx2`, which `Wide::of` gives only when the Avx2 level
+        // is available on this CPU.
+        unsafe { run(gate, up, table) }
+    }
+
+    /// [`ops::geglu_lanes`] in AVX-512 code. Only for [`super::Wide::Avx512`].
+    pub(super) fn geglu_avx512(gate: &mut [f32], up: &[f32], table: &[f32]) {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn run(gate: &mut [f32], up: &[f32], table: &[f32]) {
+            ops::geglu_lanes(gate, up, table)
+        }
+        // SAFETY: called only for `Wide::Avx512`, which `Wide::of` gives only when the
+        // Avx512Vnni level is available on this CPU.
+        unsafe { run(gate, up, table) }
     }
 
     /// [`tiles`] in AVX2 code, 16 columns per tile. Only [`super::Wide::of`] makes a

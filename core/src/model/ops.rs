@@ -275,6 +275,69 @@ pub(super) fn geglu(gate: &mut [f32], up: &[f32], table: &[f32]) {
     }
 }
 
+/// [`geglu`] written without branches (so that it vectorizes: compiled for the baseline, or inlined
+/// into the AVX2 and AVX-512 wrappers of `Wide::geglu`), with its bits: each input rounded to f16
+/// by [`f16_bits_nearest_even`], GELU read from `table`, which must hold every slot (otherwise
+/// this is [`geglu`]).
+#[inline(always)]
+pub(super) fn geglu_lanes(gate: &mut [f32], up: &[f32], table: &[f32]) {
+    let Some(table) = table.get(..GELU_TABLE_LEN) else {
+        return geglu(gate, up, table);
+    };
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let h = f16_bits_nearest_even(x);
+        let magnitude = usize::from(h & 0x7fff);
+        let slot = if h & 0x8000 == 0 {
+            magnitude
+        } else {
+            GELU_SIDE + magnitude
+        };
+        // Every x in (-10, 10) rounds to a slot; the others (and NaN) discard what is read.
+        let read = table
+            .get(slot.min(GELU_TABLE_LEN - 1))
+            .copied()
+            .unwrap_or(0.0);
+        let gelu = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 || x.is_nan() {
+            // NaN: GELU of NaN is NaN, as the table-free formula gives.
+            x
+        } else {
+            read
+        };
+        *g = gelu * u;
+    }
+}
+
+/// The f16 bits of `x` rounded to nearest even, for `|x|` below 65520 (where no f16 overflows)
+/// and `x` not NaN; other inputs give some f16 bits. Without branches: below f16's smallest normal
+/// (2^-14), adding 0.5 rounds `|x|` to a multiple of 2^-24 (the f16 subnormals' step), which the
+/// float's low mantissa bits then hold; above it, the mantissa is rounded at bit 13 (a half
+/// rounds up only onto an even result) and the exponent rebased, which may carry into it.
+#[inline(always)]
+fn f16_bits_nearest_even(x: f32) -> u16 {
+    const HALF: u32 = 126 << 23;
+    const SMALLEST_NORMAL: u32 = 113 << 23;
+    let bits = x.to_bits();
+    let sign = (bits >> 16) & 0x8000;
+    let magnitude = bits & 0x7fff_ffff;
+    let subnormal = (f32::from_bits(magnitude) + f32::from_bits(HALF))
+        .to_bits()
+        .wrapping_sub(HALF);
+    let odd = (magnitude >> 13) & 1;
+    let normal = magnitude
+        .wrapping_sub((127 - 15) << 23)
+        .wrapping_add(0xfff + odd)
+        >> 13;
+    let h = if magnitude < SMALLEST_NORMAL {
+        subnormal
+    } else {
+        normal
+    };
+    (h | sign) as u16
+}
+
 /// GELU of an f16 value (given as f32), rounded to f16: one entry of ggml's table.
 fn gelu_f16(x16: f32) -> f32 {
     f16_le(f16_to_le(gelu_tanh(x16)))
@@ -428,6 +491,71 @@ mod tests {
         // The table is not all one value: it is GELU (0 at 0, x far out, below 0 on the left).
         assert_eq!(table[0], 0.0);
         assert!(table[0x4800] > 7.9 && table[GELU_SIDE + 0x3c00] < 0.0);
+    }
+
+    /// The branch-free f16 rounding against `half`'s on a sweep of every 251st f32 below 65520, on
+    /// every exact tie between two f16 values and the floats either side of it, and on both signs.
+    #[test]
+    fn f16_rounding_without_branches_has_half_s_bits() {
+        let mut inputs: std::vec::Vec<u32> = (0..0x477f_f000u32).step_by(251).collect();
+        for h in 0u32..0x7bff {
+            let low = f16_le((h as u16).to_le_bytes());
+            let high = f16_le((h as u16 + 1).to_le_bytes());
+            let tie = ((f64::from(low) + f64::from(high)) / 2.0) as f32;
+            inputs.extend([tie.to_bits() - 1, tie.to_bits(), tie.to_bits() + 1]);
+        }
+        for bits in inputs.into_iter().flat_map(|b| [b, b | 0x8000_0000]) {
+            let x = f32::from_bits(bits);
+            assert_eq!(
+                f16_bits_nearest_even(x).to_le_bytes(),
+                f16_to_le(x),
+                "{x:e} ({bits:#010x})"
+            );
+        }
+    }
+
+    /// `geglu_lanes` in every compilation this CPU runs against `geglu`: every f16 value, a sweep
+    /// of f32 in (-12, 12), the edges and NaN.
+    #[test]
+    fn geglu_in_every_compilation_has_the_scalar_bits() {
+        let mut table = std::vec![0.0f32; GELU_TABLE_LEN];
+        fill_gelu_table(&mut table);
+        let mut inputs: std::vec::Vec<f32> =
+            (0..=u16::MAX).map(|b| f16_le(b.to_le_bytes())).collect();
+        inputs.extend((0..200_000).map(|i| (i as f32 * 0.000_12) - 12.0));
+        inputs.extend([
+            9.999, 9.996, 10.0, 10.001, -9.999, -10.0, -10.5, 1e-8, -1e-30, 1e-45,
+        ]);
+        inputs.extend([
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+        ]);
+        let up: std::vec::Vec<f32> = (0..inputs.len())
+            .map(|i| (i % 13) as f32 * 0.37 - 2.0)
+            .collect();
+        let mut want = inputs.clone();
+        geglu(&mut want, &up, &table);
+        let wides: std::vec::Vec<Wide> = crate::quant::Level::ALL
+            .into_iter()
+            .filter(|l| l.is_available())
+            .map(Wide::of)
+            .collect();
+        for wide in wides {
+            // Odd lengths, so every compilation's tail runs too.
+            for len in [inputs.len(), 1, 7, 33, 1001] {
+                let mut got = inputs[..len].to_vec();
+                wide.geglu(&mut got, &up[..len], &table);
+                for ((&x, &g), &w) in inputs.iter().zip(&got).zip(&want) {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{wide:?} geglu({x:e}) = {g:e}, scalar {w:e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

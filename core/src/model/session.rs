@@ -413,7 +413,7 @@ impl<'m, 'a, 'b, const L: usize> Session<'m, 'a, 'b, L> {
                 let u = up.get(j * ff..(j + 1) * ff).unwrap_or(&[]);
                 match c.activation {
                     Activation::Silu => ops::swiglu(g, u, wide),
-                    Activation::GeluTanh => ops::geglu(g, u, gelu_table),
+                    Activation::GeluTanh => wide.geglu(g, u, gelu_table),
                 }
                 Ok(())
             };
