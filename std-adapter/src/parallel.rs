@@ -119,6 +119,9 @@ thread_local! {
     static OWN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The outputs of the pieces this thread computes, before they are copied into `y`.
     static PIECE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The [`Shares`] locks of the calls this thread makes (padded, so allocated aligned: an
+    /// allocation per call cost a fifth of a microsecond before the workers were started).
+    static SHARE_LOCKS: RefCell<Vec<ShareLock>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `f` on this thread's buffer `key`, or on a new one if the thread is already using it (a call
@@ -506,6 +509,9 @@ fn row_bound(rows: usize, row_pieces: usize, multiple: usize, i: usize) -> usize
 /// from it.
 type ShareOutputs<'y> = Padded<Mutex<Vec<&'y mut [f32]>>>;
 
+/// What is left of one share of a [`Shares`], `start..end`.
+type ShareLock = Padded<Mutex<(usize, usize)>>;
+
 /// A value on its own cache lines, so that what one thread writes there does not move another
 /// thread's data between cores.
 #[repr(align(128))]
@@ -518,27 +524,31 @@ struct Padded<T>(T);
 /// what an owner has not started. Otherwise (pieces of unequal cost) a claim is half of what is
 /// left there, at most an eighth of a share, so the claims shrink to one piece as the shares
 /// empty and the threads end close together. A thief always takes half of what is left.
-struct Shares {
+struct Shares<'a> {
     /// The pieces not yet taken of each share, `start..end`.
-    left: Vec<Padded<Mutex<(usize, usize)>>>,
+    left: &'a [ShareLock],
     /// The largest claim.
     most: usize,
     /// Whether an owner's first claim is all of its share.
     whole: bool,
 }
 
-impl Shares {
-    fn new(count: usize, threads: usize, whole: bool) -> Shares {
+impl<'a> Shares<'a> {
+    /// The shares of `count` pieces among `threads` threads, their locks kept in `locks` (reused
+    /// from call to call).
+    fn new(locks: &'a mut Vec<ShareLock>, count: usize, threads: usize, whole: bool) -> Self {
+        locks.truncate(threads);
+        locks.resize_with(threads, || Padded(Mutex::new((0, 0))));
+        for (i, lock) in locks.iter_mut().enumerate() {
+            let bounds = (
+                Self::bound(count, threads, i),
+                Self::bound(count, threads, i + 1),
+            );
+            // A new lock, so that one poisoned in an earlier call is not kept.
+            *lock = Padded(Mutex::new(bounds));
+        }
         Shares {
-            left: (0..threads)
-                .map(|i| {
-                    let bounds = (
-                        Self::bound(count, threads, i),
-                        Self::bound(count, threads, i + 1),
-                    );
-                    Padded(Mutex::new(bounds))
-                })
-                .collect(),
+            left: locks,
             most: if whole {
                 usize::MAX
             } else {
@@ -590,7 +600,7 @@ impl Shares {
 
     /// Takes every piece left, so that none is started after a failure.
     fn drain(&self) {
-        for share in &self.left {
+        for share in self.left {
             let mut share = share.0.lock().unwrap_or_else(PoisonError::into_inner);
             share.0 = share.1;
         }
@@ -620,7 +630,22 @@ fn share(
     count: usize,
     work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let shares = Shares::new(count, threads, whole);
+    with_buffer(&SHARE_LOCKS, |locks| {
+        let shares = Shares::new(locks, count, threads, whole);
+        share_among(&shares, pool, threads, parts, prepare, setup, work)
+    })
+}
+
+/// [`share`] of the pieces of `shares`.
+fn share_among(
+    shares: &Shares<'_>,
+    pool: &Pool,
+    threads: usize,
+    parts: usize,
+    prepare: impl Fn(usize) -> Result<(), Error> + Sync,
+    setup: impl FnOnce(),
+    work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
     let next_part = Padded(AtomicUsize::new(0));
     let parts_done = Padded(AtomicUsize::new(0));
     let failure: Mutex<Option<Error>> = Mutex::new(None);
@@ -1144,7 +1169,8 @@ mod tests {
     fn shares_give_each_piece_once_own_rows_first() {
         // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10. A thread's first claim is all of
         // its share; then it steals half of what is left of another's, from the back.
-        let shares = Shares::new(10, 3, true);
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 10, 3, true);
         assert_eq!(
             shares.next(2),
             Some((2, 6..10)),
@@ -1168,7 +1194,8 @@ mod tests {
         );
         // A thread that finds another's share untouched takes halves of it, the owner the rest
         // when it starts; every piece once.
-        let shares = Shares::new(256, 2, true);
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 256, 2, true);
         let mut claims = Vec::new();
         for _ in 0..3 {
             claims.extend(shares.next(0));
@@ -1186,7 +1213,8 @@ mod tests {
         );
         assert_eq!(Shares::bound(usize::MAX, 2, 2), usize::MAX);
         // After a failure nothing is left for anyone.
-        let shares = Shares::new(7, 2, true);
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 7, 2, true);
         shares.drain();
         assert_eq!((shares.next(0), shares.next(1)), (None, None));
     }
@@ -1195,7 +1223,8 @@ mod tests {
     fn shares_of_unequal_pieces_halve_down_to_one() {
         // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
         // at most 1 piece (10 / 24).
-        let shares = Shares::new(10, 3, false);
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 10, 3, false);
         assert_eq!(shares.next(1), Some((1, 3..4)));
         let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
         assert_eq!(own, [(2, 6..7), (2, 7..8), (2, 8..9), (2, 9..10)]);
@@ -1209,7 +1238,8 @@ mod tests {
             (None, None, None)
         );
         // Larger shares: at most an eighth of a share, then halving; every piece once.
-        let shares = Shares::new(256, 2, false);
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 256, 2, false);
         let mut claims = Vec::new();
         while let Some((_, claim)) = shares.next(0) {
             claims.push(claim);
