@@ -274,6 +274,26 @@ fn value_rows(rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
         }
         rows.push(row);
     }
+    // Noisy data with one kind of special block each among ordinary ones (blocks of 32 values):
+    // a NaN, an infinity, a scale whose inverse overflows, all zeros, a tie after scaling.
+    let mut mixed = rng.values(n);
+    let mut block = |b: usize, f: &dyn Fn(usize) -> f32| {
+        for (i, v) in mixed.iter_mut().enumerate().skip(32 * b).take(32) {
+            *v = f(i);
+        }
+    };
+    block(3, &|i| if i % 32 == 5 { f32::NAN } else { 1.0 });
+    block(5, &|i| if i % 32 == 9 { f32::NEG_INFINITY } else { -2.0 });
+    block(7, &|i| (i % 5) as f32 * 1e-44);
+    block(9, &|_| 0.0);
+    block(12, &|i| {
+        if i % 32 == 0 {
+            127.0
+        } else {
+            (i % 9) as f32 - 4.5
+        }
+    });
+    rows.push(mixed);
     rows
 }
 

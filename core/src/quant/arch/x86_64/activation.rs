@@ -1,9 +1,10 @@
-//! The activation quantizers at AVX2: Q8_0 (`quantize_row_q8_0_ref`) and Q8_K
-//! (`quantize_row_q8_K_ref`), the second operands of every vec_dot (the VNNI level uses these).
+//! The activation quantizers, the second operands of every vec_dot: Q8_0
+//! (`quantize_row_q8_0_ref`), Q8_1 and Q8_K (`quantize_row_q8_K_ref`) at AVX2, and Q8_0 and Q8_1
+//! at AVX-512 (sixteen blocks' scales at once; the VNNI level's Q8_K is AVX2's).
 
 use core::arch::x86_64::*;
 
-use super::tokens::{kernel, Avx2};
+use super::tokens::{kernel, Avx2, Avx512Vnni};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 
 /// The low byte of each i32 lane of `v` (C's `(int8_t)` of an int), in order: 32 bytes.
@@ -245,5 +246,203 @@ kernel! {
                 None => *block = crate::quant::legacy::q8_1::quantize_block(x),
             }
         }
+    }
+}
+
+/// Blocks of 32 values an AVX-512 quantizer takes at once: their scales are computed together, one
+/// block per lane.
+const GROUP: usize = 16;
+
+/// `a + b` (`ADD`) or the larger of `a` and `b`, lane by lane (i32).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn combine<const ADD: bool>(a: __m512i, b: __m512i) -> __m512i {
+    if ADD {
+        _mm512_add_epi32(a, b)
+    } else {
+        _mm512_max_epi32(a, b)
+    }
+}
+
+/// Sixteen vectors of sixteen i32 lanes to one vector whose lane `b` is the sum (`ADD`) or the
+/// largest of vector `b`'s lanes: four rounds, each halving the vectors by pairing their lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn reduce_lanes<const ADD: bool>(m: [__m512i; GROUP]) -> __m512i {
+    // Per 128-bit lane, [a0, b0, a1, b1] and [a2, b2, a3, b3]: lanes 0, 2 of a 128-bit lane then
+    // hold vector a's partial maxima, lanes 1, 3 vector b's.
+    let mut pairs = [_mm512_setzero_si512(); 8];
+    for (p, ab) in pairs.iter_mut().zip(m.as_chunks::<2>().0) {
+        let [a, b] = *ab;
+        *p = combine::<ADD>(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    }
+    // Then lane k of each 128-bit lane holds vector k's partial maximum (of four).
+    let mut fours = [_mm512_setzero_si512(); 4];
+    for (f, ab) in fours.iter_mut().zip(pairs.as_chunks::<2>().0) {
+        let [a, b] = *ab;
+        *f = combine::<ADD>(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    }
+    // Across the 128-bit lanes: [0, 1] with [2, 3] of each vector, then the last pair.
+    let [a, b, c, d] = fours;
+    let ab = combine::<ADD>(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
+    );
+    let cd = combine::<ADD>(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(c, d),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(c, d),
+    );
+    combine::<ADD>(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(ab, cd),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(ab, cd),
+    )
+}
+
+/// [`c_round_small_i32x8`] for sixteen lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn c_round_small_i32x16(x: __m512) -> __m512i {
+    let truncated = _mm512_cvttps_epi32(x);
+    let fraction = _mm512_sub_ps(x, _mm512_cvtepi32_ps(truncated));
+    let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
+    let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
+    let one = _mm512_set1_epi32(1);
+    let rounded = _mm512_mask_add_epi32(truncated, up, truncated, one);
+    _mm512_mask_sub_epi32(rounded, down, rounded, one)
+}
+
+/// Sixteen blocks of `quantize_row_q8_0_ref` with their scales computed together: the mask of the
+/// blocks [`q8_block`] would decline (a NaN or infinite value, or `1 / d` infinite: left to the
+/// scalar twin), `d` of each block as f16 bits, the quants, and with `SUMS` each block's `d · Σq`
+/// as f16 bits (Q8_1's `s`).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn q8_group<const SUMS: bool>(
+    x: &[[f32; 32]; GROUP],
+    qs: &mut [[i8; 32]; GROUP],
+) -> (u16, [u16; GROUP], [u16; GROUP]) {
+    let abs_mask = _mm512_set1_epi32(0x7fff_ffff);
+    let mut largest = [_mm512_setzero_si512(); GROUP];
+    for (m, block) in largest.iter_mut().zip(x) {
+        // SAFETY: each half of `block` holds sixteen f32; `loadu` has no alignment requirement.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_si512(block.as_ptr().cast()),
+                _mm512_loadu_si512(block[16..].as_ptr().cast()),
+            )
+        };
+        *m = _mm512_max_epi32(
+            _mm512_and_si512(lo, abs_mask),
+            _mm512_and_si512(hi, abs_mask),
+        );
+    }
+    let amax = reduce_lanes::<false>(largest);
+    // Magnitudes of finite floats order as their bits do; NaN and infinity are above them.
+    let not_finite = _mm512_cmpgt_epi32_mask(amax, _mm512_set1_epi32(0x7f7f_ffff));
+    let amax = _mm512_castsi512_ps(amax);
+    let d = _mm512_div_ps(amax, _mm512_set1_ps(127.0));
+    let nonzero = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(d, _mm512_setzero_ps());
+    let id = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0), d);
+    let id_magnitude = _mm512_and_si512(_mm512_castps_si512(id), abs_mask);
+    let id_infinite = _mm512_cmpeq_epi32_mask(id_magnitude, _mm512_set1_epi32(0x7f80_0000));
+    let declined = not_finite | id_infinite;
+    let mut d_f16 = [0u16; GROUP];
+    let mut ids = [0.0f32; GROUP];
+    // SAFETY: `d_f16` is 32 bytes, `ids` 64; `storeu` has no alignment requirement.
+    unsafe {
+        _mm256_storeu_si256(
+            d_f16.as_mut_ptr().cast(),
+            _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(d),
+        );
+        _mm512_storeu_ps(ids.as_mut_ptr(), id);
+    }
+    let mut sums = [_mm512_setzero_si512(); GROUP];
+    for (b, ((block, q), sum)) in x.iter().zip(qs.iter_mut()).zip(&mut sums).enumerate() {
+        if declined & (1 << b) != 0 {
+            continue;
+        }
+        let id = _mm512_set1_ps(ids[b]);
+        // SAFETY: each half of `block` holds sixteen f32; `loadu` has no alignment requirement.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_ps(block.as_ptr()),
+                _mm512_loadu_ps(block[16..].as_ptr()),
+            )
+        };
+        let lo = c_round_small_i32x16(_mm512_mul_ps(lo, id));
+        let hi = c_round_small_i32x16(_mm512_mul_ps(hi, id));
+        if SUMS {
+            // Every quant is within ±127 here, so the sum of the i32 lanes is that of the bytes.
+            *sum = _mm512_add_epi32(lo, hi);
+        }
+        // SAFETY: `q` is 32 bytes; each store writes 16 (`vpmovdb` keeps each lane's low byte).
+        unsafe {
+            _mm_storeu_si128(q.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(lo));
+            _mm_storeu_si128(q[16..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(hi));
+        }
+    }
+    let mut s_f16 = [0u16; GROUP];
+    if SUMS {
+        // Σq of block b in lane b (0 for a declined block, whose `s` the scalar twin makes).
+        let s = _mm512_mul_ps(_mm512_cvtepi32_ps(reduce_lanes::<true>(sums)), d);
+        // SAFETY: `s_f16` is 32 bytes; `storeu` has no alignment requirement.
+        unsafe {
+            _mm256_storeu_si256(
+                s_f16.as_mut_ptr().cast(),
+                _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(s),
+            )
+        };
+    }
+    (declined, d_f16, s_f16)
+}
+
+kernel! {
+    /// `quantize_row_q8_0_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn quantize_q8_0_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_0]) {
+        let (chunks, _) = values.as_chunks::<32>();
+        let (groups, rest) = chunks.as_chunks::<GROUP>();
+        let (out, out_rest) = blocks.split_at_mut(groups.len().saturating_mul(GROUP).min(blocks.len()));
+        for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
+            let mut qs = [[0i8; 32]; GROUP];
+            let (declined, d, _) = q8_group::<false>(x, &mut qs);
+            for (b, (block, (q, d))) in out.iter_mut().zip(qs.iter().zip(d)).enumerate() {
+                if declined & (1 << b) != 0 {
+                    *block = crate::quant::legacy::q8_0::quantize_block(&x[b]);
+                } else {
+                    block.d = d.to_le_bytes();
+                    block.qs = *q;
+                }
+            }
+        }
+        let rest: &[f32] = rest.as_flattened();
+        quantize_q8_0(t.avx2(), rest, out_rest);
+    }
+
+    /// `quantize_row_q8_1_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn quantize_q8_1_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_1]) {
+        let (chunks, _) = values.as_chunks::<32>();
+        let (groups, rest) = chunks.as_chunks::<GROUP>();
+        let (out, out_rest) = blocks.split_at_mut(groups.len().saturating_mul(GROUP).min(blocks.len()));
+        for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
+            let mut qs = [[0i8; 32]; GROUP];
+            let (declined, d_f16, s_f16) = q8_group::<true>(x, &mut qs);
+            for (b, (block, ((q, d), s))) in out
+                .iter_mut()
+                .zip(qs.iter().zip(d_f16).zip(s_f16))
+                .enumerate()
+            {
+                if declined & (1 << b) != 0 {
+                    *block = crate::quant::legacy::q8_1::quantize_block(&x[b]);
+                } else {
+                    block.d = d.to_le_bytes();
+                    block.s = s.to_le_bytes();
+                    block.qs = *q;
+                }
+            }
+        }
+        let rest: &[f32] = rest.as_flattened();
+        quantize_q8_1(t.avx2(), rest, out_rest);
     }
 }

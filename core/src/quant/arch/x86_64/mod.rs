@@ -184,9 +184,13 @@ pub(crate) const AVX2: ArchKernels = {
 /// AVX-512 VNNI; kernels not set here fall back to the AVX2 ones.
 pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     q8_0: {
+        quantize: activation::quantize_q8_0_512,
         vec_dot: legacy::vec_dot_q8_0_vnni,
         rows: legacy::rows::rows_q8_0_vnni,
         matmul: legacy::matmul::matmul_q8_0_vnni,
+    },
+    q8_1: {
+        quantize: activation::quantize_q8_1_512,
     },
     q4_0: {
         vec_dot: legacy::vec_dot_q4_0_vnni,
