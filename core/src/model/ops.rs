@@ -450,14 +450,19 @@ mod tests {
         exp_matches_libm_on(0, 1);
     }
 
+    /// A filled GELU table, and every f16 value as f32.
+    fn gelu_table_and_every_f16() -> (std::vec::Vec<f32>, std::vec::Vec<f32>) {
+        let mut table = std::vec![0.0f32; GELU_TABLE_LEN];
+        fill_gelu_table(&mut table);
+        let inputs = (0..=u16::MAX).map(|b| f16_le(b.to_le_bytes())).collect();
+        (table, inputs)
+    }
+
     /// The table-read GeGLU against the formula at every f16 input below ±10, just past them, at
     /// ±10 and beyond, at NaN and infinities; and without a table (every entry computed).
     #[test]
     fn geglu_from_the_table_has_the_formula_s_bits() {
-        let mut table = std::vec![0.0f32; GELU_TABLE_LEN];
-        fill_gelu_table(&mut table);
-        let mut inputs: std::vec::Vec<f32> =
-            (0..=u16::MAX).map(|b| f16_le(b.to_le_bytes())).collect();
+        let (table, mut inputs) = gelu_table_and_every_f16();
         inputs.extend([
             9.999, 9.996, 10.0, 10.001, -9.999, -10.0, -10.5, 1e-8, -1e-30, 65520.0,
         ]);
@@ -518,10 +523,7 @@ mod tests {
     /// of f32 in (-12, 12), the edges and NaN.
     #[test]
     fn geglu_in_every_compilation_has_the_scalar_bits() {
-        let mut table = std::vec![0.0f32; GELU_TABLE_LEN];
-        fill_gelu_table(&mut table);
-        let mut inputs: std::vec::Vec<f32> =
-            (0..=u16::MAX).map(|b| f16_le(b.to_le_bytes())).collect();
+        let (table, mut inputs) = gelu_table_and_every_f16();
         inputs.extend((0..200_000).map(|i| (i as f32 * 0.000_12) - 12.0));
         inputs.extend([
             9.999, 9.996, 10.0, 10.001, -9.999, -10.0, -10.5, 1e-8, -1e-30, 1e-45,

@@ -51,23 +51,20 @@ fn sums_of_16(q: &[__m256i; 8]) -> [[u8; 2]; 16] {
     out
 }
 
-/// The sum of eight i32 lanes (wrapping; callers' sums are small).
+/// The sum (`ADD`; wrapping, callers' sums are small) or the largest of eight i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn lane_sum(v: __m256i) -> i32 {
-    let v = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
-    let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
-    _mm_cvtsi128_si32(v)
-}
-
-/// The largest of eight non-negative i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn largest_lane(v: __m256i) -> i32 {
-    let v = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let v = _mm_max_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
-    let v = _mm_max_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
+fn reduce_lane<const ADD: bool>(v: __m256i) -> i32 {
+    let combine = |a, b| {
+        if ADD {
+            _mm_add_epi32(a, b)
+        } else {
+            _mm_max_epi32(a, b)
+        }
+    };
+    let v = combine(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let v = combine(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+    let v = combine(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
     _mm_cvtsi128_si32(v)
 }
 
@@ -92,7 +89,7 @@ kernel! {
                 let nan = _mm256_cmpgt_epi32(magnitude, infinity);
                 top = _mm256_max_epi32(top, _mm256_andnot_si256(nan, magnitude));
             }
-            let top = largest_lane(top);
+            let top = reduce_lane::<false>(top);
             *block = BlockQ8K {
                 d: [0; 4],
                 qs: [0; 256],
@@ -191,7 +188,7 @@ fn q8_block(x: &[f32; 32]) -> Option<(f32, __m256i)> {
     if _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(m, largest_finite))) != 0 {
         return None;
     }
-    let amax = f32::from_bits(largest_lane(m) as u32);
+    let amax = f32::from_bits(reduce_lane::<false>(m) as u32);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     if !id.is_finite() {
@@ -237,7 +234,7 @@ kernel! {
                         _mm256_maddubs_epi16(_mm256_set1_epi8(1), qs),
                         _mm256_set1_epi16(1),
                     );
-                    let sum = lane_sum(fours);
+                    let sum = reduce_lane::<true>(fours);
                     block.d = f16_bits(d);
                     // SAFETY: `qs` is 32 bytes; `storeu` has no alignment requirement.
                     unsafe { _mm256_storeu_si256(block.qs.as_mut_ptr().cast(), qs) };
@@ -396,13 +393,30 @@ fn q8_group<const SUMS: bool>(
     (declined, d_f16, s_f16)
 }
 
+/// `values` (whole blocks of 32) in groups of [`GROUP`] blocks and the values after them, and
+/// their `blocks` split the same way.
+#[allow(clippy::type_complexity)]
+fn split_groups<'v, 'b, B>(
+    values: &'v [f32],
+    blocks: &'b mut [B],
+) -> (
+    &'v [[[f32; 32]; GROUP]],
+    &'v [f32],
+    &'b mut [B],
+    &'b mut [B],
+) {
+    let (chunks, _) = values.as_chunks::<32>();
+    let (groups, rest) = chunks.as_chunks::<GROUP>();
+    let whole = groups.len().saturating_mul(GROUP).min(blocks.len());
+    let (out, out_rest) = blocks.split_at_mut(whole);
+    (groups, rest.as_flattened(), out, out_rest)
+}
+
 kernel! {
     /// `quantize_row_q8_0_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) fn quantize_q8_0_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_0]) {
-        let (chunks, _) = values.as_chunks::<32>();
-        let (groups, rest) = chunks.as_chunks::<GROUP>();
-        let (out, out_rest) = blocks.split_at_mut(groups.len().saturating_mul(GROUP).min(blocks.len()));
+        let (groups, rest, out, out_rest) = split_groups(values, blocks);
         for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
             let mut qs = [[0i8; 32]; GROUP];
             let (declined, d, _) = q8_group::<false>(x, &mut qs);
@@ -415,16 +429,13 @@ kernel! {
                 }
             }
         }
-        let rest: &[f32] = rest.as_flattened();
         quantize_q8_0(t.avx2(), rest, out_rest);
     }
 
     /// `quantize_row_q8_1_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) fn quantize_q8_1_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_1]) {
-        let (chunks, _) = values.as_chunks::<32>();
-        let (groups, rest) = chunks.as_chunks::<GROUP>();
-        let (out, out_rest) = blocks.split_at_mut(groups.len().saturating_mul(GROUP).min(blocks.len()));
+        let (groups, rest, out, out_rest) = split_groups(values, blocks);
         for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
             let mut qs = [[0i8; 32]; GROUP];
             let (declined, d_f16, s_f16) = q8_group::<true>(x, &mut qs);
@@ -442,7 +453,6 @@ kernel! {
                 }
             }
         }
-        let rest: &[f32] = rest.as_flattened();
         quantize_q8_1(t.avx2(), rest, out_rest);
     }
 }
