@@ -147,10 +147,30 @@ const EXP_CHUNK: usize = 64;
 /// multiplications) written without branches, lane by lane, so the compiler can vectorize them.
 #[inline(always)]
 pub(super) fn exp_lanes(x: &mut [f32]) {
-    for v in x.iter_mut() {
-        *v = exp_lane(*v);
+    // Whole vectors of lanes, then the last values padded to one (a softmax row's length is
+    // rarely a multiple of the vector: a scalar tail was a third of the time of rows of ~256).
+    let (chunks, tail) = x.as_chunks_mut::<EXP_LANES>();
+    for chunk in chunks {
+        for v in chunk.iter_mut() {
+            *v = exp_lane(*v);
+        }
+    }
+    if !tail.is_empty() {
+        let mut padded = [0.0f32; EXP_LANES];
+        for (p, &t) in padded.iter_mut().zip(tail.iter()) {
+            *p = t;
+        }
+        for v in padded.iter_mut() {
+            *v = exp_lane(*v);
+        }
+        for (t, &p) in tail.iter_mut().zip(padded.iter()) {
+            *t = p;
+        }
     }
 }
+
+/// Values [`exp_lanes`] computes together: one AVX-512 vector, two AVX2 ones.
+const EXP_LANES: usize = 16;
 
 /// `libm::expf(x)` as selects.
 #[inline(always)]
@@ -166,7 +186,16 @@ fn exp_lane(x: f32) -> f32 {
     let hx = bits & 0x7fff_ffff;
     // Argument reduction: k = round(x / ln 2) beyond 1.5 ln 2, ±1 beyond 0.5 ln 2, else 0.
     let half = if negative { -0.5f32 } else { 0.5 };
-    let k_far = (inv_ln2 * x + half) as i32;
+    // C's `(int)` of `inv_ln2 * x + half`, truncation toward zero, without Rust's saturating cast
+    // (which LLVM converts lane by lane): clamped to ±256 first (only lanes whose result is
+    // replaced below have |x| > 104, beyond ±150 here; a NaN becomes -256), then the nearest
+    // integer by the 1.5·2^23 rounding constant, one less where that rounded up.
+    #[allow(clippy::manual_clamp)] // `clamp` would keep a NaN.
+    let t = (inv_ln2 * x + half).max(-256.0).min(256.0);
+    let a = t.abs();
+    let nearest = ((a + 12_582_912.0).to_bits() & 0x007f_ffff) as i32 - 0x0040_0000;
+    let toward_zero = nearest - i32::from(nearest as f32 > a);
+    let k_far = if t < 0.0 { -toward_zero } else { toward_zero };
     let k_near = if negative { -1 } else { 1 };
     let reduce = hx > 0x3eb1_7218;
     let k = if !reduce {
@@ -426,6 +455,10 @@ mod tests {
             }
         };
         check(&inputs);
+        // Every length up to two vectors and a half, so every tail runs.
+        for len in 1..=40 {
+            check(&inputs[..len]);
+        }
         let mut b = Some(start);
         while b.is_some() {
             inputs.clear();
