@@ -101,21 +101,35 @@ pub(super) fn rope_neox(head: &mut [f32], cache: &[f32]) {
     }
 }
 
-/// In-place softmax, as ggml's `soft_max`: subtract the maximum, `exp`, sum in f64, multiply by
-/// the f32 rounding of `1/sum`.
-pub(super) fn softmax(x: &mut [f32], wide: Wide) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    for v in x.iter_mut() {
-        *v -= max;
+/// In-place softmax of each row of `len` values in `x` (up to `R` rows; more are left as they
+/// are), as ggml's `soft_max`: subtract the row's maximum, `exp`, sum in f64 value after value,
+/// multiply by the f32 rounding of `1/sum`. The rows' sums are interleaved: one row's sum is a
+/// chain of dependent adds (most of a softmax's time), several run side by side.
+pub(super) fn softmax_rows<const R: usize>(x: &mut [f32], len: usize, wide: Wide) {
+    let mut rows: [&mut [f32]; R] = core::array::from_fn(|_| -> &mut [f32] { &mut [] });
+    for (slot, row) in rows.iter_mut().zip(x.chunks_exact_mut(len.max(1))) {
+        *slot = row;
     }
-    wide.exp(x);
-    let mut sum = 0.0f64;
-    for &v in x.iter() {
-        sum += f64::from(v);
+    for row in rows.iter_mut() {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for v in row.iter_mut() {
+            *v -= max;
+        }
+        wide.exp(row);
     }
-    let inv = (1.0 / sum) as f32;
-    for v in x.iter_mut() {
-        *v *= inv;
+    let mut sums = [0.0f64; R];
+    for j in 0..len {
+        for (sum, row) in sums.iter_mut().zip(rows.iter()) {
+            if let Some(&v) = row.get(j) {
+                *sum += f64::from(v);
+            }
+        }
+    }
+    for (row, sum) in rows.iter_mut().zip(sums) {
+        let inv = (1.0 / sum) as f32;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
     }
 }
 
@@ -593,10 +607,41 @@ mod tests {
         }
     }
 
+    /// Rows softmaxed together have the bits of each row alone, computed step by step here as
+    /// ggml does (maximum, exp, serial f64 sum, f32 inverse), for 1-4 rows of several lengths.
+    #[test]
+    fn softmax_of_rows_together_has_each_row_s_bits() {
+        let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) * 0.173;
+        for len in [1, 2, 7, 16, 33, 256] {
+            for rows in 1..=4 {
+                let mut x: std::vec::Vec<f32> = (0..rows * len).map(value).collect();
+                if rows > 1 && len > 3 {
+                    x[len + 2] = f32::NEG_INFINITY;
+                }
+                let mut want = x.clone();
+                for row in want.chunks_exact_mut(len) {
+                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0.0f64;
+                    for v in row.iter_mut() {
+                        *v = libm::expf(*v - max);
+                        sum += f64::from(*v);
+                    }
+                    let inv = (1.0 / sum) as f32;
+                    for v in row.iter_mut() {
+                        *v *= inv;
+                    }
+                }
+                softmax_rows::<4>(&mut x, len, Wide::Portable);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<std::vec::Vec<_>>();
+                assert_eq!(bits(&x), bits(&want), "{rows} rows of {len}");
+            }
+        }
+    }
+
     #[test]
     fn softmax_sums_to_one_and_keeps_order() {
         let mut x = [1.0f32, 2.0, 3.0, f32::NEG_INFINITY];
-        softmax(&mut x, Wide::Portable);
+        softmax_rows::<1>(&mut x, 4, Wide::Portable);
         assert_eq!(x[3], 0.0);
         assert!(x[0] < x[1] && x[1] < x[2]);
         assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);

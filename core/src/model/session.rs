@@ -499,10 +499,8 @@ fn attend(
         if !rows_times(wide, rows, hd, len, qs, hd, kt, max_context, scores, len) {
             return Err(short(hd * max_context, kt.len()));
         }
-        for row in scores.chunks_exact_mut(len.max(1)) {
-            ops::scale(row, c.score_scale);
-            ops::softmax(row, wide);
-        }
+        ops::scale(scores, c.score_scale);
+        ops::softmax_rows::<MAX_ROWS>(scores, len, wide);
         let vs = values.get(first * kvd + g * hd..).unwrap_or(&[]);
         let o = out.get_mut(h0 * hd..end * hd).unwrap_or(&mut []);
         if !rows_times(wide, rows, len, hd, scores, len, vs, kvd, o, hd) {
