@@ -193,7 +193,9 @@ fn main() {
     println!("load average at start: {}", load());
     println!(
         "GB/s of weights; 1T one thread, 2T two threads on disjoint halves (spinning worker), \
-         pool = parallel::matvec with 2 threads; ratios over 1T of the same kind"
+         pool = parallel::matvec with 2 threads; ratios over 1T of the same kind (the kernel on \
+         activations quantized beforehand), and pool 2T / 1T over parallel::matvec with 1 thread \
+         (both quantizing the activations in the call)"
     );
     // The round trip of an empty job: the hand-off cost with a worker that never sleeps.
     let empty = Operands {
@@ -214,9 +216,9 @@ fn main() {
         handoff.as_secs_f64() * 1e6
     );
     println!(
-        "| type | rows × cols | MB | where | read 1T | read 2T / 1T | matvec 1T | matvec 2T / 1T | pool / 1T | load |"
+        "| type | rows × cols | MB | where | read 1T | read 2T / 1T | matvec 1T | matvec 2T / 1T | pool / 1T | pool 2T / 1T | load |"
     );
-    println!("|---|---|--:|---|--:|--:|--:|--:|--:|---|");
+    println!("|---|---|--:|---|--:|--:|--:|--:|--:|--:|---|");
     for t in &types {
         // (The K-quants' 256-value blocks do not divide SmolLM2's 576 columns.)
         let shapes = SHAPES
@@ -284,7 +286,8 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
         // Calls per round: about 20 ms of work.
         let k = (20e-3 / (bytes as f64 / 20e9)).clamp(3.0, 2000.0) as usize;
         let mut y3 = vec![0f32; rows];
-        let [r1, r2, m1, m2, p2] = with_spinner(|spinner| {
+        let mut y4 = vec![0f32; rows];
+        let [r1, r2, m1, m2, p2, p1] = with_spinner(|spinner| {
             alternate(
                 k,
                 &mut [
@@ -296,13 +299,17 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
                         parallel::matvec(level::current(), t, copy(c), rows, cols, &x, 2, &mut y3)
                             .unwrap()
                     },
+                    &mut |c| {
+                        parallel::matvec(level::current(), t, copy(c), rows, cols, &x, 1, &mut y4)
+                            .unwrap()
+                    },
                 ],
             )
         });
         let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
         let ratio = |a: Duration, b: Duration| b.as_secs_f64() / a.as_secs_f64();
         println!(
-            "| {} | {rows} × {cols} | {:.2} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {} |",
+            "| {} | {rows} × {cols} | {:.2} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} | {} |",
             t.name(),
             bytes as f64 / 1e6,
             if beyond_cache {
@@ -315,6 +322,7 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
             gbps(m1),
             ratio(m2, m1),
             ratio(p2, m1),
+            ratio(p2, p1),
             load()
         );
     }
