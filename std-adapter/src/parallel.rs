@@ -537,16 +537,15 @@ impl<'a> Shares<'a> {
     /// The shares of `count` pieces among `threads` threads, their locks kept in `locks` (reused
     /// from call to call).
     fn new(locks: &'a mut Vec<ShareLock>, count: usize, threads: usize, whole: bool) -> Self {
-        locks.truncate(threads);
-        locks.resize_with(threads, || Padded(Mutex::new((0, 0))));
-        for (i, lock) in locks.iter_mut().enumerate() {
+        // New locks (none poisoned by an earlier call) in the buffer's kept capacity.
+        locks.clear();
+        locks.extend((0..threads).map(|i| {
             let bounds = (
                 Self::bound(count, threads, i),
                 Self::bound(count, threads, i + 1),
             );
-            // A new lock, so that one poisoned in an earlier call is not kept.
-            *lock = Padded(Mutex::new(bounds));
-        }
+            Padded(Mutex::new(bounds))
+        }));
         Shares {
             left: locks,
             most: if whole {

@@ -14,31 +14,15 @@ use crate::{run, CI_PROFILE};
 pub const UNOPT_PROFILE: &str = "ci-unopt";
 
 pub(crate) fn tests() -> Result<(), String> {
-    run(
-        "cargo",
-        &["test", "-p", "miniquant", "--profile", CI_PROFILE, "--lib"],
-    )?;
-    run(
-        "cargo",
-        &[
-            "test",
-            "-p",
-            "miniquant",
-            "--profile",
-            UNOPT_PROFILE,
-            "--test",
-            "detect_without_std",
-        ],
-    )?;
-    run(
-        "cargo",
-        &[
-            "test",
-            "-p",
-            "miniquant",
-            "--profile",
-            UNOPT_PROFILE,
-            "--doc",
-        ],
-    )
+    let core_tests = |profile: &str, which: &[&str]| {
+        let args = [
+            &["test", "-p", "miniquant", "--profile", profile][..],
+            which,
+        ]
+        .concat();
+        run("cargo", &args)
+    };
+    core_tests(CI_PROFILE, &["--lib"])?;
+    core_tests(UNOPT_PROFILE, &["--test", "detect_without_std"])?;
+    core_tests(UNOPT_PROFILE, &["--doc"])
 }
