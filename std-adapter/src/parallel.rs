@@ -206,7 +206,9 @@ pub fn matmul(
     // every thread's first quantization or kernel call fails with it, and a worker hears of the
     // call sooner.)
     with_buffer(&SCRATCH, move |scratch| {
-        scratch.clear();
+        // Resized, not cleared and refilled with zeros: every byte a call reads is quantized into
+        // it first, and zeroing it would write every line the other threads read in the last
+        // call, each store waiting for those copies to be invalidated (docs/kernel-experiments.md).
         let pool = if threads > 1 { pool(threads - 1) } else { None };
         let pool = pool.filter(|_| row_bytes > 0 && n > 0);
         let Some(pool) = pool else {
@@ -977,20 +979,28 @@ mod tests {
             let w = matrix(t, rows, cols);
             for n in [1, 2, 3, 8, 17, 33] {
                 let x = values(n * cols, n as u32);
+                // Other activations of the same shape after each call: the scratch is reused
+                // without being cleared, so a byte a call reads but does not quantize would be the
+                // last call's.
+                let other = values(n * cols, 1000 + n as u32);
                 assert!(
                     x.len() >= 2 * PARALLEL_QUANTIZE_VALUES,
                     "the activations are quantized in several parts"
                 );
                 for lvl in level::available() {
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                    let want_other = matvec_per_column(lvl, t, &w, rows, cols, &other);
                     for threads in [1, 2, 3, 4, 64] {
-                        let mut y = vec![f32::NAN; n * rows];
-                        matmul(lvl, t, &w, rows, cols, n, &x, threads, &mut y).unwrap();
-                        let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-                        assert!(
-                            got == want,
-                            "{t} at {lvl:?}, {n} columns on {threads} threads differs from matvec"
-                        );
+                        for (x, want) in [(&x, &want), (&other, &want_other)] {
+                            let mut y = vec![f32::NAN; n * rows];
+                            matmul(lvl, t, &w, rows, cols, n, x, threads, &mut y).unwrap();
+                            let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                            assert!(
+                                got == *want,
+                                "{t} at {lvl:?}, {n} columns on {threads} threads differs from \
+                                 matvec"
+                            );
+                        }
                     }
                 }
             }
