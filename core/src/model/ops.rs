@@ -161,8 +161,9 @@ const EXP_CHUNK: usize = 64;
 /// multiplications) written without branches, lane by lane, so the compiler can vectorize them.
 #[inline(always)]
 pub(super) fn exp_lanes(x: &mut [f32]) {
-    // Whole vectors of lanes, then the last values padded to one (a softmax row's length is
-    // rarely a multiple of the vector: a scalar tail was a third of the time of rows of ~256).
+    // Whole vectors of lanes, then the last values padded to one: a softmax row's length is
+    // rarely a multiple of the vector, and a scalar tail cost more than its share
+    // (docs/kernel-experiments.md).
     let (chunks, tail) = x.as_chunks_mut::<EXP_LANES>();
     for chunk in chunks {
         for v in chunk.iter_mut() {
@@ -171,15 +172,11 @@ pub(super) fn exp_lanes(x: &mut [f32]) {
     }
     if !tail.is_empty() {
         let mut padded = [0.0f32; EXP_LANES];
-        for (p, &t) in padded.iter_mut().zip(tail.iter()) {
-            *p = t;
-        }
+        padded[..tail.len()].copy_from_slice(tail);
         for v in padded.iter_mut() {
             *v = exp_lane(*v);
         }
-        for (t, &p) in tail.iter_mut().zip(padded.iter()) {
-            *t = p;
-        }
+        tail.copy_from_slice(&padded[..tail.len()]);
     }
 }
 

@@ -122,9 +122,9 @@ const LOCAL_BLOCKS: usize = 8;
 
 /// A value at the start of a 4 KiB page: the activations' copy, so that the kernel's whole frame
 /// (the copy, the summaries and the spill slots at fixed distances from it) sits at the same
-/// place within its pages on every call, wherever the stack pointer is. Without it, one process in
-/// six or seven (those whose stack started at certain offsets within a page) ran this kernel at
-/// 96-118 instead of 82-84 us for 2048 rows of 2048 (docs/kernel-experiments.md).
+/// place within its pages on every call, wherever the stack pointer is. Without it, processes
+/// whose stack started at certain offsets within a page ran this kernel far slower
+/// (docs/kernel-experiments.md, "Q2_K at n = 1, again").
 #[repr(C, align(4096))]
 struct PageAligned<T>(T);
 
