@@ -3,8 +3,8 @@
 //!
 //! [`install`] (the `miniquant` binary calls it first thing) sets handlers for:
 //! - SIGINT and SIGTERM: remove the named temporaries of outputs being written (`TempName`),
-//!   clear a progress bar's line on a terminal (`progress_bar_shown`), then die of the same
-//!   signal (a shell sees 130 or 143, and a script loop stops as it should).
+//!   clear a progress bar's line on a terminal (see [`BarStderr`]), then die of the same signal
+//!   (a shell sees 130 or 143, and a script loop stops as it should).
 //! - SIGBUS: a fault inside an input's memory map (`WatchedMap`) means the file shrank while
 //!   being read (another process truncated or rewrote it); the handler removes the temporaries,
 //!   prints `error: input changed while reading "PATH"` and exits with 1. A SIGBUS anywhere else
@@ -24,15 +24,35 @@ pub fn install() {
     unix::install();
 }
 
-/// Tells the SIGINT/SIGTERM handler whether a progress bar is drawn on stderr: then, on a
-/// terminal, it clears the bar's line before the process dies, so the shell's prompt does not
-/// follow a half-drawn bar. (Only then: a line of streamed text must stay.)
+/// Stderr for progress bars: what they draw through it, the SIGINT/SIGTERM/SIGBUS handlers can
+/// clear and stop.
+///
+/// A bar draws from whichever thread advances it (`requantize`'s workers), while the handler runs
+/// on any thread. So each write holds a gate: the handler first closes it (later writes are
+/// dropped), waits for a write in flight on another thread, and only then clears the line, which
+/// no frame can follow. A write marks the bar as shown until [`progress_bar_cleared`]: the
+/// handler clears the line only then, since a line of streamed text must stay.
+#[cfg(all(unix, feature = "cli"))]
+#[derive(Debug)]
+pub(crate) struct BarStderr;
+
+#[cfg(all(unix, feature = "cli"))]
+impl std::io::Write for BarStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        unix::write_bar(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The bar drawn through [`BarStderr`] has cleared its line itself (it finished): a signal from
+/// now on clears nothing.
 #[cfg(feature = "cli")]
-pub(crate) fn progress_bar_shown(shown: bool) {
+pub(crate) fn progress_bar_cleared() {
     #[cfg(unix)]
-    unix::BAR_SHOWN.store(shown, std::sync::atomic::Ordering::SeqCst);
-    #[cfg(not(unix))]
-    let _ = shown;
+    unix::BAR_SHOWN.store(false, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// A named temporary file, removed by the SIGINT/SIGTERM/SIGBUS handlers while this guard lives.
@@ -96,7 +116,7 @@ mod unix {
     use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
     use std::ptr::null_mut;
-    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
     /// Outputs written at once (one per command; the rest is headroom).
     const TEMP_SLOTS: usize = 8;
@@ -106,8 +126,13 @@ mod unix {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     /// Whether stderr is a terminal: then the error line first clears a progress bar's line.
     static STDERR_IS_TERMINAL: AtomicBool = AtomicBool::new(false);
-    /// Whether a progress bar is drawn on stderr (see [`super::progress_bar_shown`]).
+    /// Whether a progress bar has drawn on stderr and not cleared its line (see
+    /// [`super::BarStderr`]).
     pub(super) static BAR_SHOWN: AtomicBool = AtomicBool::new(false);
+    /// The thread writing a bar's bytes ([`thread_token`]), 0 if none.
+    static BAR_WRITER: AtomicUsize = AtomicUsize::new(0);
+    /// Set by a handler: bar writes from now on are dropped.
+    static BAR_STOPPED: AtomicBool = AtomicBool::new(false);
     /// Set by the first thread that reports a fault in an input map, so the message comes once.
     static REPORTING: AtomicBool = AtomicBool::new(false);
     static TEMPS: [AtomicPtr<Temp>; TEMP_SLOTS] =
@@ -200,6 +225,59 @@ mod unix {
         MAPS[slot].store(null_mut(), Ordering::SeqCst);
     }
 
+    thread_local! {
+        /// Its address names the thread. Constant and without a destructor, so reading it is a
+        /// plain thread-local load, safe in a signal handler.
+        static THREAD_MARK: u8 = const { 0 };
+    }
+
+    /// A nonzero number distinct for every live thread.
+    fn thread_token() -> usize {
+        THREAD_MARK.with(|mark| mark as *const u8 as usize)
+    }
+
+    /// Writes a bar's bytes to stderr, unless a handler has stopped the bars (then they are
+    /// dropped, reported as written).
+    #[cfg(feature = "cli")]
+    pub(super) fn write_bar(bytes: &[u8]) -> std::io::Result<usize> {
+        use std::io::Write;
+        let me = thread_token();
+        while BAR_WRITER
+            .compare_exchange_weak(0, me, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        let written = if BAR_STOPPED.load(Ordering::SeqCst) {
+            Ok(bytes.len())
+        } else {
+            BAR_SHOWN.store(true, Ordering::SeqCst);
+            std::io::stderr().write(bytes)
+        };
+        BAR_WRITER.store(0, Ordering::SeqCst);
+        written
+    }
+
+    /// Stops the bars and, where one is shown on a terminal, clears its line; no frame can follow.
+    /// Async-signal-safe: atomics, a thread-local load and `write`.
+    fn stop_bars() {
+        BAR_STOPPED.store(true, Ordering::SeqCst);
+        // A write in flight on another thread ends by itself. One on this thread was
+        // interrupted by this handler: its bytes are already out or never will be.
+        let me = thread_token();
+        loop {
+            let writer = BAR_WRITER.load(Ordering::SeqCst);
+            if writer == 0 || writer == me {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if BAR_SHOWN.load(Ordering::SeqCst) && STDERR_IS_TERMINAL.load(Ordering::SeqCst) {
+            // Back to the line's start and clear it.
+            write_stderr(b"\r\x1b[2K");
+        }
+    }
+
     /// Unlinks every registered temporary. Async-signal-safe: atomic loads and `unlink`.
     fn remove_temps() {
         for slot in &TEMPS {
@@ -227,10 +305,7 @@ mod unix {
 
     extern "C" fn on_stop(signal: c_int, _info: *mut libc::siginfo_t, _context: *mut c_void) {
         remove_temps();
-        if BAR_SHOWN.load(Ordering::SeqCst) && STDERR_IS_TERMINAL.load(Ordering::SeqCst) {
-            // Back to the line's start and clear it.
-            write_stderr(b"\r\x1b[2K");
-        }
+        stop_bars();
         // SAFETY: `signal` and `raise` are async-signal-safe. The signal is blocked while this
         // handler runs, so the raised one is delivered, with the default action (death by that
         // signal), as the handler returns.
@@ -260,10 +335,7 @@ mod unix {
                     }
                 }
                 remove_temps();
-                if STDERR_IS_TERMINAL.load(Ordering::SeqCst) {
-                    // Back to the line's start and clear it: a progress bar may be drawn there.
-                    write_stderr(b"\r\x1b[2K");
-                }
+                stop_bars();
                 write_stderr(&map.message);
                 // SAFETY: `_exit` is async-signal-safe and ends the process at once.
                 unsafe { libc::_exit(1) };

@@ -4,9 +4,11 @@
 //!   less), then a bar.
 //! - [`byte_bar`]: `requantize`'s bar over the output's bytes, advanced from its worker threads.
 //!
-//! A bar draws from whichever thread advances it, taking the stderr lock for each frame: so no
+//! A bar draws from whichever thread advances it, taking the stderr lock for each write: so no
 //! thread may hold that lock for long (the binary passes `std::io::stderr()` itself, which locks
 //! per write), or a worker drawing a frame would wait forever for a main thread waiting for it.
+//! Its writes pass through [`crate::signals::BarStderr`], so that Ctrl-C clears the bar and no
+//! frame follows.
 //!
 //! `MINIQUANT_PROGRESS_DELAY_MS` sets the quiet period (default 1000; the pseudo-terminal tests
 //! set 0 so that every bar draws).
@@ -48,14 +50,13 @@ impl Progress {
     /// `done` units are finished.
     pub(super) fn set(&mut self, done: u64) {
         if self.bar.is_none() && self.started.elapsed() >= self.quiet_for {
-            let bar = ProgressBar::with_draw_target(Some(self.total), ProgressDrawTarget::stderr());
+            let bar = ProgressBar::with_draw_target(Some(self.total), stderr_target());
             let style = ProgressStyle::with_template(
                 "{msg} [{bar:40}] {percent:>3}%  {elapsed} elapsed, about {eta} left",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style.progress_chars("=> "));
             bar.set_message(self.label.clone());
-            crate::signals::progress_bar_shown(true);
             self.bar = Some(bar);
         }
         if let Some(bar) = &self.bar {
@@ -72,7 +73,7 @@ impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
-            crate::signals::progress_bar_shown(false);
+            crate::signals::progress_bar_cleared();
         }
     }
 }
@@ -83,11 +84,110 @@ pub(super) fn byte_bar(show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(None, stderr_target());
     if let Ok(style) =
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
     {
         bar.set_style(style);
     }
     bar
+}
+
+/// Removes a [`byte_bar`] from the screen.
+pub(super) fn clear_byte_bar(bar: &ProgressBar) {
+    bar.finish_and_clear();
+    crate::signals::progress_bar_cleared();
+}
+
+/// Stderr at indicatif's default 20 frames a second (hidden unless it is a terminal), each frame
+/// written at once through the signal handlers' gate.
+fn stderr_target() -> ProgressDrawTarget {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressDrawTarget::hidden();
+    }
+    #[cfg(unix)]
+    let target = ProgressDrawTarget::term_like_with_hz(Box::new(GatedTerminal::default()), 20);
+    #[cfg(not(unix))]
+    let target = ProgressDrawTarget::stderr();
+    target
+}
+
+/// indicatif's terminal over [`crate::signals::BarStderr`]: a frame's pieces are gathered and
+/// written by `flush`, as indicatif's own buffered stderr does, so a terminal never shows half a
+/// frame.
+#[cfg(unix)]
+#[derive(Debug, Default)]
+struct GatedTerminal {
+    frame: std::sync::Mutex<Vec<u8>>,
+}
+
+#[cfg(unix)]
+impl GatedTerminal {
+    fn push(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.frame
+            .lock()
+            .map_err(|_| std::io::Error::other("a progress frame was poisoned"))?
+            .extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// `ESC [ n <code>`, nothing for 0 (terminals read `ESC [ 0 A` as 1).
+    fn move_cursor(&self, n: usize, code: char) -> std::io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.push(format!("\x1b[{n}{code}").as_bytes())
+    }
+}
+
+#[cfg(unix)]
+impl indicatif::TermLike for GatedTerminal {
+    fn width(&self) -> u16 {
+        console::Term::stderr().size().1
+    }
+
+    fn height(&self) -> u16 {
+        console::Term::stderr().size().0
+    }
+
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.move_cursor(n, 'A')
+    }
+
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.move_cursor(n, 'B')
+    }
+
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.move_cursor(n, 'C')
+    }
+
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.move_cursor(n, 'D')
+    }
+
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.push(s.as_bytes())?;
+        self.push(b"\n")
+    }
+
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.push(s.as_bytes())
+    }
+
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.push(b"\r\x1b[2K")
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        let frame = std::mem::take(
+            &mut *self
+                .frame
+                .lock()
+                .map_err(|_| std::io::Error::other("a progress frame was poisoned"))?,
+        );
+        crate::signals::BarStderr.write_all(&frame)
+    }
 }

@@ -203,6 +203,37 @@ fn requantize_in_a_terminal_finishes_with_any_thread_count() {
     }
 }
 
+/// Interrupted while its bar is drawn (from worker threads), `requantize` clears the bar's line,
+/// leaves nothing in the directory but its input, and dies of the signal.
+#[test]
+fn requantize_interrupted_in_a_terminal_clears_its_bar_and_leaves_no_output() {
+    let dir = workspace("requantize-interrupted", 48);
+    let args = [
+        "requantize",
+        "model.gguf",
+        "out.gguf",
+        "--type",
+        "q4_k",
+        "--threads",
+        "2",
+    ];
+    for sig in [Signal::INT, Signal::TERM] {
+        let (status, screen) = interrupt_in_terminal(&dir, &args, "B/", sig);
+        assert_eq!(status.signal(), Some(sig.as_raw()), "{:?}", tail(&screen));
+        assert!(
+            screen.ends_with("\r\x1b[2K"),
+            "the bar stays: {:?}",
+            tail(&screen)
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["model.gguf"]);
+    }
+}
+
 /// The model the hang was reported with, when the cache has it (`cargo xtask fetch`).
 #[test]
 fn requantize_of_a_real_model_in_a_terminal_finishes() {
