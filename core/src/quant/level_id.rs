@@ -71,9 +71,10 @@ impl Level {
         }
     }
 
-    /// Whether the level is experimental: its kernels have not run on hardware that has it, so
-    /// it is never the automatic choice ([`level::detect`](super::level::detect) skips it), only
-    /// taken when named (`--level`, `MINIQUANT_LEVEL`, `set_level`).
+    /// Whether the level is experimental: never the automatic choice
+    /// ([`level::detect`](super::level::detect) skips it), only taken when named (`--level`,
+    /// `MINIQUANT_LEVEL`, `set_level`). `amx` is: on real tiles it gives the scalar bits, but it
+    /// is slower than `avx512vnni` on the one AMX machine measured (docs/kernel-experiments.md).
     pub const fn is_experimental(self) -> bool {
         matches!(self, Level::Amx)
     }

@@ -7,10 +7,12 @@
 //! contiguous). Each output's `sumf` then takes the type's float step for the block, in block
 //! order, unfused, as its scalar vec_dot does.
 //!
-//! A strip's weights are decoded once per chunk of blocks for all columns; a group's activation
-//! blocks are copied into tile layout once per strip and chunk. Between chunks an output's
-//! `sumf` waits in `y` (an f32, exact). Tiles past the strip's rows or the group's columns are
-//! neither loaded nor multiplied; within a tile, lanes past them are zero and not written out.
+//! Activation tiles of 16 columns are loaded from `x` in place (a column's block to the next
+//! column's is a fixed stride); only a last tile of fewer columns is copied into tile layout.
+//! The activation scales are converted once per chunk of blocks for up to 64 columns; a strip's
+//! weights are decoded once per chunk for those columns. Between chunks an output's `sumf` waits
+//! in `y` (an f32, exact). Tiles past the strip's rows or the group's columns are neither loaded
+//! nor multiplied; within a tile, lanes past them are zero and not written out.
 
 use super::tiles::{
     Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG, TILE_BYTES, TILE_ROWS,
@@ -31,10 +33,13 @@ use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 const STRIP_ROWS: usize = 2 * TILE_ROWS;
 /// Activation columns of a group: two activation tiles.
 const GROUP_COLUMNS: usize = 2 * TILE_ROWS;
-/// Blocks staged at once: 8 KiB of weight tiles and 8 KiB of activation tiles.
-const CHUNK_BLOCKS: usize = 8;
+/// Blocks staged at once: 32 KiB of weight tiles. An output's `sumf` waits in `y` between
+/// chunks, so longer chunks mean fewer round trips.
+const CHUNK_BLOCKS: usize = 32;
+/// Columns whose activation scales are converted once per chunk, for every strip.
+const SCALE_COLUMNS: usize = 2 * GROUP_COLUMNS;
 /// Fewer columns run the VNNI matmul: configuring the tiles and taking whole tiles for a few
-/// columns cannot pay (a guess: no AMX machine has measured it yet).
+/// columns cannot pay (not tuned: the level is slower than VNNI at every n measured).
 const MIN_COLUMNS: usize = 8;
 
 /// What a type's matmul takes from the type: its weight blocks as 32 signed bytes in element
@@ -46,6 +51,8 @@ pub(super) struct Kit<W, X> {
     pub(super) w_scales: fn(&W) -> (f32, f32),
     pub(super) x_scales: fn(&X) -> (f32, f32),
     pub(super) x_quants: fn(&X) -> &[i8; 32],
+    /// Where an activation block's 32 quants start in its bytes (a tile loads them in place).
+    pub(super) x_quants_at: usize,
     pub(super) term: fn(f32, i32, f32, f32, f32, f32) -> f32,
 }
 
@@ -56,11 +63,16 @@ struct Strip {
     m: [[f32; STRIP_ROWS]; CHUNK_BLOCKS],
 }
 
-/// A group's activations for one chunk, in activation-tile layout, with their scales.
+/// The activation scales `(d, s)` of up to [`SCALE_COLUMNS`] columns for one chunk, as f32.
+struct Scales {
+    d: [[f32; SCALE_COLUMNS]; CHUNK_BLOCKS],
+    s: [[f32; SCALE_COLUMNS]; CHUNK_BLOCKS],
+}
+
+/// A group's activations for one chunk in activation-tile layout, for a tile of fewer than 16
+/// columns (whole tiles are loaded from `x` itself: [`XTiles`]).
 struct Group {
     tiles: [[[u8; TILE_BYTES]; 2]; CHUNK_BLOCKS],
-    d: [[f32; GROUP_COLUMNS]; CHUNK_BLOCKS],
-    s: [[f32; GROUP_COLUMNS]; CHUNK_BLOCKS],
 }
 
 /// Every row of `w` (`row_blocks` blocks each) against every one of the `n` columns of `x`,
@@ -69,7 +81,7 @@ struct Group {
 /// lengths (garbage in, garbage out).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn gemm<T: Tiles, W, X>(
+pub(super) fn gemm<T: Tiles, W, X: bytemuck::Pod>(
     tiles: &mut T,
     w: &[W],
     row_blocks: usize,
@@ -90,50 +102,58 @@ pub(super) fn gemm<T: Tiles, W, X>(
         d: [[0.0; STRIP_ROWS]; CHUNK_BLOCKS],
         m: [[0.0; STRIP_ROWS]; CHUNK_BLOCKS],
     };
+    let mut scales = Scales {
+        d: [[0.0; SCALE_COLUMNS]; CHUNK_BLOCKS],
+        s: [[0.0; SCALE_COLUMNS]; CHUNK_BLOCKS],
+    };
     let mut group = Group {
         tiles: [[[0; TILE_BYTES]; 2]; CHUNK_BLOCKS],
-        d: [[0.0; GROUP_COLUMNS]; CHUNK_BLOCKS],
-        s: [[0.0; GROUP_COLUMNS]; CHUNK_BLOCKS],
+    };
+    let x_tiles = XTiles {
+        bytes: bytemuck::cast_slice(x),
+        column_blocks,
+        quants_at: kit.x_quants_at,
     };
     tiles.configure(&KERNEL_CONFIG);
-    let mut first_row = 0;
-    while first_row < rows {
-        let strip_rows = STRIP_ROWS.min(rows - first_row);
+    let mut first_scaled = 0;
+    while first_scaled < n {
+        let scaled = SCALE_COLUMNS.min(n - first_scaled);
         // At least one chunk, so that rows of no blocks still get their zero.
         let mut first_block = 0;
         while first_block == 0 || first_block < blocks {
             let chunk = CHUNK_BLOCKS.min(blocks - first_block);
-            stage_weights(
-                &mut strip,
-                w,
-                row_blocks,
-                first_row,
-                strip_rows,
+            let mut place = Place {
+                first_row: 0,
+                strip_rows: 0,
+                first_scaled,
+                first_column: first_scaled,
+                columns: 0,
                 first_block,
                 chunk,
-                kit,
-            );
-            let mut first_column = 0;
-            while first_column < n {
-                let columns = GROUP_COLUMNS.min(n - first_column);
-                let place = Place {
-                    first_row,
-                    strip_rows,
-                    first_column,
-                    columns,
-                    first_block,
-                    chunk,
-                };
-                stage_activations(&mut group, x, column_blocks, &place, kit);
-                run_chunk(tiles, &strip, &group, &place, y, y_stride, kit.term);
-                first_column += columns;
+            };
+            gather_scales(&mut scales, x, column_blocks, &place, scaled, kit);
+            while place.first_row < rows {
+                place.strip_rows = STRIP_ROWS.min(rows - place.first_row);
+                stage_weights(&mut strip, w, row_blocks, &place, kit);
+                place.first_column = first_scaled;
+                while place.first_column < first_scaled + scaled {
+                    place.columns = GROUP_COLUMNS.min(first_scaled + scaled - place.first_column);
+                    if !place.columns.is_multiple_of(TILE_ROWS) {
+                        stage_activations(&mut group, x, column_blocks, &place, kit);
+                    }
+                    run_chunk::<T, X>(
+                        tiles, &strip, &scales, &group, &x_tiles, &place, y, y_stride, kit.term,
+                    );
+                    place.first_column += place.columns;
+                }
+                place.first_row += place.strip_rows;
             }
             if chunk == 0 {
                 break;
             }
             first_block += chunk;
         }
-        first_row += strip_rows;
+        first_scaled += scaled;
     }
     tiles.release();
 }
@@ -142,6 +162,8 @@ pub(super) fn gemm<T: Tiles, W, X>(
 struct Place {
     first_row: usize,
     strip_rows: usize,
+    /// The first column of [`Scales`].
+    first_scaled: usize,
     first_column: usize,
     columns: usize,
     first_block: usize,
@@ -150,25 +172,25 @@ struct Place {
 
 /// Decodes rows `first_row..first_row + strip_rows` of the chunk's blocks into weight-tile
 /// layout; rows past the strip get zeros.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn stage_weights<W, X>(
     strip: &mut Strip,
     w: &[W],
     row_blocks: usize,
-    first_row: usize,
-    strip_rows: usize,
-    first_block: usize,
-    chunk: usize,
+    place: &Place,
     kit: &Kit<W, X>,
 ) {
-    for k in 0..chunk.min(CHUNK_BLOCKS) {
+    for k in 0..place.chunk.min(CHUNK_BLOCKS) {
         for r in 0..STRIP_ROWS {
             let (j, lane) = (r / TILE_ROWS, r % TILE_ROWS);
-            let at = (first_row + r)
+            let at = (place.first_row + r)
                 .saturating_mul(row_blocks)
-                .saturating_add(first_block + k);
-            let block = if r < strip_rows { w.get(at) } else { None };
+                .saturating_add(place.first_block + k);
+            let block = if r < place.strip_rows {
+                w.get(at)
+            } else {
+                None
+            };
             let (q, (d, m)) = match block {
                 Some(b) => ((kit.decode)(b), (kit.w_scales)(b)),
                 None => ([0; 32], (0.0, 0.0)),
@@ -187,8 +209,35 @@ fn stage_weights<W, X>(
     }
 }
 
-/// Copies the group's activation blocks of the chunk into activation-tile layout (one block per
-/// tile row); columns past the group get zeros.
+/// Converts the activation scales of the chunk's blocks for `scaled` columns from
+/// `place.first_scaled` on.
+#[inline(always)]
+fn gather_scales<W, X>(
+    scales: &mut Scales,
+    x: &[X],
+    column_blocks: usize,
+    place: &Place,
+    scaled: usize,
+    kit: &Kit<W, X>,
+) {
+    for c in 0..scaled.min(SCALE_COLUMNS) {
+        let first = place
+            .first_scaled
+            .saturating_add(c)
+            .saturating_mul(column_blocks)
+            .saturating_add(place.first_block);
+        for k in 0..place.chunk.min(CHUNK_BLOCKS) {
+            let (d, s) = x
+                .get(first.saturating_add(k))
+                .map_or((0.0, 0.0), |xb| (kit.x_scales)(xb));
+            scales.d[k][c] = d;
+            scales.s[k][c] = s;
+        }
+    }
+}
+
+/// Copies the activation blocks of the group's tile of fewer than 16 columns into
+/// activation-tile layout (one block per tile row); rows past the columns get zeros.
 #[inline(always)]
 fn stage_activations<W, X>(
     group: &mut Group,
@@ -197,41 +246,64 @@ fn stage_activations<W, X>(
     place: &Place,
     kit: &Kit<W, X>,
 ) {
+    let i = place.columns / TILE_ROWS;
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
-        for c in 0..GROUP_COLUMNS {
-            let (i, lane) = (c / TILE_ROWS, c % TILE_ROWS);
+        for lane in 0..TILE_ROWS {
+            let c = TILE_ROWS * i + lane;
             let at = place
                 .first_column
                 .saturating_add(c)
                 .saturating_mul(column_blocks)
                 .saturating_add(place.first_block + k);
             let block = if c < place.columns { x.get(at) } else { None };
-            let row = &mut group.tiles[k][i][lane * A_COLSB..(lane + 1) * A_COLSB];
-            let (d, s) = match block {
+            let row = &mut group.tiles[k][i & 1][lane * A_COLSB..(lane + 1) * A_COLSB];
+            match block {
                 Some(xb) => {
                     for (byte, &v) in row.iter_mut().zip((kit.x_quants)(xb)) {
                         *byte = v as u8;
                     }
-                    (kit.x_scales)(xb)
                 }
-                None => {
-                    row.fill(0);
-                    (0.0, 0.0)
-                }
-            };
-            group.d[k][c] = d;
-            group.s[k][c] = s;
+                None => row.fill(0),
+            }
         }
+    }
+}
+
+/// The activations as tiles load them in place: block `k` of column `c` has its 32 quants at
+/// `(c * column_blocks + k) * size_of::<X>() + quants_at`, the next column's a row stride on.
+struct XTiles<'x> {
+    bytes: &'x [u8],
+    column_blocks: usize,
+    quants_at: usize,
+}
+
+impl XTiles<'_> {
+    /// Bytes from one column's block to the next column's same block.
+    fn stride<X>(&self) -> usize {
+        self.column_blocks.saturating_mul(core::mem::size_of::<X>())
+    }
+
+    /// The bytes from the quants of block `block` of column `column` on (empty past the end).
+    fn from<X>(&self, column: usize, block: usize) -> &[u8] {
+        let at = column
+            .saturating_mul(self.column_blocks)
+            .saturating_add(block)
+            .saturating_mul(core::mem::size_of::<X>())
+            .saturating_add(self.quants_at);
+        self.bytes.get(at..).unwrap_or(&[])
     }
 }
 
 /// One (strip, group) pair over one chunk: per block, the tile products and every output's
 /// float step; each `sumf` starts from zero at the first chunk, else from `y`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn run_chunk<T: Tiles>(
+fn run_chunk<T: Tiles, X>(
     tiles: &mut T,
     strip: &Strip,
+    scales: &Scales,
     group: &Group,
+    x: &XTiles,
     place: &Place,
     y: &mut [f32],
     y_stride: usize,
@@ -259,40 +331,51 @@ fn run_chunk<T: Tiles>(
             }
         }
     }
-    let mut sums = [[0u8; C_BYTES]; 4];
+    // The accumulators as stored: row `lane` (a column) holds 16 int32 (rows), native order.
+    let mut sums = [[0i32; C_BYTES / 4]; 4];
+    let scaled_at = place.first_column - place.first_scaled;
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
-        let (a, b) = (&group.tiles[k], &strip.tiles[k]);
         for (i, tile) in [Tile::A0, Tile::A1]
             .into_iter()
             .enumerate()
             .take(column_tiles)
         {
-            tiles.load(tile, &a[i], A_COLSB);
+            if place.columns >= TILE_ROWS * (i + 1) {
+                let first = place.first_column + TILE_ROWS * i;
+                tiles.load(
+                    tile,
+                    x.from::<X>(first, place.first_block + k),
+                    x.stride::<X>(),
+                );
+            } else {
+                tiles.load(tile, &group.tiles[k][i], A_COLSB);
+            }
         }
         for (j, tile) in [Tile::B0, Tile::B1].into_iter().enumerate().take(row_tiles) {
-            tiles.load(tile, &b[j], B_COLSB);
+            tiles.load(tile, &strip.tiles[k][j], B_COLSB);
         }
         for i in 0..column_tiles {
             for j in 0..row_tiles {
                 let c = Tile::c(i, j);
                 tiles.zero(c);
                 tiles.dot(c);
-                tiles.store(c, &mut sums[2 * i + j], B_COLSB);
+                tiles.store(c, bytemuck::cast_slice_mut(&mut sums[2 * i + j]), B_COLSB);
             }
         }
-        let (dw, mw, dx, sx) = (&strip.d[k], &strip.m[k], &group.d[k], &group.s[k]);
+        let (dw, mw) = (&strip.d[k], &strip.m[k]);
+        let (dx, sx) = (&scales.d[k][scaled_at..], &scales.s[k][scaled_at..]);
         for i in 0..column_tiles {
             for j in 0..row_tiles {
                 let tile = &sums[2 * i + j];
                 for lane in 0..TILE_ROWS {
                     let c = TILE_ROWS * i + lane;
-                    let row = &tile[lane * B_COLSB..(lane + 1) * B_COLSB];
+                    let row = &tile[lane * TILE_ROWS..(lane + 1) * TILE_ROWS];
                     let column = &mut acc[c][TILE_ROWS * j..TILE_ROWS * (j + 1)];
                     let (dw, mw) = (&dw[TILE_ROWS * j..], &mw[TILE_ROWS * j..]);
-                    for (r, (sumf, sumi)) in column.iter_mut().zip(row.chunks_exact(4)).enumerate()
-                    {
-                        let sumi = i32::from_le_bytes([sumi[0], sumi[1], sumi[2], sumi[3]]);
-                        *sumf = term(*sumf, sumi, dw[r], mw[r], dx[c], sx[c]);
+                    let (dx, sx) = (dx.get(c).copied(), sx.get(c).copied());
+                    let (dx, sx) = (dx.unwrap_or(0.0), sx.unwrap_or(0.0));
+                    for (r, (sumf, &sumi)) in column.iter_mut().zip(row).enumerate() {
+                        *sumf = term(*sumf, sumi, dw[r], mw[r], dx, sx);
                     }
                 }
             }
@@ -319,6 +402,7 @@ pub(super) const Q8_0: Kit<BlockQ8_0, BlockQ8_0> = Kit {
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
     x_quants: q8_0_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * (dw * dx),
 };
 
@@ -335,6 +419,7 @@ pub(super) const Q4_0: Kit<BlockQ4_0, BlockQ8_0> = Kit {
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
     x_quants: q8_0_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * dw * dx,
 };
 
@@ -373,6 +458,7 @@ pub(super) const Q5_0: Kit<BlockQ5_0, BlockQ8_0> = Kit {
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
     x_quants: q8_0_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + (dw * dx) * sumi as f32,
 };
 
@@ -383,6 +469,7 @@ pub(super) const Q4_1: Kit<BlockQ4_1, BlockQ8_1> = Kit {
     w_scales: |b| (f16_le(b.d), f16_le(b.m)),
     x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
     x_quants: q8_1_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_1, qs),
     term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
 };
 
@@ -393,6 +480,7 @@ pub(super) const Q5_1: Kit<BlockQ5_1, BlockQ8_1> = Kit {
     w_scales: |b| (f16_le(b.d), f16_le(b.m)),
     x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
     x_quants: q8_1_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_1, qs),
     term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
 };
 
@@ -402,6 +490,7 @@ pub(super) const IQ4_NL: Kit<BlockIq4Nl, BlockQ8_0> = Kit {
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
     x_quants: q8_0_quants,
+    x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + (dx * dw) * sumi as f32,
 };
 

@@ -6,9 +6,9 @@
 //! The kernels are written over [`tiles::Tiles`], so that a scalar emulation of the instructions
 //! (`emulated`, tests only) runs them on any x86_64 CPU: on machines without AMX the tests check
 //! everything but the instruction encodings and the hardware's own semantics. Where AMX is
-//! present and granted the tests also run the real tiles against the scalar bits; until such a
-//! machine has run them the level is experimental (`Level::is_experimental`): never chosen
-//! automatically, only by name.
+//! present and granted the tests also run the real tiles against the scalar bits (they have, on
+//! an Intel Xeon with AMX). The level stays experimental (`Level::is_experimental`): never
+//! chosen automatically, only by name, as it is slower than the VNNI matmul where measured.
 //!
 //! Using the tiles takes the OS's permission (`level::grant_amx`; on Linux the `std` adapter asks
 //! with `arch_prctl`). This crate's own tests ask themselves ([`request_for_tests`]).

@@ -1,8 +1,9 @@
 //! The AMX matmul against the scalar vec_dot, output by output, bit for bit: on the emulated
 //! tiles everywhere, and on the real ones where this CPU has AMX and the OS granted it (else the
 //! test says the `amx` level was not run). Shapes: every row and column count of 1..=17 (one
-//! partial tile each), counts past a strip or group of 32 (33, 47), rows of 1, 8 (one chunk), 9
-//! and 17 blocks (a second and third chunk); weights and activations quantized from random
+//! partial tile each), counts past a strip or group of 32 (33, 47), rows of 1, 8, 9 and 17
+//! blocks (one chunk) and of 33, 40 and 65 (a second and third chunk), columns past the 64 whose
+//! scales are converted at once (131, 145); weights and activations quantized from random
 //! values, of random bytes, and of extreme quants (-128 / 127, nibbles 0 / 15) with extreme finite
 //! scales (f16 65504, the smallest subnormal, both signs), infinities and NaN; outputs
 //! `y_stride = rows + 3` apart with the gaps checked untouched.
@@ -192,6 +193,8 @@ fn check<W: Copy, X: Copy>(
             shapes.push((rows, n, row_blocks));
         }
     }
+    shapes.extend([(33, 5, 40), (47, 35, 65), (3, 145, 33), (17, 131, 2)]);
+    std::eprintln!("shapes {}", shapes.len());
     for (s, &(rows, n, row_blocks)) in shapes.iter().enumerate() {
         // Every third shape draws extreme blocks; the others mostly quantized or random ones.
         let kind = |rng: &mut Rng| {
@@ -240,7 +243,7 @@ fn check<W: Copy, X: Copy>(
 }
 
 /// The matmul of `kit` on `tiles`, as a closure for [`check`].
-fn on<'k, T: Tiles, W, X>(
+fn on<'k, T: Tiles, W, X: bytemuck::Pod>(
     tiles: &'k mut T,
     kit: &'k Kit<W, X>,
 ) -> impl FnMut(&[W], usize, &[X], usize, &mut [f32], usize) + 'k {
