@@ -3,7 +3,7 @@
 //!
 //! [`install`] (the `miniquant` binary calls it first thing) sets handlers for:
 //! - SIGINT and SIGTERM: remove the named temporaries of outputs being written (`TempName`),
-//!   clear a progress bar's line on a terminal (see [`BarStderr`]), then die of the same signal
+//!   clear a progress bar's line on a terminal (see `BarStderr`), then die of the same signal
 //!   (a shell sees 130 or 143, and a script loop stops as it should).
 //! - SIGBUS: a fault inside an input's memory map (`WatchedMap`) means the file shrank while
 //!   being read (another process truncated or rewrote it); the handler removes the temporaries,
