@@ -43,15 +43,14 @@ const SCALE_COLUMNS: usize = 2 * GROUP_COLUMNS;
 const MIN_COLUMNS: usize = 8;
 
 /// What a type's matmul takes from the type: its weight blocks as 32 signed bytes in element
-/// order with their scales `(d, m)`, its activation blocks' quants and `(d, s)`, and its scalar
-/// twin's float step `term(sumf, sumi, d_w, m_w, d_x, s_x)`, the new `sumf`. Constants, so that
-/// the drivers (inlined into each kernel) call them directly.
+/// order with their scales `(d, m)`, its activation blocks' `(d, s)` and where their quants sit,
+/// and its scalar twin's float step `term(sumf, sumi, d_w, m_w, d_x, s_x)`, the new `sumf`.
+/// Constants, so that the drivers (inlined into each kernel) call them directly.
 pub(super) struct Kit<W, X> {
     pub(super) decode: fn(&W) -> [i8; 32],
     pub(super) w_scales: fn(&W) -> (f32, f32),
     pub(super) x_scales: fn(&X) -> (f32, f32),
-    pub(super) x_quants: fn(&X) -> &[i8; 32],
-    /// Where an activation block's 32 quants start in its bytes (a tile loads them in place).
+    /// Where an activation block's 32 quants start in its bytes (tiles load them there).
     pub(super) x_quants_at: usize,
     pub(super) term: fn(f32, i32, f32, f32, f32, f32) -> f32,
 }
@@ -139,7 +138,7 @@ pub(super) fn gemm<T: Tiles, W, X: bytemuck::Pod>(
                 while place.first_column < first_scaled + scaled {
                     place.columns = GROUP_COLUMNS.min(first_scaled + scaled - place.first_column);
                     if !place.columns.is_multiple_of(TILE_ROWS) {
-                        stage_activations(&mut group, x, column_blocks, &place, kit);
+                        stage_activations::<X>(&mut group, &x_tiles, &place);
                     }
                     run_chunk::<T, X>(
                         tiles, &strip, &scales, &group, &x_tiles, &place, y, y_stride, kit.term,
@@ -239,30 +238,20 @@ fn gather_scales<W, X>(
 /// Copies the activation blocks of the group's tile of fewer than 16 columns into
 /// activation-tile layout (one block per tile row); rows past the columns get zeros.
 #[inline(always)]
-fn stage_activations<W, X>(
-    group: &mut Group,
-    x: &[X],
-    column_blocks: usize,
-    place: &Place,
-    kit: &Kit<W, X>,
-) {
+fn stage_activations<X>(group: &mut Group, x: &XTiles, place: &Place) {
     let i = place.columns / TILE_ROWS;
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
         for lane in 0..TILE_ROWS {
             let c = TILE_ROWS * i + lane;
-            let at = place
-                .first_column
-                .saturating_add(c)
-                .saturating_mul(column_blocks)
-                .saturating_add(place.first_block + k);
-            let block = if c < place.columns { x.get(at) } else { None };
+            let quants = if c < place.columns {
+                let column = place.first_column.saturating_add(c);
+                x.from::<X>(column, place.first_block + k).get(..A_COLSB)
+            } else {
+                None
+            };
             let row = &mut group.tiles[k][i & 1][lane * A_COLSB..(lane + 1) * A_COLSB];
-            match block {
-                Some(xb) => {
-                    for (byte, &v) in row.iter_mut().zip((kit.x_quants)(xb)) {
-                        *byte = v as u8;
-                    }
-                }
+            match quants {
+                Some(quants) => row.copy_from_slice(quants),
                 None => row.fill(0),
             }
         }
@@ -390,18 +379,11 @@ fn run_chunk<T: Tiles, X>(
     }
 }
 
-/// A Q8_0 activation block's quants.
-#[inline(always)]
-fn q8_0_quants(xb: &BlockQ8_0) -> &[i8; 32] {
-    &xb.qs
-}
-
 /// The Q8_0 kit: quants as they are, `sumf += sumi · (d_w · d_x)` (the scalar twin's order).
 pub(super) const Q8_0: Kit<BlockQ8_0, BlockQ8_0> = Kit {
     decode: |b| b.qs,
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
-    x_quants: q8_0_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * (dw * dx),
 };
@@ -418,16 +400,9 @@ pub(super) const Q4_0: Kit<BlockQ4_0, BlockQ8_0> = Kit {
     },
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
-    x_quants: q8_0_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + sumi as f32 * dw * dx,
 };
-
-/// A Q8_1 activation block's quants.
-#[inline(always)]
-fn q8_1_quants(xb: &BlockQ8_1) -> &[i8; 32] {
-    &xb.qs
-}
 
 /// The 32 quants of a block of two nibbles per byte (low nibbles elements 0..16, high ones
 /// 16..32), mapped by `level`.
@@ -457,7 +432,6 @@ pub(super) const Q5_0: Kit<BlockQ5_0, BlockQ8_0> = Kit {
     decode: |b| five_bits(&b.qs, b.qh, 16),
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
-    x_quants: q8_0_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + (dw * dx) * sumi as f32,
 };
@@ -468,7 +442,6 @@ pub(super) const Q4_1: Kit<BlockQ4_1, BlockQ8_1> = Kit {
     decode: |b| nibbles(&b.qs, |q| q as i8),
     w_scales: |b| (f16_le(b.d), f16_le(b.m)),
     x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
-    x_quants: q8_1_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_1, qs),
     term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
 };
@@ -479,7 +452,6 @@ pub(super) const Q5_1: Kit<BlockQ5_1, BlockQ8_1> = Kit {
     decode: |b| five_bits(&b.qs, b.qh, 0),
     w_scales: |b| (f16_le(b.d), f16_le(b.m)),
     x_scales: |xb| (f16_le(xb.d), f16_le(xb.s)),
-    x_quants: q8_1_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_1, qs),
     term: |sumf, sumi, dw, mw, dx, sx| sumf + ((dw * dx) * sumi as f32 + mw * sx),
 };
@@ -489,7 +461,6 @@ pub(super) const IQ4_NL: Kit<BlockIq4Nl, BlockQ8_0> = Kit {
     decode: |b| nibbles(&b.qs, |q| KVALUES_IQ4NL[usize::from(q & 0x0f)]),
     w_scales: |b| (f16_le(b.d), 0.0),
     x_scales: |xb| (f16_le(xb.d), 0.0),
-    x_quants: q8_0_quants,
     x_quants_at: core::mem::offset_of!(BlockQ8_0, qs),
     term: |sumf, sumi, dw, _, dx, _| sumf + (dx * dw) * sumi as f32,
 };

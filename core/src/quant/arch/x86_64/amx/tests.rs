@@ -194,7 +194,6 @@ fn check<W: Copy, X: Copy>(
         }
     }
     shapes.extend([(33, 5, 40), (47, 35, 65), (3, 145, 33), (17, 131, 2)]);
-    std::eprintln!("shapes {}", shapes.len());
     for (s, &(rows, n, row_blocks)) in shapes.iter().enumerate() {
         // Every third shape draws extreme blocks; the others mostly quantized or random ones.
         let kind = |rng: &mut Rng| {
