@@ -72,8 +72,7 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-            crate::signals::progress_bar_cleared();
+            clear(&bar);
         }
     }
 }
@@ -93,8 +92,8 @@ pub(super) fn byte_bar(show: bool) -> ProgressBar {
     bar
 }
 
-/// Removes a [`byte_bar`] from the screen.
-pub(super) fn clear_byte_bar(bar: &ProgressBar) {
+/// Removes a bar (a [`byte_bar`], or a [`Progress`]'s) from the screen.
+pub(super) fn clear(bar: &ProgressBar) {
     bar.finish_and_clear();
     crate::signals::progress_bar_cleared();
 }
@@ -124,11 +123,15 @@ struct GatedTerminal {
 
 #[cfg(unix)]
 impl GatedTerminal {
-    fn push(&self, bytes: &[u8]) -> std::io::Result<()> {
+    /// The frame being gathered (bytes only: a panic while it was held leaves nothing broken).
+    fn frame(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
         self.frame
             .lock()
-            .map_err(|_| std::io::Error::other("a progress frame was poisoned"))?
-            .extend_from_slice(bytes);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.frame().extend_from_slice(bytes);
         Ok(())
     }
 
@@ -182,12 +185,7 @@ impl indicatif::TermLike for GatedTerminal {
 
     fn flush(&self) -> std::io::Result<()> {
         use std::io::Write;
-        let frame = std::mem::take(
-            &mut *self
-                .frame
-                .lock()
-                .map_err(|_| std::io::Error::other("a progress frame was poisoned"))?,
-        );
+        let frame = std::mem::take(&mut *self.frame());
         crate::signals::BarStderr.write_all(&frame)
     }
 }

@@ -57,7 +57,7 @@ pub(super) fn run<E: Write>(
         bar.set_length(total);
         bar.set_position(done);
     });
-    progress::clear_byte_bar(&bar);
+    progress::clear(&bar);
     let summary = result.map_err(|e| match e {
         RequantizeError::Io(e) => CliError::io(format!("cannot write {}", quoted(output)), e),
         e => cli_error(e, input),
