@@ -40,6 +40,11 @@
 //!   way: the threads end within about one piece of each other even when a worker starts late.
 //!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
 //!   by another thread only to steal.
+//! - **Columns, not rows, when each thread has many.** A row piece of several columns is computed
+//!   into a buffer and copied into `y`'s columns (safe code cannot hand two threads interleaved
+//!   parts of one slice). From 128 columns a thread (16 or 64 for a matrix of at most 512 KiB or
+//!   1 MiB) the columns are dealt out instead: each thread quantizes its run of whole columns and
+//!   computes every row of them straight into `y`, at the price of reading the whole matrix.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -104,6 +109,27 @@ const PIECE_ROW_MULTIPLE: usize = 8;
 /// strips) divide it, so that no piece ends in a partial block that two threads would run where one
 /// thread runs none (docs/kernel-experiments.md, "Pieces of whole tiles").
 const TILE_PIECE_ROW_MULTIPLE: usize = 32;
+
+/// Columns per thread from which a matmul deals out its columns rather than its rows: each
+/// thread quantizes a run of whole columns itself and computes all their rows straight into `y`
+/// (one kernel call, nothing shared but the weights, nothing copied). Row pieces of several
+/// columns go through a buffer into `y`'s columns, which cost 7-15% of a call on the model's
+/// shapes, more than reading the whole matrix in each thread costs once a thread has this many
+/// columns to reuse each weight block for (docs/kernel-experiments.md, "Columns, not rows").
+const COLUMN_SHARE_COLUMNS: usize = 128;
+
+/// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_SMALL_WEIGHTS`] bytes, which
+/// every core reads from its own cache (thresholds measured on a 2 MiB L2: BENCHMARKS.md).
+const COLUMN_SHARE_SMALL_COLUMNS: usize = 64;
+
+/// Weight bytes up to which [`COLUMN_SHARE_SMALL_COLUMNS`] applies.
+const COLUMN_SHARE_SMALL_WEIGHTS: usize = 1 << 20;
+
+/// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_TINY_WEIGHTS`] bytes.
+const COLUMN_SHARE_TINY_COLUMNS: usize = 16;
+
+/// Weight bytes up to which [`COLUMN_SHARE_TINY_COLUMNS`] applies.
+const COLUMN_SHARE_TINY_WEIGHTS: usize = 512 << 10;
 
 /// How long a waiting thread (or a lingering worker) spins before it yields its core between
 /// checks.
@@ -216,6 +242,9 @@ pub fn matmul(
             let xq = quantize_activations(level, t, inputs, x, scratch)?;
             return matmul_quantized(level, t, w, rows, cols, n, xq, y);
         };
+        if column_shares_pay(threads, w.len(), n) {
+            return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
+        }
         let (row_pieces, piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
         let column_ranges = n.div_ceil(piece_columns);
         // Whole columns and few activations: every thread quantizes them for itself (the shared
@@ -420,6 +449,99 @@ pub fn matmul(
             },
         )
     })
+}
+
+/// Whether a matmul of `n` columns over `weight_bytes` of weights on `threads` threads deals out
+/// its columns (see [`COLUMN_SHARE_COLUMNS`]).
+fn column_shares_pay(threads: usize, weight_bytes: usize, n: usize) -> bool {
+    let per_thread = n / threads.max(1);
+    per_thread >= COLUMN_SHARE_COLUMNS
+        || (per_thread >= COLUMN_SHARE_SMALL_COLUMNS && weight_bytes <= COLUMN_SHARE_SMALL_WEIGHTS)
+        || (per_thread >= COLUMN_SHARE_TINY_COLUMNS && weight_bytes <= COLUMN_SHARE_TINY_WEIGHTS)
+}
+
+/// [`matmul`] with its columns dealt out: thread `i` owns the `i`-th of `threads` runs of whole
+/// columns (differing by at most one column), quantizes them into its own buffer and computes
+/// every row of them into its run of `y` in one kernel call. A thread that ends first takes a run
+/// whose owner has not started (a worker handed its job late), so the call never waits for a
+/// worker that never came.
+#[allow(clippy::too_many_arguments)]
+fn column_shares(
+    pool: &Pool,
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Result<(), Error> {
+    let missing = Error::LengthMismatch {
+        expected: (rows * n) as u64,
+        found: 0,
+    };
+    let first_column = |share: usize| Shares::bound(n, threads, share);
+    // Each run's outputs, split off `y` by the caller once the workers are started (as the row
+    // shares' are).
+    let outs: OnceLock<Vec<Padded<Mutex<&mut [f32]>>>> = OnceLock::new();
+    let setup = {
+        // Set (empty: every claim fails) if the caller unwinds before or while it splits.
+        let guard = SetOnDrop(&outs);
+        let outs = &outs;
+        move || {
+            let _guard = guard;
+            let mut rest = y;
+            let split = (0..threads)
+                .map(|share| {
+                    let len = (first_column(share + 1) - first_column(share)) * rows;
+                    let (mine, after) = std::mem::take(&mut rest)
+                        .split_at_mut_checked(len)
+                        .unwrap_or_default();
+                    rest = after;
+                    Padded(Mutex::new(mine))
+                })
+                .collect();
+            let _ = outs.set(split);
+        }
+    };
+    share(
+        pool,
+        threads,
+        true,
+        0,
+        |_| Ok(()),
+        setup,
+        threads,
+        |_, next| {
+            while let Some((_, claim)) = next() {
+                for run in claim {
+                    let columns = first_column(run)..first_column(run + 1);
+                    let x = x.get(columns.start * cols..columns.end * cols).ok_or(
+                        Error::LengthMismatch {
+                            expected: (columns.end * cols) as u64,
+                            found: x.len() as u64,
+                        },
+                    )?;
+                    wait_until(|| outs.get().is_some());
+                    let out = outs.get().and_then(|outs| outs.get(run));
+                    let mut out = out
+                        .ok_or(missing)?
+                        .0
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    with_buffer(&OWN, |own| {
+                        own.clear();
+                        own.resize(matmul_scratch_bytes(t, cols, columns.len())?, 0);
+                        let xq = quantize_activations(level, t, x.len(), x, own)?;
+                        matmul_quantized(level, t, w, rows, cols, columns.len(), xq, &mut out)
+                    })?;
+                }
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Runs `work(piece)` for every piece `0..count` on up to `threads` threads (the caller and
@@ -1015,8 +1137,10 @@ mod tests {
         let lvl = level::current();
         for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
             let w = matrix(t, rows, cols);
-            for n in [1, 3] {
+            // 128 columns: a run of columns (the caller takes the worker's run).
+            for n in [1, 3, 128] {
                 let x = values(n * cols, 9);
+                assert_eq!(column_shares_pay(2, w.len(), n), n == 128);
                 let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
                 let workers = pool(1).expect("pool of 1");
                 for _ in 0..workers.current_num_threads() {
@@ -1028,6 +1152,63 @@ mod tests {
                 assert!(got == want, "{t}, {n} columns, worker busy");
             }
         }
+    }
+
+    #[test]
+    fn matmul_on_column_shares_gives_matvec_per_column() {
+        // Enough columns that each thread takes a run of whole columns: runs of unequal length
+        // (three threads), a first column in the middle of a part of the row path's, and the
+        // scratch's earlier contents from a row-path call of another size.
+        let (rows, cols) = (301, 256);
+        for t in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+        ] {
+            let w = matrix(t, rows, cols);
+            for (n, threads) in [(128, 2), (129, 2), (200, 3), (256, 2)] {
+                assert!(
+                    column_shares_pay(threads, w.len(), n),
+                    "{n} columns, {threads} threads"
+                );
+                let x = values(n * cols, n as u32);
+                for lvl in level::available() {
+                    let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                    let mut y = vec![f32::NAN; 3 * rows];
+                    matmul(lvl, t, &w, rows, cols, 3, &x[..3 * cols], threads, &mut y).unwrap();
+                    let mut y = vec![f32::NAN; n * rows];
+                    matmul(lvl, t, &w, rows, cols, n, &x, threads, &mut y).unwrap();
+                    let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                    assert!(
+                        got == want,
+                        "{t} at {lvl:?}, {n} columns on {threads} threads differs from matvec"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn columns_are_dealt_out_when_each_thread_has_enough() {
+        let (tiny, small) = (COLUMN_SHARE_TINY_WEIGHTS, COLUMN_SHARE_SMALL_WEIGHTS);
+        // Tiny weights: from COLUMN_SHARE_TINY_COLUMNS columns a thread.
+        assert!(!column_shares_pay(2, tiny, 31));
+        assert!(column_shares_pay(2, tiny, 32));
+        assert!(!column_shares_pay(2, tiny + 1, 32));
+        // Small weights: from COLUMN_SHARE_SMALL_COLUMNS columns a thread.
+        assert!(!column_shares_pay(2, small, 127));
+        assert!(column_shares_pay(2, small, 128));
+        assert!(!column_shares_pay(3, small, 191));
+        assert!(column_shares_pay(3, small, 192));
+        // Larger weights: from COLUMN_SHARE_COLUMNS.
+        assert!(!column_shares_pay(2, small + 1, 128));
+        assert!(!column_shares_pay(2, small + 1, 255));
+        assert!(column_shares_pay(2, small + 1, 256));
+        assert!(column_shares_pay(4, 64 << 20, 512));
+        // One column never: the row pieces serve it.
+        assert!(!column_shares_pay(1, 0, 1));
+        assert!(!column_shares_pay(2, 0, 1));
     }
 
     #[test]
