@@ -1157,8 +1157,9 @@ mod tests {
     #[test]
     fn matmul_on_column_shares_gives_matvec_per_column() {
         // Enough columns that each thread takes a run of whole columns: runs of unequal length
-        // (three threads), a first column in the middle of a part of the row path's, and the
-        // scratch's earlier contents from a row-path call of another size.
+        // (129 columns on two threads, 200 on three), and each thread's own buffer left holding
+        // another call's activations (the three-column call before, which every thread
+        // quantizes for itself into the same buffer).
         let (rows, cols) = (301, 256);
         for t in [
             GgmlType::Q8_0,
