@@ -1157,9 +1157,8 @@ mod tests {
     #[test]
     fn matmul_on_column_shares_gives_matvec_per_column() {
         // Enough columns that each thread takes a run of whole columns: runs of unequal length
-        // (129 columns on two threads, 200 on three), and each thread's own buffer left holding
-        // another call's activations (the three-column call before, which every thread
-        // quantizes for itself into the same buffer).
+        // (129 columns on two threads, 200 on three), after a three-column call of the same
+        // matrix (checked too) whose activations may be left in a thread's own buffer.
         let (rows, cols) = (301, 256);
         for t in [
             GgmlType::Q8_0,
@@ -1178,6 +1177,8 @@ mod tests {
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
                     let mut y = vec![f32::NAN; 3 * rows];
                     matmul(lvl, t, &w, rows, cols, 3, &x[..3 * cols], threads, &mut y).unwrap();
+                    let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                    assert!(got == want[..3 * rows], "{t} at {lvl:?}, 3 columns");
                     let mut y = vec![f32::NAN; n * rows];
                     matmul(lvl, t, &w, rows, cols, n, &x, threads, &mut y).unwrap();
                     let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
