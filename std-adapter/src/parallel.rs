@@ -29,20 +29,20 @@
 //!   hands the workers their jobs before it splits the outputs, and for few activations (up to
 //!   [`ALONE_VALUES`]) every thread quantizes all of them itself rather than wait at a barrier for
 //!   the other threads' parts.
-//! - **A fixed share of rows per thread, one kernel call for a column, then stealing.** The
-//!   pieces are dealt in contiguous shares, thread `i` always getting the same rows of a matrix,
-//!   so a matrix that fits in the cores' private caches stays split between them across calls
-//!   instead of moving from core to core. For one column a thread claims its whole share at once
-//!   (each further kernel call starts its prefetching cold), and what an owner has not started
-//!   when another thread runs out is taken from its back in halves; the outputs of a thread's own
-//!   rows go straight into `y`. For several columns a thread claims half of what is left of its
-//!   share (at most an eighth of it) at a time, each piece one kernel call, and steals the same
-//!   way: the threads end within about one piece of each other even when a worker starts late.
+//! - **A fixed share of rows per thread, few kernel calls, then stealing.** The pieces are dealt
+//!   in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix that
+//!   fits in the cores' private caches stays split between them across calls instead of moving
+//!   from core to core. For one column a thread claims its whole share at once (each further
+//!   kernel call starts its prefetching cold) and its outputs go straight into `y`; for several, it
+//!   claims runs of about a tile of rows, each one kernel call whose outputs are copied into `y`
+//!   while in cache (a piece a call cost 5-25% on the models' small matrices). What an owner has
+//!   not started when another thread runs out is taken from its back in halves, so the threads
+//!   end within about a run of each other even when a worker starts late.
 //!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
 //!   by another thread only to steal.
 //! - **Columns, not rows, when each thread has many.** A row piece of several columns is computed
 //!   into a buffer and copied into `y`'s columns (safe code cannot hand two threads interleaved
-//!   parts of one slice). From 128 columns a thread (16 or 64 for a matrix of at most 512 KiB or
+//!   parts of one slice). From 128 columns a thread (32 or 64 for a matrix of at most 512 KiB or
 //!   1 MiB) the columns are dealt out instead: each thread quantizes its run of whole columns and
 //!   computes every row of them straight into `y`, at the price of reading the whole matrix.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
@@ -88,10 +88,11 @@ pub const PARALLEL_QUANTIZE_VALUES: usize = 1 << 10;
 /// Activation values (columns times their length) up to which every thread of a call quantizes
 /// all of them itself, into its own buffer, instead of a part each into one shared buffer: it
 /// starts on its rows as soon as it has, with no barrier, and no activation line is written by two
-/// cores. Below this the duplicated work costs less than waiting at the barrier for a worker that
-/// is handed its job late (measurements: docs/kernel-experiments.md, "Two threads at n = 1 in the
-/// slow state").
-pub const ALONE_VALUES: usize = 4 << 10;
+/// cores. Below this the duplicated work costs less than the shared parts do: the barrier, a
+/// worker handed its job late, and each thread's first read of the activations the other core
+/// wrote (docs/kernel-experiments.md, "Two threads at n = 1 in the slow state" and "Row shares in
+/// runs").
+pub const ALONE_VALUES: usize = 64 << 10;
 
 /// How long a worker keeps checking for the next call after its last job ends, before it parks:
 /// longer than the single-threaded work between two products of a forward pass (norms,
@@ -113,9 +114,9 @@ const TILE_PIECE_ROW_MULTIPLE: usize = 32;
 /// Columns per thread from which a matmul deals out its columns rather than its rows: each
 /// thread quantizes a run of whole columns itself and computes all their rows straight into `y`
 /// (one kernel call, nothing shared but the weights, nothing copied). Row pieces of several
-/// columns go through a buffer into `y`'s columns, which cost 7-15% of a call on the model's
-/// shapes, more than reading the whole matrix in each thread costs once a thread has this many
-/// columns to reuse each weight block for (docs/kernel-experiments.md, "Columns, not rows").
+/// columns go through a buffer into `y`'s columns, and the matrix is read once; columns read it
+/// in every thread and run the kernel at half the columns, which pays once a thread has this many
+/// columns (docs/kernel-experiments.md, "Columns, not rows" and "Row shares in runs").
 const COLUMN_SHARE_COLUMNS: usize = 128;
 
 /// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_SMALL_WEIGHTS`] bytes, which
@@ -126,7 +127,7 @@ const COLUMN_SHARE_SMALL_COLUMNS: usize = 64;
 const COLUMN_SHARE_SMALL_WEIGHTS: usize = 1 << 20;
 
 /// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_TINY_WEIGHTS`] bytes.
-const COLUMN_SHARE_TINY_COLUMNS: usize = 16;
+const COLUMN_SHARE_TINY_COLUMNS: usize = 32;
 
 /// Weight bytes up to which [`COLUMN_SHARE_TINY_COLUMNS`] applies.
 const COLUMN_SHARE_TINY_WEIGHTS: usize = 512 << 10;
@@ -160,6 +161,16 @@ fn with_buffer<T, R>(
         Ok(mut buffer) => f(&mut buffer),
         Err(_) => f(&mut Vec::new()),
     })
+}
+
+/// The first `len` elements of `buffer`, grown (with zeros) if it is shorter, never cleared:
+/// every element a call reads is written first (quantized activations, a kernel's outputs), and
+/// zeroing them each call would cost a write of every line.
+fn at_least<T: Clone + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
+    if buffer.len() < len {
+        buffer.resize(len, T::default());
+    }
+    &mut buffer[..len]
 }
 
 /// The number of threads to use by default: every core the process may run on.
@@ -268,8 +279,7 @@ pub fn matmul(
             let values = part_values(part);
             let at = matvec_scratch_bytes(t, values.start)?;
             with_buffer(&PART, |buffer| {
-                buffer.clear();
-                buffer.resize(matvec_scratch_bytes(t, values.len())?, 0);
+                let buffer = at_least(buffer, matvec_scratch_bytes(t, values.len())?);
                 let part_q = quantize_activations(level, t, values.len(), &x[values], buffer)?;
                 let mut xq = xq.write().unwrap_or_else(PoisonError::into_inner);
                 let to = xq
@@ -304,13 +314,18 @@ pub fn matmul(
                     let _guard = guard;
                     let y = y;
                     let mut split: Vec<_> = (0..threads)
-                        .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
+                        .map(|share| {
+                            (
+                                share_rows(share).len(),
+                                Padded(Mutex::new(Vec::with_capacity(n))),
+                            )
+                        })
                         .collect();
                     for column in y.chunks_exact_mut(rows) {
                         let mut rest = column;
-                        for (share, out) in split.iter_mut().enumerate() {
+                        for (len, out) in split.iter_mut() {
                             let (mine, after) = std::mem::take(&mut rest)
-                                .split_at_mut_checked(share_rows(share).len())
+                                .split_at_mut_checked(*len)
                                 .unwrap_or_default();
                             out.0
                                 .get_mut()
@@ -319,8 +334,14 @@ pub fn matmul(
                             rest = after;
                         }
                     }
-                    let _ = outs.set(split);
+                    let _ = outs.set(split.into_iter().map(|(_, out)| out).collect());
                 }
+            };
+            let call_pieces = call_pieces(rows, row_bytes, row_pieces, n);
+            let own_claim = if n == 1 {
+                OwnClaim::Whole
+            } else {
+                OwnClaim::Runs(call_pieces)
             };
             // Claims `claim` of share `owner`, by thread `mine`, against the activations `xq`.
             let process = |mine: usize, owner: usize, claim: Range<usize>, xq: &[u8]| {
@@ -341,15 +362,12 @@ pub fn matmul(
                     let w = &w[first * row_bytes..end * row_bytes];
                     return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
                 }
-                // One column: the whole claim in one call; more: one call per piece.
-                let step = if n == 1 { claim.len() } else { 1 };
-                for piece in claim.clone().step_by(step.max(1)) {
+                for piece in claim.clone().step_by(call_pieces) {
                     let first = row_start(piece);
-                    let end = row_start((piece + step).min(claim.end));
+                    let end = row_start((piece + call_pieces).min(claim.end));
                     let w = &w[first * row_bytes..end * row_bytes];
                     with_buffer(&PIECE_OUT, |piece| {
-                        piece.clear();
-                        piece.resize((end - first) * n, 0.0);
+                        let piece = at_least(piece, (end - first) * n);
                         matmul_quantized(level, t, w, end - first, cols, n, xq, piece)?;
                         let mut out = lock();
                         let parts = piece.chunks_exact(end - first);
@@ -364,24 +382,22 @@ pub fn matmul(
                 }
                 Ok(())
             };
-            // One column: a thread's whole share in one kernel call (see [`Shares`]). More: the
-            // claims halve, for balance; each piece is one call, so that its outputs (copied into
-            // `y`) stay a tile's worth.
+            // One column: a thread's whole share in one kernel call (see [`Shares`]). More: runs of
+            // a tile's worth of rows, each one call.
             if alone {
                 // Few activations: every thread quantizes all of them into its own buffer, and
                 // starts on its rows as soon as it has (no barrier, no line written by two cores).
                 return share(
                     &pool,
                     threads,
-                    n == 1,
+                    own_claim,
                     0,
                     |_| Ok(()),
                     setup,
                     count,
                     |mine, next| {
                         with_buffer(&OWN, |own| {
-                            own.clear();
-                            own.resize(scratch_bytes, 0);
+                            let own = at_least(own, scratch_bytes);
                             let xq = quantize_activations(level, t, inputs, x, own)?;
                             while let Some((owner, claim)) = next() {
                                 process(mine, owner, claim, xq)?;
@@ -394,7 +410,7 @@ pub fn matmul(
             return share(
                 &pool,
                 threads,
-                n == 1,
+                own_claim,
                 parts,
                 quantize_part,
                 setup,
@@ -415,8 +431,7 @@ pub fn matmul(
             let xq = &xq[columns.start * per_column..columns.end * per_column];
             let piece_rows = row_range.len();
             with_buffer(&PIECE_OUT, |out| {
-                out.clear();
-                out.resize(piece_rows * columns.len(), 0.0);
+                let out = at_least(out, piece_rows * columns.len());
                 matmul_quantized(level, t, w, piece_rows, cols, columns.len(), xq, out)?;
                 let mut y = y.lock().unwrap_or_else(PoisonError::into_inner);
                 let to = y.chunks_exact_mut(rows).skip(columns.start);
@@ -429,7 +444,7 @@ pub fn matmul(
         share(
             &pool,
             threads,
-            false,
+            OwnClaim::Halves,
             parts,
             quantize_part,
             || {},
@@ -509,7 +524,7 @@ fn column_shares(
     share(
         pool,
         threads,
-        true,
+        OwnClaim::Whole,
         0,
         |_| Ok(()),
         setup,
@@ -532,8 +547,7 @@ fn column_shares(
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner);
                     with_buffer(&OWN, |own| {
-                        own.clear();
-                        own.resize(matmul_scratch_bytes(t, cols, columns.len())?, 0);
+                        let own = at_least(own, matmul_scratch_bytes(t, cols, columns.len())?);
                         let xq = quantize_activations(level, t, x.len(), x, own)?;
                         matmul_quantized(level, t, w, rows, cols, columns.len(), xq, &mut out)
                     })?;
@@ -558,7 +572,7 @@ pub fn for_each_piece(
         Some(pool) => share(
             &pool,
             threads,
-            false,
+            OwnClaim::Halves,
             0,
             |_| Ok(()),
             || {},
@@ -618,6 +632,18 @@ fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, us
     (count, n.div_ceil(column_ranges), multiple)
 }
 
+/// The row pieces of one kernel call of a matmul whose `rows` rows are cut into `row_pieces`
+/// pieces of whole columns: for several columns, whole pieces of at most about a tile of rows (at
+/// least one), so that a call's outputs are copied into `y` while still in cache; for one column,
+/// any claim in one call.
+fn call_pieces(rows: usize, row_bytes: usize, row_pieces: usize, n: usize) -> usize {
+    if n == 1 {
+        return row_pieces.max(1);
+    }
+    let piece_rows = rows.div_ceil(row_pieces.max(1)).max(1);
+    (typed::matmul_tile_rows(row_bytes) / piece_rows).max(1)
+}
+
 /// The first row of row piece `i` of `rows` rows cut into `row_pieces` pieces of whole groups of
 /// `multiple` rows (the last one may be short), as even as that allows: piece `i` starts at group
 /// `⌊groups · i / row_pieces⌋`, so that any run of pieces has its share of the groups to within
@@ -642,25 +668,36 @@ type ShareLock = Padded<Mutex<(usize, usize)>>;
 struct Padded<T>(T);
 
 /// The pieces `0..count` dealt into `threads` contiguous shares. Each thread claims runs of pieces
-/// from the front of its own share, then from the back of the others'. With `whole` shares (pieces
-/// of equal cost: a matmul's rows) a thread's first claim is all of its share: one kernel call,
-/// whose every restart costs (its prefetching starts cold); another thread can then take only
-/// what an owner has not started. Otherwise (pieces of unequal cost) a claim is half of what is
-/// left there, at most an eighth of a share, so the claims shrink to one piece as the shares
-/// empty and the threads end close together. A thief always takes half of what is left.
+/// from the front of its own share (as its [`OwnClaim`] says), then from the back of the others':
+/// a thief takes half of what is left there (at most an eighth of a share for
+/// [`OwnClaim::Halves`]), so the claims shrink as the shares empty and the threads end close
+/// together.
 struct Shares<'a> {
     /// The pieces not yet taken of each share, `start..end`.
     left: &'a [ShareLock],
-    /// The largest claim.
+    /// The largest claim of half of what is left.
     most: usize,
-    /// Whether an owner's first claim is all of its share.
-    whole: bool,
+    /// How an owner claims from its own share.
+    own: OwnClaim,
+}
+
+/// How a thread claims pieces of its own share of a [`Shares`].
+#[derive(Clone, Copy, Debug)]
+enum OwnClaim {
+    /// All of it at once (pieces of equal cost, one kernel call whose every restart costs: its
+    /// prefetching starts cold); another thread can then take only what an owner has not started.
+    Whole,
+    /// Runs of this many pieces (pieces of equal cost whose outputs go through a buffer: a run is
+    /// a tile's worth, copied while in cache).
+    Runs(usize),
+    /// Half of what is left, at most an eighth of a share (pieces of unequal cost).
+    Halves,
 }
 
 impl<'a> Shares<'a> {
     /// The shares of `count` pieces among `threads` threads, their locks kept in `locks` (reused
     /// from call to call).
-    fn new(locks: &'a mut Vec<ShareLock>, count: usize, threads: usize, whole: bool) -> Self {
+    fn new(locks: &'a mut Vec<ShareLock>, count: usize, threads: usize, own: OwnClaim) -> Self {
         // New locks (none poisoned by an earlier call) in the buffer's kept capacity.
         locks.clear();
         locks.extend((0..threads).map(|i| {
@@ -672,12 +709,11 @@ impl<'a> Shares<'a> {
         }));
         Shares {
             left: locks,
-            most: if whole {
-                usize::MAX
-            } else {
-                count.div_ceil(threads.max(1) * 8).max(1)
+            most: match own {
+                OwnClaim::Halves => count.div_ceil(threads.max(1) * 8).max(1),
+                OwnClaim::Whole | OwnClaim::Runs(_) => usize::MAX,
             },
-            whole,
+            own,
         }
     }
 
@@ -701,10 +737,10 @@ impl<'a> Shares<'a> {
         let mut own = lock(mine);
         if own.0 < own.1 {
             let first = own.0;
-            own.0 = if self.whole {
-                own.1
-            } else {
-                own.0 + claim(own.1 - own.0)
+            own.0 = match self.own {
+                OwnClaim::Whole => own.1,
+                OwnClaim::Runs(run) => own.0 + run.clamp(1, own.1 - own.0),
+                OwnClaim::Halves => own.0 + claim(own.1 - own.0),
             };
             return Some((mine, first..own.0));
         }
@@ -746,7 +782,7 @@ type Claims<'a> = dyn FnMut() -> Option<(usize, Range<usize>)> + 'a;
 fn share(
     pool: &Pool,
     threads: usize,
-    whole: bool,
+    own: OwnClaim,
     parts: usize,
     prepare: impl Fn(usize) -> Result<(), Error> + Sync,
     setup: impl FnOnce(),
@@ -754,7 +790,7 @@ fn share(
     work: impl Fn(usize, &mut Claims<'_>) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
     with_buffer(&SHARE_LOCKS, |locks| {
-        let shares = Shares::new(locks, count, threads, whole);
+        let shares = Shares::new(locks, count, threads, own);
         share_among(&shares, pool, threads, parts, prepare, setup, work)
     })
 }
@@ -1084,10 +1120,10 @@ mod tests {
 
     #[test]
     fn matmul_on_any_thread_count_gives_matvec_per_column() {
-        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them. One
-        // and two columns are quantized by every thread for itself (at most ALONE_VALUES); more
-        // columns in parts (up to 8 parts per thread, some parts across the end of a column).
-        const { assert!(2 * 2048 <= ALONE_VALUES && 3 * 2048 > ALONE_VALUES) };
+        // 301 rows: neither the tiles, the groups of eight rows nor the pieces divide them. Up to
+        // 32 columns are quantized by every thread for itself (at most ALONE_VALUES); 33 in parts
+        // (up to 8 parts per thread, some parts across the end of a column).
+        const { assert!(32 * 2048 <= ALONE_VALUES && 33 * 2048 > ALONE_VALUES) };
         let (rows, cols) = (301, 2048);
         for t in [
             GgmlType::Q8_0,
@@ -1127,6 +1163,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn matmul_on_row_shares_gives_matvec_per_column() {
+        // Enough rows for a row piece per thread and more (so the columns stay whole) and too
+        // few columns for column shares: each thread claims runs of its own rows (801: the last
+        // piece is short), one piece a kernel call for some types here, several for others,
+        // through its buffer into `y`; the activations
+        // quantized by each thread alone (2 and 8 columns) or in shared parts (40).
+        let cols = 2048;
+        let mut calls_seen = [false; 2];
+        for (t, rows) in [
+            (GgmlType::Q8_0, 801),
+            (GgmlType::Q4_0, 801),
+            (GgmlType::Q4_K, 801),
+            (GgmlType::Q6_K, 801),
+        ] {
+            let w = matrix(t, rows, cols);
+            let row_bytes = w.len() / rows;
+            for n in [2, 8, 40] {
+                let x = values(n * cols, 77 + n as u32);
+                assert_eq!(n * cols > ALONE_VALUES, n == 40);
+                for threads in [2, 3] {
+                    assert!(!column_shares_pay(threads, w.len(), n));
+                    let (row_pieces, piece_columns, _) = pieces(threads, rows, row_bytes, n);
+                    assert_eq!(piece_columns, n, "{t}: whole columns");
+                    let several = call_pieces(rows, row_bytes, row_pieces, n) > 1;
+                    calls_seen[usize::from(several)] = true;
+                }
+                for lvl in level::available() {
+                    let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                    for threads in [2, 3] {
+                        let mut y = vec![f32::NAN; n * rows];
+                        matmul(lvl, t, &w, rows, cols, n, &x, threads, &mut y).unwrap();
+                        let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                        assert!(
+                            got == want,
+                            "{t} at {lvl:?}, {n} columns on {threads} threads differs from matvec"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(calls_seen, [true, true], "one piece a call, and several");
     }
 
     #[test]
@@ -1195,9 +1275,9 @@ mod tests {
     fn columns_are_dealt_out_when_each_thread_has_enough() {
         let (tiny, small) = (COLUMN_SHARE_TINY_WEIGHTS, COLUMN_SHARE_SMALL_WEIGHTS);
         // Tiny weights: from COLUMN_SHARE_TINY_COLUMNS columns a thread.
-        assert!(!column_shares_pay(2, tiny, 31));
-        assert!(column_shares_pay(2, tiny, 32));
-        assert!(!column_shares_pay(2, tiny + 1, 32));
+        assert!(!column_shares_pay(2, tiny, 63));
+        assert!(column_shares_pay(2, tiny, 64));
+        assert!(!column_shares_pay(2, tiny + 1, 64));
         // Small weights: from COLUMN_SHARE_SMALL_COLUMNS columns a thread.
         assert!(!column_shares_pay(2, small, 127));
         assert!(column_shares_pay(2, small, 128));
@@ -1362,7 +1442,7 @@ mod tests {
         // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10. A thread's first claim is all of
         // its share; then it steals half of what is left of another's, from the back.
         let mut locks = Vec::new();
-        let shares = Shares::new(&mut locks, 10, 3, true);
+        let shares = Shares::new(&mut locks, 10, 3, OwnClaim::Whole);
         assert_eq!(
             shares.next(2),
             Some((2, 6..10)),
@@ -1387,7 +1467,7 @@ mod tests {
         // A thread that finds another's share untouched takes halves of it, the owner the rest
         // when it starts; every piece once.
         let mut locks = Vec::new();
-        let shares = Shares::new(&mut locks, 256, 2, true);
+        let shares = Shares::new(&mut locks, 256, 2, OwnClaim::Whole);
         let mut claims = Vec::new();
         for _ in 0..3 {
             claims.extend(shares.next(0));
@@ -1406,9 +1486,38 @@ mod tests {
         assert_eq!(Shares::bound(usize::MAX, 2, 2), usize::MAX);
         // After a failure nothing is left for anyone.
         let mut locks = Vec::new();
-        let shares = Shares::new(&mut locks, 7, 2, true);
+        let shares = Shares::new(&mut locks, 7, 2, OwnClaim::Whole);
         shares.drain();
         assert_eq!((shares.next(0), shares.next(1)), (None, None));
+    }
+
+    #[test]
+    fn shares_in_runs_give_each_piece_once() {
+        // Shares of 10 pieces on 2 threads, 0..5 and 5..10, claimed by their owners in runs of 3;
+        // a thief takes half of what is left of another's share (rounded up).
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 10, 2, OwnClaim::Runs(3));
+        assert_eq!(shares.next(0), Some((0, 0..3)), "a run of its own share");
+        assert_eq!(
+            shares.next(0),
+            Some((0, 3..5)),
+            "the rest, shorter than a run"
+        );
+        assert_eq!(
+            shares.next(0),
+            Some((1, 7..10)),
+            "then the back half of share 1"
+        );
+        assert_eq!(shares.next(1), Some((1, 5..7)), "its owner, from the front");
+        assert_eq!((shares.next(0), shares.next(1)), (None, None));
+        // A run of 0 claims one piece at a time rather than none for ever.
+        let mut locks = Vec::new();
+        let shares = Shares::new(&mut locks, 3, 1, OwnClaim::Runs(0));
+        let claims: Vec<_> = (0..4).map(|_| shares.next(0)).collect();
+        assert_eq!(
+            claims,
+            [Some((0, 0..1)), Some((0, 1..2)), Some((0, 2..3)), None]
+        );
     }
 
     #[test]
@@ -1416,7 +1525,7 @@ mod tests {
         // Shares of 10 pieces on 3 threads: 0..3, 3..6, 6..10; claims of half of what is left,
         // at most 1 piece (10 / 24).
         let mut locks = Vec::new();
-        let shares = Shares::new(&mut locks, 10, 3, false);
+        let shares = Shares::new(&mut locks, 10, 3, OwnClaim::Halves);
         assert_eq!(shares.next(1), Some((1, 3..4)));
         let own: Vec<_> = (0..4).filter_map(|_| shares.next(2)).collect();
         assert_eq!(own, [(2, 6..7), (2, 7..8), (2, 8..9), (2, 9..10)]);
@@ -1431,7 +1540,7 @@ mod tests {
         );
         // Larger shares: at most an eighth of a share, then halving; every piece once.
         let mut locks = Vec::new();
-        let shares = Shares::new(&mut locks, 256, 2, false);
+        let shares = Shares::new(&mut locks, 256, 2, OwnClaim::Halves);
         let mut claims = Vec::new();
         while let Some((_, claim)) = shares.next(0) {
             claims.push(claim);
@@ -1459,7 +1568,7 @@ mod tests {
                     share(
                         &pool,
                         2,
-                        false,
+                        OwnClaim::Halves,
                         1,
                         |_| Ok(()),
                         || {},
@@ -1499,7 +1608,7 @@ mod tests {
             share(
                 &pool,
                 3,
-                false,
+                OwnClaim::Halves,
                 0,
                 |_| Ok(()),
                 || {},

@@ -38,6 +38,10 @@
 //! comma-separated lists: `--type Q4_0,Q6_K` (or bare type names), `--shape 576x1536,2048x2048`,
 //! `--n 1,32`, `--threads 2`; `--no-candle` and `--no-ggml` leave those sides out. Build with
 //! `RUSTFLAGS="-C target-cpu=native"` for candle's AVX2 kernels (the header says which).
+//!
+//! Two threads over one is printed per case from the child processes and alternated in one
+//! process, beside a bound: one thread over the same work split between plain threads started
+//! together with no pool (`time_split_at_once`), what the cores give before any hand-off.
 
 #[path = "../tests/candle_common/mod.rs"]
 mod candle_common;
@@ -56,6 +60,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Set in the child processes: the thread count they measure.
@@ -429,6 +434,7 @@ fn measure_ours_and_candle(grid: &Grid, threads: usize) {
                     let (one, many) = time_paired(&case, &w, &x, threads, &mut y);
                     report("matmul-paired-1", one);
                     report("matmul-paired", many);
+                    report("split-at-once", time_split_at_once(&case, &w, &x, threads));
                 }
                 for lvl in level::available().filter(|&l| l != Level::Scalar) {
                     let time = time_matmul(lvl, &case, &w, &x, threads, &mut y);
@@ -483,6 +489,105 @@ fn time_paired(
         best.1 = best.1.min(time_matmul(lvl, case, w, x, threads, y));
     }
     best
+}
+
+/// One thread's part of a split: `(thread, its activation buffer, its outputs)`.
+type SplitWork<'a> = dyn Fn(usize, &mut Vec<u8>, &mut Vec<f32>) + Sync + 'a;
+
+/// What `threads` threads could do with no pool: the faster of two splits, each thread started by
+/// itself (no hand-off) on its part at the same moment as the others, the time of a round that of
+/// the slowest thread, the best round kept. Rows: each thread quantizes its part of the activations
+/// (as if the parts were shared with no barrier) and runs its rows against all of them (quantized
+/// before the rounds), into its own outputs (no copy). Columns: each thread quantizes its columns
+/// and runs every row against them. The bound two-thread `matmul` is measured against.
+fn time_split_at_once(case: &Case, w: &[u8], x: &[f32], threads: usize) -> Duration {
+    let Case { t, rows, cols, n } = *case;
+    let lvl = level::current();
+    let row_bytes = quant::bytes_for(t, cols).unwrap();
+    let block = t.block_size() as usize;
+    let values = n * cols;
+    let mut all = vec![0u8; quant::matvec::matmul_scratch_bytes(t, cols, n).unwrap()];
+    quant::matvec::quantize_activations(lvl, t, values, x, &mut all).unwrap();
+    let part = |count: usize, k: usize| count * k / threads..count * (k + 1) / threads;
+    // Thread `k`'s work in the rows split and in the columns split.
+    let by_rows = |k: usize, own: &mut Vec<u8>, y: &mut Vec<f32>| {
+        let blocks = part(values / block, k);
+        let mine = &x[blocks.start * block..blocks.end * block];
+        own.resize(
+            quant::matvec::matvec_scratch_bytes(t, mine.len()).unwrap(),
+            0,
+        );
+        quant::matvec::quantize_activations(lvl, t, mine.len(), mine, own).unwrap();
+        let my_rows = part(rows, k);
+        y.resize(my_rows.len() * n, 0.0);
+        let w = &w[my_rows.start * row_bytes..my_rows.end * row_bytes];
+        quant::matvec::matmul_quantized(lvl, t, w, my_rows.len(), cols, n, &all, y).unwrap();
+    };
+    let by_columns = |k: usize, own: &mut Vec<u8>, y: &mut Vec<f32>| {
+        let columns = part(n, k);
+        let mine = &x[columns.start * cols..columns.end * cols];
+        own.resize(
+            quant::matvec::matmul_scratch_bytes(t, cols, columns.len()).unwrap(),
+            0,
+        );
+        let xq = quant::matvec::quantize_activations(lvl, t, mine.len(), mine, own).unwrap();
+        y.resize(rows * columns.len(), 0.0);
+        quant::matvec::matmul_quantized(lvl, t, w, rows, cols, columns.len(), xq, y).unwrap();
+    };
+    let at_once = |work: &SplitWork| {
+        // The threads meet between rounds by spinning, not sleeping: a vCPU that halts is given
+        // back to the host, and a round timed after its wake-up reads slow.
+        let arrived = AtomicUsize::new(0);
+        let round = AtomicUsize::new(0);
+        let go = AtomicBool::new(true);
+        let meet = |seen: &mut usize| {
+            if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                arrived.store(0, Ordering::Release);
+                round.fetch_add(1, Ordering::AcqRel);
+            } else {
+                while round.load(Ordering::Acquire) == *seen {
+                    std::hint::spin_loop();
+                }
+            }
+            *seen += 1;
+        };
+        let times: Vec<std::sync::Mutex<Vec<Duration>>> =
+            (0..threads).map(|_| Default::default()).collect();
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            for (k, times) in times.iter().enumerate() {
+                let (meet, go) = (&meet, &go);
+                scope.spawn(move || {
+                    let (mut own, mut y) = (Vec::new(), Vec::new());
+                    work(k, &mut own, &mut y);
+                    let mut seen = 0;
+                    loop {
+                        // Thread 0 ends the rounds after about 0.3 s: it clears `go` before it
+                        // meets the others, who read it after.
+                        if k == 0 && start.elapsed().as_secs_f64() >= 0.3 {
+                            go.store(false, Ordering::Release);
+                        }
+                        meet(&mut seen);
+                        if !go.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        work(k, &mut own, &mut y);
+                        times.lock().unwrap().push(t0.elapsed());
+                        meet(&mut seen);
+                    }
+                });
+            }
+        });
+        let times: Vec<Vec<Duration>> =
+            times.into_iter().map(|t| t.into_inner().unwrap()).collect();
+        let rounds = times.iter().map(Vec::len).min().unwrap_or(0);
+        (0..rounds)
+            .map(|round| times.iter().map(|t| t[round]).max().unwrap())
+            .min()
+            .unwrap_or(Duration::MAX)
+    };
+    at_once(&by_rows).min(at_once(&by_columns))
 }
 
 fn time_matvecs(
@@ -1012,7 +1117,9 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
     // Thread scaling of ours: two threads over one, per case.
     println!(
         "\nours, two threads / one thread (matmul): from the two child processes, and alternated \
-         in one process (best of four rounds each)"
+         in one process (best of four rounds each); the bound: one thread (alternated) over the \
+         two threads' split with no pool (each thread's half of the rows, or of the columns, \
+         started at once; see `time_split_at_once`)"
     );
     for ((case, threads), f) in figures {
         if *threads != 2 {
@@ -1027,8 +1134,12 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
             (Some(two), Some(one)) => format!("{:.2}x", two / one),
             _ => "–".into(),
         };
+        let bound = match (f.get("split-at-once"), f.get("matmul-paired-1")) {
+            (Some(split), Some(one)) => format!("{:.2}x", split / one),
+            _ => "–".into(),
+        };
         println!(
-            "  {} {} × {} n = {}: {separate} (separate), {paired} (alternated)",
+            "  {} {} × {} n = {}: {separate} (separate), {paired} (alternated), bound {bound}",
             case.t.name(),
             case.rows,
             case.cols,

@@ -215,6 +215,15 @@ fn main() {
         "spinning worker, empty job round trip: {:.2} µs",
         handoff.as_secs_f64() * 1e6
     );
+    // The same through the pool: rayon's scope, the shares, the lingering worker.
+    let [pool_call] = alternate(
+        2000,
+        &mut [&mut |_| parallel::for_each_piece(2, 2, |_| Ok(())).unwrap()],
+    );
+    println!(
+        "pool, empty two-thread call (parallel::for_each_piece): {:.2} µs",
+        pool_call.as_secs_f64() * 1e6
+    );
     println!(
         "| type | rows × cols | MB | where | read 1T | read 2T / 1T | matvec 1T | matvec 2T / 1T | pool / 1T | pool 2T / 1T | load |"
     );
