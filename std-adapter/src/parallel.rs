@@ -1213,23 +1213,27 @@ mod tests {
     fn rows_a_busy_worker_leaves_to_the_caller_keep_their_bits() {
         // Every worker of the pool busy for a while: the caller takes the worker's share too, in
         // halves from its back (the thief's path: through its own buffer into the owner's rows).
-        let (rows, cols) = (301, 2048);
+        let cols = 2048;
         let lvl = level::current();
-        for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
-            let w = matrix(t, rows, cols);
-            // 128 columns: a run of columns (the caller takes the worker's run).
-            for n in [1, 3, 128] {
-                let x = values(n * cols, 9);
-                assert_eq!(column_shares_pay(2, w.len(), n), n == 128);
-                let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
-                let workers = pool(1).expect("pool of 1");
-                for _ in 0..workers.current_num_threads() {
-                    workers.spawn(|| std::thread::sleep(Duration::from_millis(20)));
+        // 301 rows: one column, three (cut into column pieces), 128 (a run of columns: the
+        // caller takes the worker's run); 801 rows and 8 columns: row shares of whole columns,
+        // the caller's claims of the worker's share longer than a run.
+        for (rows, ns) in [(301, &[1, 3, 128][..]), (801, &[8][..])] {
+            for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
+                let w = matrix(t, rows, cols);
+                for &n in ns {
+                    let x = values(n * cols, 9);
+                    assert_eq!(column_shares_pay(2, w.len(), n), n == 128);
+                    let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                    let workers = pool(1).expect("pool of 1");
+                    for _ in 0..workers.current_num_threads() {
+                        workers.spawn(|| std::thread::sleep(Duration::from_millis(20)));
+                    }
+                    let mut y = vec![f32::NAN; n * rows];
+                    matmul(lvl, t, &w, rows, cols, n, &x, 2, &mut y).unwrap();
+                    let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                    assert!(got == want, "{t}, {rows} rows, {n} columns, worker busy");
                 }
-                let mut y = vec![f32::NAN; n * rows];
-                matmul(lvl, t, &w, rows, cols, n, &x, 2, &mut y).unwrap();
-                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-                assert!(got == want, "{t}, {n} columns, worker busy");
             }
         }
     }
