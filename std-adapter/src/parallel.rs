@@ -313,17 +313,14 @@ pub fn matmul(
                 move || {
                     let _guard = guard;
                     let y = y;
+                    // Each share's length once, not once per column (its bounds take divisions).
+                    let lens: Vec<usize> = (0..threads).map(|s| share_rows(s).len()).collect();
                     let mut split: Vec<_> = (0..threads)
-                        .map(|share| {
-                            (
-                                share_rows(share).len(),
-                                Padded(Mutex::new(Vec::with_capacity(n))),
-                            )
-                        })
+                        .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
                         .collect();
                     for column in y.chunks_exact_mut(rows) {
                         let mut rest = column;
-                        for (len, out) in split.iter_mut() {
+                        for (len, out) in lens.iter().zip(split.iter_mut()) {
                             let (mine, after) = std::mem::take(&mut rest)
                                 .split_at_mut_checked(*len)
                                 .unwrap_or_default();
@@ -334,7 +331,7 @@ pub fn matmul(
                             rest = after;
                         }
                     }
-                    let _ = outs.set(split.into_iter().map(|(_, out)| out).collect());
+                    let _ = outs.set(split);
                 }
             };
             let call_pieces = call_pieces(rows, row_bytes, row_pieces, n);
