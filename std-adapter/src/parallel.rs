@@ -20,6 +20,12 @@
 //!   next call's job itself as soon as it is queued, for up to [`LINGER`] without one: the
 //!   back-to-back products of a forward pass find their workers running, and the hand-off is one
 //!   queue push and one queue check.
+//! - **The caller as the pool's thread 0, if it asks.** A thread outside the pool hands its jobs
+//!   over through the pool's shared queue and learns that they ended through a lock and a
+//!   condition variable (a system call on every call); a thread of the pool pushes them on its own
+//!   queue, where a lingering worker steals them, and waits on a flag. [`join_pool`] makes the
+//!   calling thread the pool's thread 0 (rayon's `use_current_thread`), for good: opt-in, because
+//!   rayon work started on that thread afterwards runs in this pool.
 //! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
 //!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
@@ -840,6 +846,14 @@ fn share_among(
     };
     // A panic in a worker is re-raised here once every spawned job has ended.
     pool.in_place_scope(|scope| {
+        if pool.joined {
+            // The lingering job first, on the joined thread's own queue: the workers steal from its
+            // front (oldest first), so one takes the lingering job and then this call's jobs from
+            // inside it, while this thread, which pops from the back when it waits at the end,
+            // never finds the lingering job behind this call's (it would take it, and the worker
+            // would sleep).
+            linger_on(pool, threads - 1);
+        }
         for mine in 1..threads {
             let run = &run;
             let finished = &finished;
@@ -852,7 +866,9 @@ fn share_among(
         // Workers that are not lingering get a lingering job behind the jobs above: they go from
         // their part of the call straight into lingering for the next one (an idle rayon worker
         // first yields its core, which on a busy machine loses it for a time slice).
-        linger_on(pool, threads - 1);
+        if !pool.joined {
+            linger_on(pool, threads - 1);
+        }
         setup();
         run(0);
         // Wait for the workers here, rather than sleep in the scope and be woken: the wake-up
@@ -894,6 +910,10 @@ impl Drop for CountOnDrop<'_> {
 struct Pool {
     threads: ThreadPool,
     lingering: Arc<AtomicUsize>,
+    /// The threads the pool started.
+    workers: usize,
+    /// Whether the thread that built the pool is its thread 0 besides them ([`join_pool`]).
+    joined: bool,
 }
 
 impl std::ops::Deref for Pool {
@@ -904,10 +924,14 @@ impl std::ops::Deref for Pool {
 }
 
 /// Queues [`linger`] jobs on `pool` until `workers` of them are queued or running. Not from a
-/// worker of the pool (its jobs would go to its own queue, behind the lingering).
+/// worker of the pool (its jobs would go to its own queue, behind the lingering), except from the
+/// thread that joined it ([`join_pool`]), which never runs the main loop: a worker takes the job
+/// from its queue.
 fn linger_on(pool: &Pool, workers: usize) {
-    if pool.current_thread_index().is_some() {
-        return;
+    match pool.current_thread_index() {
+        Some(0) if pool.joined => {}
+        Some(_) => return,
+        None => {}
     }
     let count = &pool.lingering;
     let mut lingering = count.load(Ordering::Acquire);
@@ -920,7 +944,8 @@ fn linger_on(pool: &Pool, workers: usize) {
         ) {
             Ok(_) => {
                 let count = Arc::clone(count);
-                pool.spawn(move || linger(&count));
+                let joined = pool.joined;
+                pool.spawn(move || linger(&count, joined));
                 lingering += 1;
             }
             Err(now) => lingering = now,
@@ -932,7 +957,13 @@ fn linger_on(pool: &Pool, workers: usize) {
 /// part reaches it in the time of a queue check, with no wake-up), and ends when it has found
 /// none for [`LINGER`]. It spins for the first [`SPIN`] without a job, then yields its core
 /// between checks, so that a thread queued behind it on the same core runs. `lingering` counts it.
-fn linger(lingering: &AtomicUsize) {
+fn linger(lingering: &AtomicUsize, joined: bool) {
+    // The calling thread that joined the pool finds a lingering job in its queue only while it
+    // waits at the end of a call: it must not linger itself.
+    if joined && rayon_core::current_thread_index() == Some(0) {
+        lingering.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
     let mut idle = Instant::now();
     let mut checks = 0u32;
     loop {
@@ -973,25 +1004,84 @@ fn wait_until(done: impl Fn() -> bool) {
     }
 }
 
+/// The pool kept for the process (see [`pool`] and [`join_pool`]).
+static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
+
 /// The worker pool, with at least `workers` threads: the one kept for the process, or a larger one
 /// that replaces it (calls still running keep the old one alive until they end). `None` if the
 /// threads cannot be started.
 fn pool(workers: usize) -> Option<Arc<Pool>> {
-    static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
     let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(pool) = kept.as_ref().filter(|p| p.current_num_threads() >= workers) {
+    if let Some(pool) = kept.as_ref().filter(|p| p.workers >= workers) {
         return Some(Arc::clone(pool));
     }
-    let threads = ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .thread_name(|i| format!("miniquant-matvec-{i}"))
-        .build()
-        .ok()?;
+    let threads = pool_builder(workers).build().ok()?;
     let pool = Pool {
         threads,
         lingering: Arc::new(AtomicUsize::new(0)),
+        workers,
+        joined: false,
     };
     Some(Arc::clone(kept.insert(Arc::new(pool))))
+}
+
+/// A builder of a pool of `threads` threads named for this module.
+fn pool_builder(threads: usize) -> ThreadPoolBuilder {
+    ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("miniquant-matvec-{i}"))
+}
+
+/// Makes the calling thread thread 0 of the worker pool, beside `threads - 1` workers (or as many
+/// as the pool has already, if more): the multi-threaded calls it makes afterwards hand their work
+/// over and wait for it as a pool thread does (the jobs pushed on its own queue, its wait a check
+/// of a flag), not as an outside thread (the jobs through the pool's shared queue, the end of the
+/// call signalled through a lock and a system call): an empty two-thread call costs about half as
+/// much (BENCHMARKS.md, "The caller as the pool's thread 0").
+///
+/// For the thread that makes a program's products, once, before them (the `miniquant` commands do).
+/// It stays in the pool for the life of the process: rayon work started on it afterwards
+/// (`rayon::join`, parallel iterators) runs on this pool's threads rather than rayon's global
+/// pool, so a program that uses rayon itself on that thread should not call this. Calls from other
+/// threads use the pool as before.
+///
+/// Returns whether the thread is the pool's thread 0 with at least `threads - 1` workers: `false`,
+/// and nothing changed, when `threads` is below 2, when the thread already belongs to a rayon pool
+/// (another one, or an earlier joined pool of fewer workers), or when the threads cannot be
+/// started.
+pub fn join_pool(threads: usize) -> bool {
+    let Some(workers) = threads.checked_sub(1).filter(|&w| w > 0) else {
+        return false;
+    };
+    let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(pool) = kept.as_ref() {
+        if pool.joined && pool.current_thread_index() == Some(0) {
+            return pool.workers >= workers;
+        }
+    }
+    let workers = kept.as_ref().map_or(workers, |p| p.workers.max(workers));
+    match joined_pool(workers) {
+        Some(pool) => {
+            *kept = Some(Arc::new(pool));
+            true
+        }
+        None => false,
+    }
+}
+
+/// A new pool of `workers` threads and this one as its thread 0; `None` if this thread belongs to
+/// a pool already or the threads cannot be started.
+fn joined_pool(workers: usize) -> Option<Pool> {
+    let threads = pool_builder(workers + 1)
+        .use_current_thread()
+        .build()
+        .ok()?;
+    Some(Pool {
+        threads,
+        lingering: Arc::new(AtomicUsize::new(0)),
+        workers,
+        joined: true,
+    })
 }
 
 #[cfg(test)]
@@ -1223,7 +1313,7 @@ mod tests {
                     assert_eq!(column_shares_pay(2, w.len(), n), n == 128);
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
                     let workers = pool(1).expect("pool of 1");
-                    for _ in 0..workers.current_num_threads() {
+                    for _ in 0..workers.workers {
                         workers.spawn(|| std::thread::sleep(Duration::from_millis(20)));
                     }
                     let mut y = vec![f32::NAN; n * rows];
@@ -1598,12 +1688,93 @@ mod tests {
         }
     }
 
+    /// Held by the tests that make their thread the pool's thread 0, one at a time: each replaces
+    /// the kept pool.
+    static JOINING: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn matmul_from_the_pools_thread_0_gives_matvec_per_column() {
+        let _one = JOINING.lock().unwrap_or_else(PoisonError::into_inner);
+        std::thread::spawn(|| {
+            // More workers than any other test asks for, so that none replaces this pool meanwhile.
+            assert!(join_pool(8), "a new thread joins");
+            assert_eq!(rayon_core::current_thread_index(), Some(0));
+            assert!(join_pool(2), "joined already, with enough workers");
+            let cols = 2048;
+            let lvl = level::current();
+            // One column (whole shares), several (row shares in runs, column pieces), 128 (column
+            // shares); two threads, and three.
+            for (rows, ns) in [(801, &[1, 8, 128][..]), (37, &[1, 3][..])] {
+                for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
+                    let w = matrix(t, rows, cols);
+                    for &n in ns {
+                        let x = values(n * cols, 5);
+                        let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                        for threads in [2, 3] {
+                            for _ in 0..3 {
+                                let mut y = vec![f32::NAN; n * rows];
+                                matmul(lvl, t, &w, rows, cols, n, &x, threads, &mut y).unwrap();
+                                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                                assert!(got == want, "{t}, {rows} rows, {n} columns, {threads}");
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(join_pool(2), "still the kept pool's thread 0");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn join_pool_refuses_a_thread_of_another_pool() {
+        let _one = JOINING.lock().unwrap_or_else(PoisonError::into_inner);
+        let other = ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        assert!(!other.install(|| join_pool(2)));
+        std::thread::spawn(|| assert!(!join_pool(1), "one thread has no workers"))
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_lingering_job_on_the_joined_thread_returns_at_once() {
+        // The joined thread runs queued jobs only while it waits at the end of a call; a lingering
+        // job it finds there must not keep it (it would spin for LINGER before returning). A pool
+        // of the joined thread alone: a job queued on it runs only if the lingering loops.
+        std::thread::spawn(|| {
+            let alone = ThreadPoolBuilder::new()
+                .num_threads(1)
+                .use_current_thread()
+                .build()
+                .unwrap();
+            let ran = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&ran);
+            alone.spawn(move || flag.store(true, Ordering::Release));
+            let lingering = AtomicUsize::new(1);
+            linger(&lingering, true);
+            assert_eq!(lingering.load(Ordering::Acquire), 0, "counted out");
+            assert!(
+                !ran.load(Ordering::Acquire),
+                "it lingered on the joined thread"
+            );
+            // A worker's lingering (not the joined thread's) does run it.
+            lingering.store(1, Ordering::Release);
+            linger(&lingering, false);
+            assert!(ran.load(Ordering::Acquire));
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn lingering_jobs_stay_one_per_worker_and_end() {
         let threads = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let pool = Pool {
             threads,
             lingering: Arc::new(AtomicUsize::new(0)),
+            workers: 2,
+            joined: false,
         };
         for _ in 0..20 {
             share(

@@ -6,7 +6,9 @@
 //! `matvec` (one call per column), candle's `QMatMul::forward` with an `(n, cols)` input, and
 //! ggml's `MUL_MAT` timed by its own `test-backend-ops perf` (built by `scripts/build-llama.sh`;
 //! `MINIQUANT_TEST_BACKEND_OPS` names another binary), the shapes and types passed in a test file.
-//! Both sides of every figure quantize the activations inside the timed call. Weights are
+//! Ours runs on a thread that has joined the pool as its thread 0 (`parallel::join_pool`, as the
+//! `miniquant` commands' main thread does), candle on another. Both sides of every figure quantize
+//! the activations inside the timed call. Weights are
 //! quantized by us from Gaussian rows; ggml fills its own with random values (the speed of these
 //! kernels does not depend on the values).
 //!
@@ -401,6 +403,34 @@ fn parse_result(line: &str) -> Option<(Case, String, f64)> {
 /// In a child process: times ours and candle on every case with `threads` threads and prints one
 /// `RESULT` line per figure.
 fn measure_ours_and_candle(grid: &Grid, threads: usize) {
+    // Ours on a thread that joins the pool as its thread 0 (as the `miniquant` commands' main
+    // thread does), candle on this one, which stays out of it: candle's rayon work started on a
+    // joined thread would run in our pool instead of rayon's global one.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            if threads > 1 {
+                assert!(
+                    parallel::join_pool(threads),
+                    "the bench thread joins the pool"
+                );
+            }
+            for_each_case(grid, |case, w, x| measure_ours(case, w, x, threads));
+        });
+    });
+    if !grid.no_candle {
+        for_each_case(grid, |case, w, x| {
+            if candle_dtype(case.t).is_some() {
+                let Case { t, rows, cols, n } = *case;
+                let mut run = with_candle_block!(t, candle_forward(t, w, rows, cols, n, x));
+                report(case, "candle", best_time(&mut *run));
+            }
+        });
+    }
+}
+
+/// `measure(case, weights, activations)` for every case of `grid`, with the same data on every
+/// call of this function.
+fn for_each_case(grid: &Grid, mut measure: impl FnMut(&Case, &[u8], &[f32])) {
     let mut rng = Rng::new(0x6e_3d);
     for &(rows, cols) in &grid.shapes {
         let values = gaussian_rows(&mut rng, rows, cols);
@@ -416,41 +446,51 @@ fn measure_ours_and_candle(grid: &Grid, threads: usize) {
             let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
             quant::quantize(t, &values, &mut w).unwrap();
             for case in cases {
-                let n = case.n;
-                let x = gaussian_rows(&mut rng, n, cols);
-                let report = |name: &str, time: Duration| {
-                    println!(
-                        "RESULT {} {rows} {cols} {n} {name} {:e}",
-                        t.name(),
-                        time.as_secs_f64()
-                    );
-                };
-                let mut y = vec![0f32; n * rows];
-                report(
-                    "matmul",
-                    time_matmul(level::current(), &case, &w, &x, threads, &mut y),
-                );
-                if threads > 1 {
-                    let (one, many) = time_paired(&case, &w, &x, threads, &mut y);
-                    report("matmul-paired-1", one);
-                    report("matmul-paired", many);
-                    report("split-at-once", time_split_at_once(&case, &w, &x, threads));
-                }
-                for lvl in level::available().filter(|&l| l != Level::Scalar) {
-                    let time = time_matmul(lvl, &case, &w, &x, threads, &mut y);
-                    report(&format!("matmul@{lvl}"), time);
-                }
-                report(
-                    "n×matvec",
-                    time_matvecs(level::current(), &case, &w, &x, threads, &mut y),
-                );
-                if candle_dtype(t).is_some() && !grid.no_candle {
-                    let mut run = with_candle_block!(t, candle_forward(t, &w, rows, cols, n, &x));
-                    report("candle", best_time(&mut *run));
-                }
+                let x = gaussian_rows(&mut rng, case.n, cols);
+                measure(&case, &w, &x);
             }
         }
     }
+}
+
+/// Prints one figure for the parent process.
+fn report(case: &Case, name: &str, time: Duration) {
+    let Case { t, rows, cols, n } = *case;
+    println!(
+        "RESULT {} {rows} {cols} {n} {name} {:e}",
+        t.name(),
+        time.as_secs_f64()
+    );
+}
+
+/// Ours on `case`: `matmul` at the detected level and each SIMD level, alternated with one thread
+/// and against the no-pool split when `threads > 1`, and n × `matvec`.
+fn measure_ours(case: &Case, w: &[u8], x: &[f32], threads: usize) {
+    let mut y = vec![0f32; case.n * case.rows];
+    report(
+        case,
+        "matmul",
+        time_matmul(level::current(), case, w, x, threads, &mut y),
+    );
+    if threads > 1 {
+        let (one, many) = time_paired(case, w, x, threads, &mut y);
+        report(case, "matmul-paired-1", one);
+        report(case, "matmul-paired", many);
+        report(
+            case,
+            "split-at-once",
+            time_split_at_once(case, w, x, threads),
+        );
+    }
+    for lvl in level::available().filter(|&l| l != Level::Scalar) {
+        let time = time_matmul(lvl, case, w, x, threads, &mut y);
+        report(case, &format!("matmul@{lvl}"), time);
+    }
+    report(
+        case,
+        "n×matvec",
+        time_matvecs(level::current(), case, w, x, threads, &mut y),
+    );
 }
 
 fn time_matmul(

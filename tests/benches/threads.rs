@@ -1,7 +1,8 @@
 //! Why two threads do or do not double a one-column matvec: per matrix, one thread against two
 //! threads on disjoint halves of the same rows, for a plain read of the bytes and for the matvec,
 //! with the two threads handed their halves by a spinning worker (no pool, no wake-up: the upper
-//! bound of what two threads can gain), then `miniquant_std::parallel::matvec` itself.
+//! bound of what two threads can gain), then `miniquant_std::parallel::matvec` itself, called
+//! from the pool's thread 0 (`parallel::join_pool`, as the `miniquant` commands do).
 //!
 //! Every ratio is of figures timed in alternation in this process (round after round, best of
 //! each), so both sides see the same phases of a shared machine. "cached" runs the same matrix
@@ -191,6 +192,7 @@ fn main() {
     })
     .collect();
     println!("load average at start: {}", load());
+    assert!(parallel::join_pool(2), "the bench's thread joins the pool");
     println!(
         "GB/s of weights; 1T one thread, 2T two threads on disjoint halves (spinning worker), \
          pool = parallel::matvec with 2 threads; ratios over 1T of the same kind (the kernel on \

@@ -88,6 +88,8 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
         args.threads.iter().map(|t| t.get()).collect()
     };
     let most = threads.iter().copied().max().unwrap_or(1);
+    // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
+    crate::parallel::join_pool(most);
     let layout = Layout::with_threads(&model, context, batch, most).map_err(model_error)?;
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];

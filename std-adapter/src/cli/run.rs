@@ -188,6 +188,8 @@ pub(super) fn run<O: Write, E: Write>(
     let threads = args
         .threads
         .map_or_else(crate::parallel::default_threads, NonZeroUsize::get);
+    // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
+    crate::parallel::join_pool(threads);
     let layout = Layout::with_threads(&model, context, batch, threads).map_err(model_error)?;
     let mut floats = vec![0f32; layout.floats];
     let mut scratch = vec![0u8; layout.scratch_bytes];
