@@ -24,8 +24,8 @@
 //!   over through the pool's shared queue and learns that they ended through a lock and a
 //!   condition variable (a system call on every call); a thread of the pool pushes them on its own
 //!   queue, where a lingering worker steals them, and waits on a flag. [`join_pool`] makes the
-//!   calling thread the pool's thread 0 (rayon's `use_current_thread`), for good: opt-in, because
-//!   rayon work started on that thread afterwards runs in this pool.
+//!   calling thread thread 0 of a pool of its own (rayon's `use_current_thread`), for good: opt-in,
+//!   because rayon work started on that thread afterwards runs in that pool.
 //! - **No thread waits asleep.** The caller waits for the workers, and every thread for the
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
 //!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
@@ -1004,13 +1004,23 @@ fn wait_until(done: impl Fn() -> bool) {
     }
 }
 
-/// The pool kept for the process (see [`pool`] and [`join_pool`]).
+/// The pool kept for the process's calls from threads outside any pool (see [`pool`]).
 static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
 
-/// The worker pool, with at least `workers` threads: the one kept for the process, or a larger one
-/// that replaces it (calls still running keep the old one alive until they end). `None` if the
-/// threads cannot be started.
+thread_local! {
+    /// The pool this thread is thread 0 of ([`join_pool`]), kept for the thread's life: no other
+    /// thread's call replaces it.
+    static JOINED: std::cell::OnceCell<Arc<Pool>> = const { std::cell::OnceCell::new() };
+}
+
+/// The worker pool, with at least `workers` threads: the one this thread joined if it has enough
+/// workers, else the one kept for the process, or a larger one that replaces it (calls still
+/// running keep the old one alive until they end). `None` if the threads cannot be started.
 fn pool(workers: usize) -> Option<Arc<Pool>> {
+    let joined = JOINED.with(|joined| joined.get().filter(|p| p.workers >= workers).cloned());
+    if joined.is_some() {
+        return joined;
+    }
     let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(pool) = kept.as_ref().filter(|p| p.workers >= workers) {
         return Some(Arc::clone(pool));
@@ -1032,8 +1042,8 @@ fn pool_builder(threads: usize) -> ThreadPoolBuilder {
         .thread_name(|i| format!("miniquant-matvec-{i}"))
 }
 
-/// Makes the calling thread thread 0 of the worker pool, beside `threads - 1` workers (or as many
-/// as the pool has already, if more): the multi-threaded calls it makes afterwards hand their work
+/// Makes the calling thread thread 0 of a worker pool of its own, beside `threads - 1` workers:
+/// the multi-threaded calls it makes afterwards (with at most `threads` threads) hand their work
 /// over and wait for it as a pool thread does (the jobs pushed on its own queue, its wait a check
 /// of a flag), not as an outside thread (the jobs through the pool's shared queue, the end of the
 /// call signalled through a lock and a system call): an empty two-thread call costs about half as
@@ -1042,10 +1052,11 @@ fn pool_builder(threads: usize) -> ThreadPoolBuilder {
 /// For the thread that makes a program's products, once, before them (the `miniquant` commands do).
 /// It stays in the pool for the life of the process: rayon work started on it afterwards
 /// (`rayon::join`, parallel iterators) runs on this pool's threads rather than rayon's global
-/// pool, so a program that uses rayon itself on that thread should not call this. Calls from other
-/// threads use the pool as before.
+/// pool, so a program that uses rayon itself on that thread should not call this. Its workers end
+/// when it does. Calls from other threads, and its own calls with more threads, use the pool
+/// kept for the process as before.
 ///
-/// Returns whether the thread is the pool's thread 0 with at least `threads - 1` workers: `false`,
+/// Returns whether the thread is thread 0 of a pool with at least `threads - 1` workers: `false`,
 /// and nothing changed, when `threads` is below 2, when the thread already belongs to a rayon pool
 /// (another one, or an earlier joined pool of fewer workers), or when the threads cannot be
 /// started.
@@ -1053,20 +1064,10 @@ pub fn join_pool(threads: usize) -> bool {
     let Some(workers) = threads.checked_sub(1).filter(|&w| w > 0) else {
         return false;
     };
-    let mut kept = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(pool) = kept.as_ref() {
-        if pool.joined && pool.current_thread_index() == Some(0) {
-            return pool.workers >= workers;
-        }
-    }
-    let workers = kept.as_ref().map_or(workers, |p| p.workers.max(workers));
-    match joined_pool(workers) {
-        Some(pool) => {
-            *kept = Some(Arc::new(pool));
-            true
-        }
-        None => false,
-    }
+    JOINED.with(|joined| match joined.get() {
+        Some(pool) => pool.workers >= workers,
+        None => joined_pool(workers).is_some_and(|pool| joined.set(Arc::new(pool)).is_ok()),
+    })
 }
 
 /// A new pool of `workers` threads and this one as its thread 0; `None` if this thread belongs to
@@ -1688,22 +1689,16 @@ mod tests {
         }
     }
 
-    /// Held by the tests that make their thread the pool's thread 0, one at a time: each replaces
-    /// the kept pool.
-    static JOINING: Mutex<()> = Mutex::new(());
-
     #[test]
     fn matmul_from_the_pools_thread_0_gives_matvec_per_column() {
-        let _one = JOINING.lock().unwrap_or_else(PoisonError::into_inner);
         std::thread::spawn(|| {
-            // More workers than any other test asks for, so that none replaces this pool meanwhile.
-            assert!(join_pool(8), "a new thread joins");
+            assert!(join_pool(2), "a new thread joins");
             assert_eq!(rayon_core::current_thread_index(), Some(0));
             assert!(join_pool(2), "joined already, with enough workers");
             let cols = 2048;
             let lvl = level::current();
             // One column (whole shares), several (row shares in runs, column pieces), 128 (column
-            // shares); two threads, and three.
+            // shares); two threads (its own pool), and three (the process's pool, as an outsider).
             for (rows, ns) in [(801, &[1, 8, 128][..]), (37, &[1, 3][..])] {
                 for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
                     let w = matrix(t, rows, cols);
@@ -1721,7 +1716,8 @@ mod tests {
                     }
                 }
             }
-            assert!(join_pool(2), "still the kept pool's thread 0");
+            assert!(join_pool(2), "still its pool's thread 0");
+            assert!(!join_pool(3), "a thread joins one pool only");
         })
         .join()
         .unwrap();
@@ -1729,7 +1725,6 @@ mod tests {
 
     #[test]
     fn join_pool_refuses_a_thread_of_another_pool() {
-        let _one = JOINING.lock().unwrap_or_else(PoisonError::into_inner);
         let other = ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         assert!(!other.install(|| join_pool(2)));
         std::thread::spawn(|| assert!(!join_pool(1), "one thread has no workers"))

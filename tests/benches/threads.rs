@@ -5,7 +5,8 @@
 //! from the pool's thread 0 (`parallel::join_pool`, as the `miniquant` commands do).
 //!
 //! Every ratio is of figures timed in alternation in this process (round after round, best of
-//! each), so both sides see the same phases of a shared machine. "cached" runs the same matrix
+//! each), so both sides see the same phases of a shared machine; the pool's is also given for the
+//! median calls, which the best calls hide when the two threads share one CPU for a while. "cached" runs the same matrix
 //! call after call, as the matmul bench does; "beyond cache" cycles through copies of it that
 //! add up to [`BEYOND_CACHE_BYTES`], so every call reads its weights from memory, as a model's
 //! decode does.
@@ -149,21 +150,34 @@ impl<'a> Spinner<'a> {
     }
 }
 
-/// Best time of `f` in each of `ROUNDS` rounds of `k` calls, the functions alternated per round.
-fn alternate<const N: usize>(k: usize, fs: &mut [&mut dyn FnMut(usize); N]) -> [Duration; N] {
-    let mut best = [Duration::MAX; N];
+/// The best and the median call of each `f`, in `ROUNDS` rounds of `k` calls, the functions
+/// alternated per round. The median shows what the best hides: calls that lose their second core
+/// for a while (docs/kernel-experiments.md, "two threads left on one CPU").
+fn alternate_calls<const N: usize>(
+    k: usize,
+    fs: &mut [&mut dyn FnMut(usize); N],
+) -> [(Duration, Duration); N] {
+    let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS * k));
     let mut call = 0;
     for _ in 0..ROUNDS {
-        for (f, b) in fs.iter_mut().zip(&mut best) {
+        for (f, times) in fs.iter_mut().zip(&mut times) {
             for _ in 0..k {
                 let start = Instant::now();
                 f(call);
-                *b = (*b).min(start.elapsed());
+                times.push(start.elapsed());
                 call += 1;
             }
         }
     }
-    best
+    times.map(|mut times| {
+        times.sort_unstable();
+        (times[0], times[times.len() / 2])
+    })
+}
+
+/// Best time of `f` in each of `ROUNDS` rounds of `k` calls, the functions alternated per round.
+fn alternate<const N: usize>(k: usize, fs: &mut [&mut dyn FnMut(usize); N]) -> [Duration; N] {
+    alternate_calls(k, fs).map(|(best, _)| best)
 }
 
 fn load() -> String {
@@ -197,7 +211,7 @@ fn main() {
         "GB/s of weights; 1T one thread, 2T two threads on disjoint halves (spinning worker), \
          pool = parallel::matvec with 2 threads; ratios over 1T of the same kind (the kernel on \
          activations quantized beforehand), and pool 2T / 1T over parallel::matvec with 1 thread \
-         (both quantizing the activations in the call)"
+         (both quantizing the activations in the call), of the best calls and of the median calls"
     );
     // The round trip of an empty job: the hand-off cost with a worker that never sleeps.
     let empty = Operands {
@@ -227,9 +241,9 @@ fn main() {
         pool_call.as_secs_f64() * 1e6
     );
     println!(
-        "| type | rows × cols | MB | where | read 1T | read 2T / 1T | matvec 1T | matvec 2T / 1T | pool / 1T | pool 2T / 1T | load |"
+        "| type | rows × cols | MB | where | read 1T | read 2T / 1T | matvec 1T | matvec 2T / 1T | pool / 1T | pool 2T / 1T | pool 2T / 1T, median calls | load |"
     );
-    println!("|---|---|--:|---|--:|--:|--:|--:|--:|--:|---|");
+    println!("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|");
     for t in &types {
         // (The K-quants' 256-value blocks do not divide SmolLM2's 576 columns.)
         let shapes = SHAPES
@@ -299,7 +313,7 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
         let mut y3 = vec![0f32; rows];
         let mut y4 = vec![0f32; rows];
         let [r1, r2, m1, m2, p2, p1] = with_spinner(|spinner| {
-            alternate(
+            alternate_calls(
                 k,
                 &mut [
                     &mut |c| run(Job::Read, &op(c), 0..rows, &mut []),
@@ -317,10 +331,12 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
                 ],
             )
         });
+        let (p2_median, p1_median) = (p2.1, p1.1);
+        let [r1, r2, m1, m2, p2, p1] = [r1, r2, m1, m2, p2, p1].map(|(best, _)| best);
         let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
         let ratio = |a: Duration, b: Duration| b.as_secs_f64() / a.as_secs_f64();
         println!(
-            "| {} | {rows} × {cols} | {:.2} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {} | {rows} × {cols} | {:.2} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
             t.name(),
             bytes as f64 / 1e6,
             if beyond_cache {
@@ -334,6 +350,7 @@ fn measure(t: GgmlType, rows: usize, cols: usize) {
             ratio(m2, m1),
             ratio(p2, m1),
             ratio(p2, p1),
+            ratio(p2_median, p1_median),
             load()
         );
     }
