@@ -1050,7 +1050,7 @@ fn pool_builder(threads: usize) -> ThreadPoolBuilder {
 /// much (BENCHMARKS.md, "The caller as the pool's thread 0").
 ///
 /// For the thread that makes a program's products, once, before them (the `miniquant` commands do).
-/// It stays in the pool for the life of the process: rayon work started on it afterwards
+/// It stays in the pool for the rest of its life: rayon work started on it afterwards
 /// (`rayon::join`, parallel iterators) runs on this pool's threads rather than rayon's global
 /// pool, so a program that uses rayon itself on that thread should not call this. Its workers end
 /// when it does. Calls from other threads, and its own calls with more threads, use the pool
