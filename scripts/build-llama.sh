@@ -5,19 +5,37 @@
 # Nothing of it is committed.
 #   MINIQUANT_CACHE  cache directory (default: ~/.cache/miniquant)
 #   LLAMA_JOBS       parallel compile jobs (default: nproc)
+#   LLAMA_AMX=1      on a CPU with AMX only: a second build, of ggml's libraries alone, with its AMX
+#                    kernels (the AMX buffer type), in its own directory; prints its binary directory
 #
 # Built with -march=native but without AMX: on a CPU with AMX, llama.cpp built natively crashed in
-# ggml_backend_amx_mul_mat when loading a model (issue 26), so the AMX tile extensions stay off.
+# ggml_backend_amx_mul_mat when loading a model (issue 26), so the AMX tile extensions stay off in
+# the tools. The LLAMA_AMX build is for scripts/ggml-repack-gemm.sh, which puts one weight matrix in
+# the AMX buffer type and checks that ggml's AMX kernels support the case before it runs one.
 set -euo pipefail
 cache="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}"
 version=0.3.36
 sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 src="$cache/llama-src-$version"
-build="$cache/llama-build-$version"
+amx="${LLAMA_AMX:-}"
+if [ -n "$amx" ]; then
+  if ! grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+    echo "LLAMA_AMX: this CPU has no AMX int8" >&2
+    exit 1
+  fi
+  build="$cache/llama-build-amx-$version"
+  targets=(ggml ggml-base ggml-cpu)
+  built() { [ -e "$build/bin/libggml-cpu.so" ]; }
+else
+  build="$cache/llama-build-$version"
+  targets=(llama-tokenize llama-perplexity llama-bench test-backend-ops llama)
+  built() {
+    [ -x "$build/bin/llama-tokenize" ] && [ -x "$build/bin/llama-perplexity" ] \
+      && [ -x "$build/bin/llama-bench" ] && [ -x "$build/bin/test-backend-ops" ]
+  }
+fi
 bin="$build/bin"
-targets=(llama-tokenize llama-perplexity llama-bench test-backend-ops llama)
-if [ -x "$bin/llama-tokenize" ] && [ -x "$bin/llama-perplexity" ] && [ -x "$bin/llama-bench" ] \
-  && [ -x "$bin/test-backend-ops" ]; then
+if built; then
   echo "$bin"
   exit 0
 fi
@@ -46,8 +64,15 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
 fi
 cmake="$venv/bin/cmake"
 native_flags=""
-if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+if [ -z "$amx" ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
   native_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+if [ -n "$amx" ]; then
+  # GCC 12's _tile_loadconfig declares a read of only the config's first 8 bytes, so the stores
+  # of the tile shapes after them are dead to the optimizer: ggml's ldtilecfg then loads palette 1
+  # with every tile empty and the first tileloadd faults (SIGILL, the crash of issue 26). Dead
+  # stores are kept in this build.
+  native_flags="-fno-tree-dse -fno-dse"
 fi
 "$cmake" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \

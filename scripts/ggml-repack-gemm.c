@@ -28,6 +28,11 @@
 //                                  f32. BUFFER is `repack` or `default`. For the bench's bits check
 //                                  against miniquant's matvec.
 //
+// GGML_EXTRA_BUFFER=AMX: the CPU backend's AMX buffer type in place of CPU_REPACK (ggml's AMX
+// int8 kernels: a build with them, `LLAMA_AMX=1 scripts/build-llama.sh`, on a CPU with AMX); its
+// lines then say `amx` where they say `repack`, and `run` takes `amx` as its BUFFER. A case the
+// extra buffer's kernels do not support (the backend's supports_op says so) gives `none`.
+//
 // Built and run by scripts/ggml-repack-gemm.sh (and by the matmul bench) against the llama.cpp
 // build of scripts/build-llama.sh; not part of CI.
 #include "ggml-alloc.h"
@@ -71,8 +76,20 @@ static void fail(const char * what) {
     exit(1);
 }
 
-// The CPU backend's CPU_REPACK buffer type, found through the registry's public proc address.
-static ggml_backend_buffer_type_t repack_buft(void) {
+// The extra buffer type the harness compares with the default one: CPU_REPACK, or the one
+// GGML_EXTRA_BUFFER names (AMX), and the word its output lines use for it.
+static const char * extra_name(void) {
+    const char * name = getenv("GGML_EXTRA_BUFFER");
+    return name && *name ? name : "CPU_REPACK";
+}
+
+static const char * extra_label(void) {
+    if (strcmp(extra_name(), "CPU_REPACK") == 0) return "repack";
+    return strcmp(extra_name(), "AMX") == 0 ? "amx" : "extra";
+}
+
+// That buffer type, found through the CPU registry's public proc address.
+static ggml_backend_buffer_type_t extra_buft(void) {
     ggml_backend_reg_t reg = ggml_backend_cpu_reg();
     ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
     ggml_backend_dev_get_extra_bufts_t get_extra =
@@ -80,9 +97,12 @@ static ggml_backend_buffer_type_t repack_buft(void) {
             reg, "ggml_backend_dev_get_extra_bufts");
     if (!get_extra) fail("the CPU registry offers no ggml_backend_dev_get_extra_bufts");
     for (ggml_backend_buffer_type_t * b = get_extra(dev); b && *b; b++) {
-        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
+        if (strcmp(ggml_backend_buft_name(*b), extra_name()) == 0) return *b;
     }
-    fail("no CPU_REPACK buffer type in this build (GGML_CPU_REPACK off?)");
+    fprintf(stderr, "ggml-repack-gemm: no %s buffer type in this build (CPU_REPACK: GGML_CPU_REPACK "
+            "off? AMX: a build without __AMX_INT8__, or Linux refused the tile permission)\n",
+            extra_name());
+    exit(1);
     return NULL;
 }
 
@@ -96,31 +116,36 @@ struct matmul {
     int rows, n;
 };
 
-// Sets up W · X; returns 0 when `repack` is asked for and ggml has no repacked layout for the
-// type and shape on this CPU (nothing is left allocated then).
+// Sets up W · X; returns 0 when the extra buffer (`extra`) is asked for and ggml has no kernel
+// for the type and shape there on this CPU (nothing is left allocated then).
 static int matmul_init(struct matmul * m, enum ggml_type type, int rows, int cols, int n,
-                       int threads, int repack, const void * w_data, const float * x_data) {
+                       int threads, int extra, const void * w_data, const float * x_data) {
     memset(m, 0, sizeof *m);
     m->rows = rows;
     m->n = n;
     struct ggml_init_params pw = {ggml_tensor_overhead() * 2, NULL, true};
     m->ctx_w = ggml_init(pw);
     m->w = ggml_new_tensor_2d(m->ctx_w, type, cols, rows);
-    ggml_backend_buffer_type_t buft = repack ? repack_buft() : ggml_backend_cpu_buffer_type();
+    ggml_backend_buffer_type_t buft = extra ? extra_buft() : ggml_backend_cpu_buffer_type();
     m->buf_w = ggml_backend_alloc_ctx_tensors_from_buft(m->ctx_w, buft);
     if (!m->buf_w) fail("cannot allocate the weight buffer");
-    if (repack && m->w->extra == NULL) {
-        // The repack buffer's init_tensor found no layout for this type: its set_tensor would
-        // dereference the missing traits.
+    struct ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), NULL, true};
+    m->ctx = ggml_init(p);
+    m->x = ggml_new_tensor_2d(m->ctx, GGML_TYPE_F32, cols, n);
+    m->y = ggml_mul_mat(m->ctx, m->w, m->x);
+    // The repack buffer's init_tensor finds no layout for the type (its set_tensor would then
+    // dereference the missing traits), or the extra buffer's kernels refuse the op (the AMX ones
+    // take some types and row counts only, and would abort on others).
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0);
+    const int no_layout = strcmp(extra_name(), "CPU_REPACK") == 0 && m->w->extra == NULL;
+    const int unsupported = extra && (no_layout || !ggml_backend_dev_supports_op(dev, m->y));
+    if (unsupported) {
+        ggml_free(m->ctx);
         ggml_backend_buffer_free(m->buf_w);
         ggml_free(m->ctx_w);
         return 0;
     }
     ggml_backend_tensor_set(m->w, w_data, 0, ggml_nbytes(m->w));
-    struct ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), NULL, true};
-    m->ctx = ggml_init(p);
-    m->x = ggml_new_tensor_2d(m->ctx, GGML_TYPE_F32, cols, n);
-    m->y = ggml_mul_mat(m->ctx, m->w, m->x);
     m->graph = ggml_new_graph(m->ctx);
     ggml_build_forward_expand(m->graph, m->y);
     m->buf = ggml_backend_alloc_ctx_tensors_from_buft(m->ctx, ggml_backend_cpu_buffer_type());
@@ -222,10 +247,11 @@ static int perf(int argc, char ** argv) {
         const char * tn = ggml_type_name(type);
         printf("GGML_BUF %s %d %d %d %d default %.6e\n", tn, rows, cols, n, threads, best_plain);
         if (has_repack) {
-            printf("GGML_BUF %s %d %d %d %d repack %.6e\n", tn, rows, cols, n, threads, best_packed);
+            printf("GGML_BUF %s %d %d %d %d %s %.6e\n", tn, rows, cols, n, threads, extra_label(),
+                   best_packed);
             matmul_free(&packed);
         } else {
-            printf("GGML_BUF %s %d %d %d %d repack none\n", tn, rows, cols, n, threads);
+            printf("GGML_BUF %s %d %d %d %d %s none\n", tn, rows, cols, n, threads, extra_label());
         }
         fflush(stdout);
         matmul_free(&plain);
@@ -260,11 +286,11 @@ static void compute(enum ggml_type type, int rows, int cols, int n, int repack, 
 static int bits(int argc, char ** argv) {
     if (argc < 4) fail("bits ROWS COLS N TYPE...");
     const int rows = atoi(argv[0]), cols = atoi(argv[1]), n = atoi(argv[2]);
-    printf("ggml %s, W %d x %d, n = %d, one thread; outputs whose bits differ from the repacked "
-           "batch (largest relative difference)\n",
-           ggml_version(), rows, cols, n);
-    printf("| type | repacked, column alone (GEMV) | default buffer, column alone (vec_dot) | "
-           "default buffer, same batch |\n|---|--:|--:|--:|\n");
+    printf("ggml %s, W %d x %d, n = %d, one thread; outputs whose bits differ from the %s "
+           "buffer's batch (largest relative difference)\n",
+           ggml_version(), rows, cols, n, extra_name());
+    printf("| type | %s buffer, column alone | default buffer, column alone (vec_dot) | "
+           "default buffer, same batch |\n|---|--:|--:|--:|\n", extra_name());
     for (int t = 3; t < argc; t++) {
         const enum ggml_type type = type_named(argv[t]);
         void * w = gaussian_weights(type, rows, cols);
@@ -272,7 +298,7 @@ static int bits(int argc, char ** argv) {
         float * batch = malloc((size_t) rows * n * 4), * other = malloc((size_t) rows * n * 4);
         struct matmul probe;
         if (!matmul_init(&probe, type, rows, cols, n, 1, 1, w, x)) {
-            printf("| %s | not repacked on this CPU | | |\n", ggml_type_name(type));
+            printf("| %s | no %s kernel on this CPU | | |\n", ggml_type_name(type), extra_name());
             free(w), free(x), free(batch), free(other);
             continue;
         }
@@ -314,7 +340,7 @@ static int run(int argc, char ** argv) {
     const enum ggml_type type = type_named(argv[0]);
     const int rows = atoi(argv[1]), cols = atoi(argv[2]), n = atoi(argv[3]),
               threads = atoi(argv[4]);
-    const int repack = strcmp(argv[5], "repack") == 0;
+    const int repack = strcmp(argv[5], "default") != 0;
     void * w = read_file(argv[6], ggml_row_size(type, cols) * rows);
     float * x = read_file(argv[7], (size_t) cols * n * 4);
     float * y = malloc((size_t) rows * n * 4);

@@ -5,10 +5,17 @@
 #   scripts/ggml-repack-gemm.sh perf THREADS ROUNDS TYPE:ROWSxCOLS:N...
 #   scripts/ggml-repack-gemm.sh bits ROWS COLS N TYPE...
 #   scripts/ggml-repack-gemm.sh --build      (only build; prints the binary's path)
-# The matmul bench (tests/benches/matmul.rs) runs it for its "ggml repack" column. Not part of CI.
+# With GGML_EXTRA_BUFFER=AMX (a CPU with AMX only) it is built against ggml's AMX build
+# (LLAMA_AMX=1 scripts/build-llama.sh) and compares the AMX buffer type with the default one.
+# The matmul bench (tests/benches/matmul.rs) runs it for its "ggml repack" and "ggml amx" columns.
+# Not part of CI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="$("$here/build-llama.sh")"
+if [ "${GGML_EXTRA_BUFFER:-}" = "AMX" ]; then
+  bin="$(LLAMA_AMX=1 "$here/build-llama.sh")"
+else
+  bin="$("$here/build-llama.sh")"
+fi
 src="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}/llama-src-0.3.36"
 out="$bin/ggml-repack-gemm"
 if [ ! -x "$out" ] || [ "$here/ggml-repack-gemm.c" -nt "$out" ]; then

@@ -35,6 +35,11 @@
 //! weight bytes and activations (repack and default buffer) and counts the outputs whose bits
 //! differ from our `matvec`.
 //!
+//! `--ggml-amx` (a CPU with AMX only): also ggml's AMX kernels, "ggml amx": the same harness built
+//! against a second ggml build that has them (`LLAMA_AMX=1 scripts/build-llama.sh`), the weights
+//! in the CPU backend's `AMX` buffer type (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS with rows a
+//! multiple of 32; other cases show "–"), beside ours and our `amx` level.
+//!
 //! Run: `cargo bench -p miniquant-tests --bench matmul` (a short grid: 2048², Q8_0 and Q4_K, n =
 //! 1, 32, 512, one and two threads); `-- --full` for every shape, type and n. Narrow either with
 //! comma-separated lists: `--type Q4_0,Q6_K` (or bare type names), `--shape 576x1536,2048x2048`,
@@ -232,6 +237,15 @@ fn main() {
     let no_ggml = args.iter().any(|a| a == "--no-ggml");
     let no_repack = args.iter().any(|a| a == "--no-repack");
     let repack_only = args.iter().any(|a| a == "--ggml-repack-only");
+    let ggml_amx = args.iter().any(|a| a == "--ggml-amx");
+    if ggml_amx {
+        println!(
+            "ggml amx: the same harness against ggml built with its AMX kernels \
+             (LLAMA_AMX=1 scripts/build-llama.sh), weights in the AMX buffer type (converted to its \
+             tile layout when set; Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, rows a multiple of \
+             32, other cases \"–\"), alternated with that build's default buffer\n"
+        );
+    }
     let mut figures: BTreeMap<(Case, usize), BTreeMap<String, f64>> = BTreeMap::new();
     for &threads in &grid.threads {
         // Ours and candle in a child process per thread count (candle's count is per process).
@@ -264,7 +278,7 @@ fn main() {
                 "ggml repack harness, {threads} thread(s): load average {}",
                 load_average()
             );
-            match ggml_repack_times(&grid.cases(), threads) {
+            match ggml_extra_times(&grid.cases(), threads, Extra::Repack) {
                 Ok(times) => {
                     for (case, buffer, seconds) in times {
                         figures
@@ -274,6 +288,29 @@ fn main() {
                     }
                 }
                 Err(why) => println!("ggml repack, {threads} thread(s): not run ({why})"),
+            }
+        }
+        if ggml_amx {
+            println!(
+                "ggml amx harness, {threads} thread(s): load average {}",
+                load_average()
+            );
+            match ggml_extra_times(&grid.cases(), threads, Extra::Amx) {
+                Ok(times) => {
+                    for (case, buffer, seconds) in times {
+                        // The AMX build's own default-buffer figure is not the tools' build's.
+                        let name = if buffer == "ggml default" {
+                            "ggml default (amx build)".to_string()
+                        } else {
+                            buffer
+                        };
+                        figures
+                            .entry((case, threads))
+                            .or_default()
+                            .insert(name, case.flop() / seconds / 1e9);
+                    }
+                }
+                Err(why) => println!("ggml amx, {threads} thread(s): not run ({why})"),
             }
         }
         if repack_only {
@@ -314,7 +351,7 @@ fn main() {
         }
     }
     if args.iter().any(|a| a == "--repack-bits") {
-        repack_bits(&grid);
+        repack_bits(&grid, ggml_amx);
     }
     print_table(&figures, &build);
     println!("load average at the end: {}", load_average());
@@ -785,22 +822,45 @@ fn ggml_times(cases: &[Case], threads: usize, tiled: bool) -> Result<Vec<(Case, 
     Ok(cases.iter().map(|c| (*c, measured[c] / 1e6)).collect())
 }
 
+/// The buffer type the harness puts ggml's weights in besides the default one.
+#[derive(Clone, Copy, PartialEq)]
+enum Extra {
+    /// `CPU_REPACK`: the repacked GEMM/GEMV, in the tools' build.
+    Repack,
+    /// `AMX`: ggml's AMX kernels, in a build of ggml's libraries with them.
+    Amx,
+}
+
+impl Extra {
+    /// The harness's `GGML_EXTRA_BUFFER` and the build it is linked against.
+    fn buffer_and_build(self) -> (&'static str, &'static str) {
+        match self {
+            Extra::Repack => ("CPU_REPACK", "llama-build-0.3.36/bin/test-backend-ops"),
+            Extra::Amx => ("AMX", "llama-build-amx-0.3.36/bin/libggml-cpu.so"),
+        }
+    }
+}
+
 /// `scripts/ggml-repack-gemm.sh --build`: the harness that runs ggml's `MUL_MAT` with the weights
-/// in the CPU backend's `CPU_REPACK` buffer type (its repacked GEMM/GEMV) and in the default
-/// buffer, built against the same llama.cpp build as `test-backend-ops`.
-fn ggml_repack_harness() -> Result<PathBuf, String> {
+/// in the CPU backend's `CPU_REPACK` buffer type (its repacked GEMM/GEMV), or its `AMX` one, and in
+/// the default buffer, built against the same llama.cpp build as `test-backend-ops` (AMX: the build
+/// with ggml's AMX kernels).
+fn ggml_extra_harness(extra: Extra) -> Result<PathBuf, String> {
     // The script would build llama.cpp first if it were missing (scripts/build-llama.sh): the
     // bench only uses a build that is there.
-    let tools = candle_common::model_cache_dir().join("llama-build-0.3.36/bin/test-backend-ops");
-    if !tools.exists() {
-        return Err(format!(
-            "{} missing: run scripts/build-llama.sh",
-            tools.display()
-        ));
+    let (buffer, build) = extra.buffer_and_build();
+    let built = candle_common::model_cache_dir().join(build);
+    if !built.exists() {
+        let how = match extra {
+            Extra::Repack => "scripts/build-llama.sh",
+            Extra::Amx => "LLAMA_AMX=1 scripts/build-llama.sh (a CPU with AMX only)",
+        };
+        return Err(format!("{} missing: run {how}", built.display()));
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
     let output = Command::new(&script)
         .arg("--build")
+        .env("GGML_EXTRA_BUFFER", buffer)
         .output()
         .map_err(|e| format!("{}: {e}", script.display()))?;
     if !output.status.success() {
@@ -817,12 +877,17 @@ fn ggml_repack_harness() -> Result<PathBuf, String> {
 /// Rounds in which the harness alternates ggml's default and repack buffers per case.
 const REPACK_ROUNDS: usize = 3;
 
-/// ggml's best time per call with the weights in the `CPU_REPACK` buffer ("ggml repack") and, in
-/// the same process alternated with it, in the default buffer ("ggml default"), `threads`
-/// threads (the harness sets ggml's thread count itself). Types ggml does not repack on this CPU
-/// (Q8_0 on x86, the K-quants but Q4_K and Q2_K, ...) give only the default figure.
-fn ggml_repack_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, String, f64)>, String> {
-    let harness = ggml_repack_harness()?;
+/// ggml's best time per call with the weights in the `CPU_REPACK` buffer ("ggml repack") or the
+/// `AMX` one ("ggml amx") and, in the same process alternated with it, in the default buffer
+/// ("ggml default"), `threads` threads (the harness sets ggml's thread count itself). Cases the
+/// extra buffer's kernels do not take on this CPU (repack: Q8_0 on x86, the K-quants but Q4_K and
+/// Q2_K, ...) give only the default figure.
+fn ggml_extra_times(
+    cases: &[Case],
+    threads: usize,
+    extra: Extra,
+) -> Result<Vec<(Case, String, f64)>, String> {
+    let harness = ggml_extra_harness(extra)?;
     let specs: Vec<String> = cases
         .iter()
         .map(|c| format!("{}:{}x{}:{}", c.t.name(), c.rows, c.cols, c.n))
@@ -830,6 +895,7 @@ fn ggml_repack_times(cases: &[Case], threads: usize) -> Result<Vec<(Case, String
     let output = Command::new(&harness)
         .args(["perf", &threads.to_string(), &REPACK_ROUNDS.to_string()])
         .args(&specs)
+        .env("GGML_EXTRA_BUFFER", extra.buffer_and_build().0)
         .output()
         .map_err(|e| format!("{}: {e}", harness.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -887,15 +953,26 @@ fn ggml_repack_kernel(t: GgmlType, n: usize) -> &'static str {
 
 /// `--repack-bits`: for every case of the grid (one thread and each thread count asked for), ggml's
 /// `MUL_MAT` of our weight bytes and activations with the weights in the repack buffer and in the
-/// default buffer, against our `matvec` of each column: how many outputs have other bits.
-fn repack_bits(grid: &Grid) {
-    let harness = match ggml_repack_harness() {
-        Ok(h) => h,
-        Err(why) => {
-            println!("repack bits: not run ({why})");
-            return;
+/// default buffer (with `--ggml-amx`, also in the AMX buffer), against our `matvec` of each column:
+/// how many outputs have other bits.
+fn repack_bits(grid: &Grid, amx: bool) {
+    let mut buffers = Vec::new();
+    match ggml_extra_harness(Extra::Repack) {
+        Ok(h) => {
+            buffers.push(("repack", h.clone(), Extra::Repack));
+            buffers.push(("default", h, Extra::Repack));
         }
-    };
+        Err(why) => println!("repack bits: not run ({why})"),
+    }
+    if amx {
+        match ggml_extra_harness(Extra::Amx) {
+            Ok(h) => buffers.push(("amx", h, Extra::Amx)),
+            Err(why) => println!("amx bits: not run ({why})"),
+        }
+    }
+    if buffers.is_empty() {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("miniquant-repack-bits-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch directory");
     println!(
@@ -935,21 +1012,22 @@ fn repack_bits(grid: &Grid) {
         )
         .unwrap();
         for &threads in &grid.threads {
-            for buffer in ["repack", "default"] {
+            for (buffer, harness, extra) in &buffers {
                 let _ = std::fs::remove_file(&yf);
-                let output = Command::new(&harness)
+                let output = Command::new(harness)
                     .arg("run")
                     .arg(t.name())
                     .args([rows, cols, n, threads].map(|v| v.to_string()))
                     .arg(buffer)
                     .args([&wf, &xf, &yf])
+                    .env("GGML_EXTRA_BUFFER", extra.buffer_and_build().0)
                     .output()
                     .expect("run the repack harness");
                 let said = String::from_utf8_lossy(&output.stdout);
                 let verdict = if !output.status.success() {
                     format!("failed: {}", String::from_utf8_lossy(&output.stderr).trim())
                 } else if said.trim() == "none" {
-                    "not repacked on this CPU | –".to_string()
+                    format!("no {buffer} kernel for this case on this CPU | –")
                 } else {
                     let y: Vec<f32> = std::fs::read(&yf)
                         .unwrap()
@@ -1101,18 +1179,30 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         .filter(|&l| l != Level::Scalar)
         .map(|l| format!("matmul@{l}"))
         .collect();
+    // ggml's AMX columns, when `--ggml-amx` ran (a CPU with AMX).
+    let amx = figures
+        .values()
+        .any(|f| f.contains_key("ggml default (amx build)"));
+    let amx_head = if amx {
+        " ggml amx | ours / ggml amx | @amx / ggml amx |"
+    } else {
+        ""
+    };
     print!("| type | rows × cols | n | threads | ours matmul |");
     for name in &level_names {
         print!(" {} |", name.trim_start_matches("matmul"));
     }
     println!(
-        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ggml repack | repack kernel | ggml default (harness) | repack / default | ours / ggml repack | ours / candle | matmul / n×matvec |"
+        " ours n × matvec | candle | ggml | ggml path | ours / ggml | ggml untiled | ours / ggml untiled | ggml repack | repack kernel | ggml default (harness) | repack / default | ours / ggml repack | ours / candle | matmul / n×matvec |{amx_head}"
     );
     print!("|---|---|--:|--:|--:|");
     for _ in &level_names {
         print!("--:|");
     }
-    println!("--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|");
+    println!(
+        "--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|{}",
+        if amx { "--:|--:|--:|" } else { "" }
+    );
     let mut by_row: Vec<_> = figures.iter().collect();
     by_row.sort_by_key(|((case, threads), _)| {
         (case.rows, case.cols, case.t.code(), *threads, case.n)
@@ -1136,8 +1226,18 @@ fn print_table(figures: &BTreeMap<(Case, usize), BTreeMap<String, f64>>, build: 
         for name in &level_names {
             print!(" {} |", show(get(name)));
         }
+        let amx_cells = if amx {
+            format!(
+                " {} | {} | {} |",
+                show(get("ggml amx")),
+                ratio(ours, get("ggml amx")),
+                ratio(get("matmul@amx"), get("ggml amx")),
+            )
+        } else {
+            String::new()
+        };
         println!(
-            " {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            " {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |{amx_cells}",
             show(get("n×matvec")),
             show(get("candle")),
             show(get("ggml")),
