@@ -13,9 +13,11 @@
 //! rounds, best call of each; with `--ggml` also ggml's AMX buffer on the same shapes
 //! (`scripts/ggml-repack-gemm.sh` with `GGML_EXTRA_BUFFER=AMX`, a CPU with AMX).
 //!
+//! Also at AVX2: the same packed bytes, 8 rows a half-vector (`maddubs`, then one `madd` a block).
+//!
 //! Run: `RUSTFLAGS="-C target-cpu=native" cargo bench -p miniquant-tests --bench interleaved`.
 
-use miniquant::quant::{self, level};
+use miniquant::quant::{self, level, Level};
 use miniquant::GgmlType;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -252,6 +254,95 @@ mod avx512 {
     }
 }
 
+/// The same layout at AVX2 (the Zen 3 machines' level): each 64-byte vector of a group's block
+/// as two halves of 8 rows, `maddubs` of the nibbles and the broadcast activation dwords (each
+/// product pair at most 2 · 15 · 128 in magnitude, so the eight of a block add up in i16 without
+/// saturating), one `madd` by ones into each row's i32 lane, then the same float step, 8 lanes at
+/// a time.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    pub fn available() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+    }
+
+    /// As [`super::avx512::matvec`], at AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C ([`available`]).
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn matvec(
+        layout: Layout,
+        packed: &[u8],
+        blocks: usize,
+        xq: &[u8],
+        terms: &[(f32, i32, f32)],
+        y: &mut [f32],
+    ) {
+        let (packed_block, x_block, at) =
+            (layout.packed_block(), layout.x_block(), layout.quants_at());
+        let groups = packed.len() / (blocks * packed_block).max(1);
+        assert!(xq.len() >= blocks * x_block);
+        assert!(terms.len() >= blocks && y.len() >= groups * GROUP);
+        let nibble = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        for g in 0..groups {
+            // Lanes of rows 0..8 and 8..16 of the group.
+            let mut sumf = [_mm256_setzero_ps(); 2];
+            for b in 0..blocks {
+                let quants = &xq[b * x_block + at..][..32];
+                let x: [__m256i; 8] = core::array::from_fn(|k| {
+                    _mm256_set1_epi32(i32::from_le_bytes([
+                        quants[4 * k],
+                        quants[4 * k + 1],
+                        quants[4 * k + 2],
+                        quants[4 * k + 3],
+                    ]))
+                });
+                let (dx, start, sx) = terms[b];
+                let bytes = &packed[(g * blocks + b) * packed_block..][..packed_block];
+                for (half, sumf) in sumf.iter_mut().enumerate() {
+                    let mut pairs = _mm256_setzero_si256();
+                    for j in 0..4 {
+                        let from = &bytes[64 * j + 32 * half..][..32];
+                        // SAFETY: `from` is 32 bytes; an unaligned load.
+                        let v = unsafe { _mm256_loadu_si256(from.as_ptr().cast()) };
+                        let low = _mm256_and_si256(v, nibble);
+                        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+                        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(low, x[j]));
+                        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(high, x[4 + j]));
+                    }
+                    let sumi =
+                        _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(start));
+                    let sumi = _mm256_cvtepi32_ps(sumi);
+                    let scales = &bytes[256 + 16 * half..][..16];
+                    // SAFETY: `scales` is 16 bytes (8 f16); f16 to f32 is exact.
+                    let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+                    let term = if layout.min {
+                        let mins = &bytes[288 + 16 * half..][..16];
+                        // SAFETY: `mins` is 16 bytes (8 f16).
+                        let mw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(mins.as_ptr().cast()) });
+                        _mm256_add_ps(
+                            _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), sumi),
+                            _mm256_mul_ps(mw, _mm256_set1_ps(sx)),
+                        )
+                    } else {
+                        _mm256_mul_ps(_mm256_mul_ps(sumi, dw), _mm256_set1_ps(dx))
+                    };
+                    *sumf = _mm256_add_ps(*sumf, term);
+                }
+            }
+            for (half, sumf) in sumf.into_iter().enumerate() {
+                let out = &mut y[g * GROUP + 8 * half..][..8];
+                // SAFETY: `out` is 8 f32; an unaligned store.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sumf) };
+            }
+        }
+    }
+}
+
 /// Best call of `f` over `rounds` rounds of ~50 ms each, alternated with the other sides by the
 /// caller.
 fn best_call(f: &mut dyn FnMut(), best: &mut Duration) {
@@ -299,24 +390,38 @@ fn main() {
     run();
 }
 
+/// One side of a case: its level, whether it runs the interleaved kernel, and its buffers.
+#[cfg(target_arch = "x86_64")]
+struct Side {
+    level: Level,
+    packed: bool,
+    scratch: Vec<u8>,
+    y: Vec<f32>,
+    terms: Vec<(f32, i32, f32)>,
+}
+
 #[cfg(target_arch = "x86_64")]
 fn run() {
-    if !avx512::available() {
-        println!("interleaved: not run (this CPU lacks AVX-512 VNNI)");
+    // The AVX-512 kernel where the CPU has it, the AVX2 one where the `avx2` level runs.
+    let wide = avx512::available() && level::current() == Level::Avx512Vnni;
+    let at_avx2 = Level::Avx2.is_available() && avx2::available();
+    if !wide && !at_avx2 {
+        println!("interleaved: not run (this CPU has neither AVX-512 VNNI nor AVX2)");
         return;
     }
     let with_ggml = std::env::args().any(|a| a == "--ggml");
     let lvl = level::current();
     println!(
-        "one thread, one column; ours plain = quant::matvec::matvec_at({lvl}); ours packed = the \
-         rows interleaved by 16 (this bench's AVX-512 VNNI kernel); both quantize the activations \
-         inside the call; ggml amx buffer = scripts/ggml-repack-gemm.sh, GGML_EXTRA_BUFFER=AMX \
-         (--ggml); GFLOP/s = 2 · rows · cols / best call"
+        "one thread, one column, GFLOP/s = 2 · rows · cols / best call; ours matvec = \
+         quant::matvec::matvec_at({lvl}) and at avx2; interleaved = the rows interleaved by 16 \
+         (this bench's kernels: AVX-512 VNNI, and AVX2); every side quantizes the activations \
+         inside the call; bits: outputs whose bits differ from matvec's; ggml amx buffer = \
+         scripts/ggml-repack-gemm.sh, GGML_EXTRA_BUFFER=AMX (--ggml)"
     );
     println!(
-        "| type | rows × cols | ours plain | ours packed | packed / plain | outputs with other bits | ggml amx buffer | packed / ggml amx |"
+        "| type | rows × cols | ours matvec | interleaved | interleaved / matvec | bits | @avx2 matvec | interleaved avx2 | interleaved / matvec, avx2 | bits, avx2 | ggml amx buffer | interleaved / ggml amx |"
     );
-    println!("|---|---|--:|--:|--:|--:|--:|--:|");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut gaussian = move || {
         // Two uniforms by xorshift, then Box-Muller.
@@ -343,56 +448,120 @@ fn run() {
             quant::quantize(t, &values, &mut w).unwrap();
             let x: Vec<f32> = (0..cols).map(|_| gaussian()).collect();
             let packed = pack(layout, &w, rows, blocks);
-            let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, cols).unwrap()];
-            let mut scratch2 = scratch.clone();
-            let mut want = vec![0f32; rows];
-            let mut got = vec![f32::NAN; rows];
-            let mut terms = Vec::new();
-            let mut plain = || {
-                quant::matvec::matvec_at(
-                    lvl,
-                    t,
-                    &w,
-                    rows,
-                    cols,
-                    black_box(&x),
-                    &mut scratch,
-                    &mut want,
-                )
-                .unwrap();
-            };
-            plain();
-            let mut interleaved = || {
-                let xq =
-                    quant::matvec::quantize_activations(lvl, t, cols, black_box(&x), &mut scratch2)
+            let scratch_bytes = quant::matvec::matvec_scratch_bytes(t, cols).unwrap();
+            let mut sides: Vec<Side> = [
+                (lvl, false),
+                (lvl, true),
+                (Level::Avx2, false),
+                (Level::Avx2, true),
+            ]
+            .into_iter()
+            .filter(|&(l, packed)| {
+                if l == Level::Avx2 {
+                    at_avx2
+                } else {
+                    wide || !packed
+                }
+            })
+            .map(|(level, packed)| Side {
+                level,
+                packed,
+                scratch: vec![0u8; scratch_bytes],
+                y: vec![f32::NAN; rows],
+                terms: Vec::new(),
+            })
+            .collect();
+            let mut best = vec![Duration::MAX; sides.len()];
+            for round in 0..6 {
+                for (side, best) in sides.iter_mut().zip(best.iter_mut()) {
+                    let Side {
+                        level: l,
+                        packed: packed_side,
+                        scratch,
+                        y,
+                        terms,
+                    } = side;
+                    let mut call = || {
+                        if !*packed_side {
+                            quant::matvec::matvec_at(
+                                *l,
+                                t,
+                                &w,
+                                rows,
+                                cols,
+                                black_box(&x),
+                                scratch,
+                                y,
+                            )
+                            .unwrap();
+                            return;
+                        }
+                        let xq = quant::matvec::quantize_activations(
+                            *l,
+                            t,
+                            cols,
+                            black_box(&x),
+                            scratch,
+                        )
                         .unwrap();
-                block_terms(layout, xq, blocks, &mut terms);
-                // SAFETY: `avx512::available()` held above.
-                unsafe { avx512::matvec(layout, &packed, blocks, xq, &terms, &mut got) };
-            };
-            interleaved();
-            let (mut best_plain, mut best_packed) = (Duration::MAX, Duration::MAX);
-            for _ in 0..5 {
-                best_call(&mut plain, &mut best_plain);
-                best_call(&mut interleaved, &mut best_packed);
+                        block_terms(layout, xq, blocks, terms);
+                        // SAFETY: both kernels' features were checked above.
+                        unsafe {
+                            if *l == Level::Avx2 {
+                                avx2::matvec(layout, &packed, blocks, xq, terms, y)
+                            } else {
+                                avx512::matvec(layout, &packed, blocks, xq, terms, y)
+                            }
+                        };
+                    };
+                    if round == 0 {
+                        // A first call outside the timing.
+                        call();
+                    } else {
+                        best_call(&mut call, best);
+                    }
+                }
             }
-            let differ = want
-                .iter()
-                .zip(&got)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            let gflops = |s: f64| 2.0 * (rows * cols) as f64 / s / 1e9;
-            let (p, q) = (
-                gflops(best_plain.as_secs_f64()),
-                gflops(best_packed.as_secs_f64()),
-            );
-            let g = ggml.map(gflops);
+            let want = &sides[0].y;
+            let bits = |y: &[f32]| {
+                want.iter()
+                    .zip(y)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count()
+            };
+            let gflops = |d: Duration| 2.0 * (rows * cols) as f64 / d.as_secs_f64() / 1e9;
+            // A side's GFLOP/s and bits, if it ran.
+            let side = |level: Level, packed: bool| {
+                let i = sides
+                    .iter()
+                    .position(|s| s.level == level && s.packed == packed)?;
+                Some((gflops(best[i]), bits(&sides[i].y)))
+            };
+            let cells = |level: Level| match (side(level, false), side(level, true)) {
+                (Some((p, _)), Some((q, differ))) => {
+                    format!("{p:.1} | {q:.1} | {:.2} | {differ} of {rows}", q / p)
+                }
+                _ => "– | – | – | –".to_string(),
+            };
+            if let Some((_, differ)) = side(Level::Avx2, false) {
+                assert_eq!(differ, 0, "matvec at avx2 and at {lvl} differ");
+            }
+            let ggml = match (ggml, side(Level::Avx512Vnni, true)) {
+                (Some(s), Some((q, _))) => {
+                    let g = 2.0 * (rows * cols) as f64 / s / 1e9;
+                    format!("{g:.1} | {:.2}", q / g)
+                }
+                _ => "– | –".to_string(),
+            };
             println!(
-                "| {} | {rows} × {cols} | {p:.1} | {q:.1} | {:.2} | {differ} of {rows} | {} | {} |",
+                "| {} | {rows} × {cols} | {} | {} | {ggml} |",
                 t.name(),
-                q / p,
-                g.map_or("–".into(), |g| format!("{g:.1}")),
-                g.map_or("–".into(), |g| format!("{:.2}", q / g)),
+                if wide {
+                    cells(Level::Avx512Vnni)
+                } else {
+                    "– | – | – | –".to_string()
+                },
+                cells(Level::Avx2),
             );
         }
     }
