@@ -9,9 +9,11 @@
 #                    kernels (the AMX buffer type), in its own directory; prints its binary directory
 #
 # Built with -march=native but without AMX: on a CPU with AMX, llama.cpp built natively crashed in
-# ggml_backend_amx_mul_mat when loading a model (issue 26), so the AMX tile extensions stay off in
-# the tools. The LLAMA_AMX build is for scripts/ggml-repack-gemm.sh, which puts one weight matrix in
-# the AMX buffer type and checks that ggml's AMX kernels support the case before it runs one.
+# ggml_backend_amx_mul_mat when loading a model (issue 26; the cause is GCC 12's _tile_loadconfig,
+# below), and the tools are our oracle, whose checks (greedy continuations, logit bounds,
+# perplexity) were set up against its kernels without AMX, so the AMX tile extensions stay off in
+# the tools. The LLAMA_AMX build is for scripts/ggml-repack-gemm.sh, which puts one weight matrix
+# in the AMX buffer type and checks that ggml's AMX kernels support the case before it runs one.
 set -euo pipefail
 cache="${MINIQUANT_CACHE:-$HOME/.cache/miniquant}"
 version=0.3.36
