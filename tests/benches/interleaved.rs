@@ -14,6 +14,8 @@
 //! (`scripts/ggml-repack-gemm.sh` with `GGML_EXTRA_BUFFER=AMX`, a CPU with AMX).
 //!
 //! Also at AVX2: the same packed bytes, 8 rows a half-vector (`maddubs`, then one `madd` a block).
+//! And Q8_0 at AVX-512 (its own packing: the activations go in as `x + 128`, each row's
+//! `-128 · Σ q` packed beside its scale takes that back out).
 //!
 //! Run: `RUSTFLAGS="-C target-cpu=native" cargo bench -p miniquant-tests --bench interleaved`.
 
@@ -65,6 +67,39 @@ const Q4_1: Layout = Layout {
     t: GgmlType::Q4_1,
     min: true,
 };
+/// Q8_0's activations have Q4_0's layout; its weights are packed by [`pack_q8_0`].
+const Q8_0: Layout = Layout {
+    t: GgmlType::Q8_0,
+    min: false,
+};
+
+/// Q8_0 (f16 `d`, 32 i8) against Q8_0 activations: packed per group and block as eight 64-byte
+/// vectors of quant dwords (vector `j`: dword `j` of each of the 16 rows), the rows' f16 `d`, and
+/// each row's `-128 · Σ q` as i32. `vpdpbusd` wants one unsigned side: the activations go in as
+/// `x + 128` (their bytes with the top bit flipped), and the correction takes `128 · Σ q` back
+/// out, so each lane's sum is the exact `Σ q · x`.
+const Q8_0_PACKED: usize = 8 * 64 + 2 * GROUP + 4 * GROUP;
+
+/// The whole groups of 16 Q8_0 rows of `w` in that layout.
+fn pack_q8_0(w: &[u8], rows: usize, blocks: usize) -> Vec<u8> {
+    let groups = rows / GROUP;
+    let mut packed = vec![0u8; groups * blocks * Q8_0_PACKED];
+    for g in 0..groups {
+        for b in 0..blocks {
+            let out = &mut packed[(g * blocks + b) * Q8_0_PACKED..][..Q8_0_PACKED];
+            for r in 0..GROUP {
+                let block = &w[((g * GROUP + r) * blocks + b) * 34..][..34];
+                for j in 0..8 {
+                    out[64 * j + 4 * r..][..4].copy_from_slice(&block[2 + 4 * j..][..4]);
+                }
+                out[512 + 2 * r..][..2].copy_from_slice(&block[..2]);
+                let sum: i32 = block[2..].iter().map(|&q| i32::from(q as i8)).sum();
+                out[544 + 4 * r..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
+            }
+        }
+    }
+    packed
+}
 
 /// Shapes (rows × cols): 2048², SmolLM2-135M's and Gemma 3 270M's.
 const SHAPES: [(usize, usize); 6] = [
@@ -177,6 +212,94 @@ mod avx512 {
                 }
             };
             g += 1;
+        }
+    }
+
+    /// Q8_0's packed groups (`pack_q8_0`) against the activations `xq` with their `terms` (only
+    /// `d` is used), four groups at a time, then one.
+    ///
+    /// # Safety
+    /// As [`matvec`]'s.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    pub unsafe fn matvec_q8_0(
+        packed: &[u8],
+        blocks: usize,
+        xq: &[u8],
+        terms: &[(f32, i32, f32)],
+        y: &mut [f32],
+    ) {
+        let groups = packed.len() / (blocks * Q8_0_PACKED).max(1);
+        assert!(xq.len() >= blocks * 34 && terms.len() >= blocks && y.len() >= groups * GROUP);
+        let mut g = 0;
+        while g + 4 <= groups {
+            // SAFETY: the caller's features; four groups are in `packed` and `y`.
+            unsafe { q8_0_groups_at::<4>(packed, blocks, xq, terms, g, y) };
+            g += 4;
+        }
+        while g < groups {
+            // SAFETY: as above, one group.
+            unsafe { q8_0_groups_at::<1>(packed, blocks, xq, terms, g, y) };
+            g += 1;
+        }
+    }
+
+    /// Groups `first..first + G` of [`matvec_q8_0`].
+    ///
+    /// # Safety
+    /// As [`matvec`]'s.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    unsafe fn q8_0_groups_at<const G: usize>(
+        packed: &[u8],
+        blocks: usize,
+        xq: &[u8],
+        terms: &[(f32, i32, f32)],
+        first: usize,
+        y: &mut [f32],
+    ) {
+        let mut sumf = [_mm512_setzero_ps(); G];
+        for b in 0..blocks {
+            let quants = &xq[b * 34 + 2..][..32];
+            // The activation dwords as unsigned bytes: `x + 128`.
+            let x: [__m512i; 8] = core::array::from_fn(|k| {
+                let dword = u32::from_le_bytes([
+                    quants[4 * k],
+                    quants[4 * k + 1],
+                    quants[4 * k + 2],
+                    quants[4 * k + 3],
+                ]);
+                _mm512_set1_epi32((dword ^ 0x8080_8080) as i32)
+            });
+            let dx = terms[b].0;
+            for (k, sumf) in sumf.iter_mut().enumerate() {
+                let bytes = &packed[((first + k) * blocks + b) * Q8_0_PACKED..][..Q8_0_PACKED];
+                // SAFETY: 64 of `bytes`' bytes from 544 (16 i32).
+                let mut even = unsafe { _mm512_loadu_si512(bytes[544..].as_ptr().cast()) };
+                let mut odd = _mm512_setzero_si512();
+                for j in 0..4 {
+                    // SAFETY: 64 of `bytes`' bytes from `128 j` and `128 j + 64`.
+                    let (v0, v1) = unsafe {
+                        (
+                            _mm512_loadu_si512(bytes[128 * j..].as_ptr().cast()),
+                            _mm512_loadu_si512(bytes[128 * j + 64..].as_ptr().cast()),
+                        )
+                    };
+                    even = _mm512_dpbusd_epi32(even, x[2 * j], v0);
+                    odd = _mm512_dpbusd_epi32(odd, x[2 * j + 1], v1);
+                }
+                let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
+                // SAFETY: 32 of `bytes`' bytes from 512 (16 f16); f16 to f32 is exact.
+                let dw =
+                    _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(bytes[512..].as_ptr().cast()) });
+                // The scalar twin's `sumi as f32 * (d_w * d_x)`, then `sumf +`.
+                let term = _mm512_mul_ps(sumi, _mm512_mul_ps(dw, _mm512_set1_ps(dx)));
+                *sumf = _mm512_add_ps(*sumf, term);
+            }
+        }
+        for (k, sumf) in sumf.into_iter().enumerate() {
+            let out = &mut y[(first + k) * GROUP..][..GROUP];
+            // SAFETY: `out` is 16 f32; an unaligned store.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sumf) };
         }
     }
 
@@ -434,7 +557,9 @@ fn run() {
         let (u, v) = (next(), next());
         ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
     };
-    for layout in [Q4_0, Q4_1] {
+    for layout in [Q4_0, Q4_1, Q8_0] {
+        // (Q8_0: the AVX-512 kernel only.)
+        let q8 = layout.t == GgmlType::Q8_0;
         let t = layout.t;
         let ggml = if with_ggml {
             ggml_amx(t, &SHAPES)
@@ -447,7 +572,11 @@ fn run() {
             let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
             quant::quantize(t, &values, &mut w).unwrap();
             let x: Vec<f32> = (0..cols).map(|_| gaussian()).collect();
-            let packed = pack(layout, &w, rows, blocks);
+            let packed = if q8 {
+                pack_q8_0(&w, rows, blocks)
+            } else {
+                pack(layout, &w, rows, blocks)
+            };
             let scratch_bytes = quant::matvec::matvec_scratch_bytes(t, cols).unwrap();
             let mut sides: Vec<Side> = [
                 (lvl, false),
@@ -458,7 +587,7 @@ fn run() {
             .into_iter()
             .filter(|&(l, packed)| {
                 if l == Level::Avx2 {
-                    at_avx2
+                    at_avx2 && !(q8 && packed)
                 } else {
                     wide || !packed
                 }
@@ -507,7 +636,9 @@ fn run() {
                         block_terms(layout, xq, blocks, terms);
                         // SAFETY: both kernels' features were checked above.
                         unsafe {
-                            if *l == Level::Avx2 {
+                            if q8 {
+                                avx512::matvec_q8_0(&packed, blocks, xq, terms, y)
+                            } else if *l == Level::Avx2 {
                                 avx2::matvec(layout, &packed, blocks, xq, terms, y)
                             } else {
                                 avx512::matvec(layout, &packed, blocks, xq, terms, y)
