@@ -273,36 +273,25 @@ fn main() {
         if no_ggml {
             continue;
         }
-        if !no_repack {
+        let extras = [(Extra::Repack, !no_repack), (Extra::Amx, ggml_amx)];
+        for extra in extras
+            .into_iter()
+            .filter_map(|(e, asked)| asked.then_some(e))
+        {
+            let label = extra.label();
             println!(
-                "ggml repack harness, {threads} thread(s): load average {}",
+                "ggml {label} harness, {threads} thread(s): load average {}",
                 load_average()
             );
-            match ggml_extra_times(&grid.cases(), threads, Extra::Repack) {
-                Ok(times) => {
-                    for (case, buffer, seconds) in times {
-                        figures
-                            .entry((case, threads))
-                            .or_default()
-                            .insert(buffer, case.flop() / seconds / 1e9);
-                    }
-                }
-                Err(why) => println!("ggml repack, {threads} thread(s): not run ({why})"),
-            }
-        }
-        if ggml_amx {
-            println!(
-                "ggml amx harness, {threads} thread(s): load average {}",
-                load_average()
-            );
-            match ggml_extra_times(&grid.cases(), threads, Extra::Amx) {
+            match ggml_extra_times(&grid.cases(), threads, extra) {
                 Ok(times) => {
                     for (case, buffer, seconds) in times {
                         // The AMX build's own default-buffer figure is not the tools' build's.
-                        let name = if buffer == "ggml default" {
-                            "ggml default (amx build)".to_string()
-                        } else {
-                            buffer
+                        let name = match extra {
+                            Extra::Amx if buffer == "ggml default" => {
+                                "ggml default (amx build)".to_string()
+                            }
+                            _ => buffer,
                         };
                         figures
                             .entry((case, threads))
@@ -310,7 +299,7 @@ fn main() {
                             .insert(name, case.flop() / seconds / 1e9);
                     }
                 }
-                Err(why) => println!("ggml amx, {threads} thread(s): not run ({why})"),
+                Err(why) => println!("ggml {label}, {threads} thread(s): not run ({why})"),
             }
         }
         if repack_only {
@@ -832,6 +821,14 @@ enum Extra {
 }
 
 impl Extra {
+    /// The word the bench's lines and columns use for it.
+    fn label(self) -> &'static str {
+        match self {
+            Extra::Repack => "repack",
+            Extra::Amx => "amx",
+        }
+    }
+
     /// The harness's `GGML_EXTRA_BUFFER` and the build it is linked against.
     fn buffer_and_build(self) -> (&'static str, &'static str) {
         match self {
