@@ -350,6 +350,8 @@ pub enum Op {
     VecDot,
     /// Big-endian tensor data to the kernels' layout ([`crate::quant::byte_order`]).
     FromBigEndian,
+    /// Rows interleaved for the one-column product ([`crate::quant::packed`]).
+    Pack,
 }
 
 impl Op {
@@ -360,6 +362,7 @@ impl Op {
             Self::Dequantize => "dequantize",
             Self::VecDot => "vec_dot",
             Self::FromBigEndian => "reading big-endian data",
+            Self::Pack => "packing rows",
         }
     }
 }
@@ -484,6 +487,9 @@ impl core::fmt::Display for Error {
                 write!(f, "{} is not available for {ggml_type}", op.as_str())?;
                 if op == Op::Quantize && ggml_type.is_quantized() {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
+                }
+                if op == Op::Pack {
+                    f.write_str(" (rows are packed for Q4_0, Q4_1 and Q8_0)")?;
                 }
                 if op == Op::FromBigEndian {
                     f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;

@@ -48,6 +48,7 @@ pub(crate) mod level_id;
 mod level_tests;
 pub mod matvec;
 pub mod misc;
+pub mod packed;
 pub mod table;
 pub mod typed;
 pub mod validate;

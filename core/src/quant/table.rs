@@ -56,6 +56,10 @@ pub type VecDot2x2Fn<W, X> = fn(w0: &[W], w1: &[W], x0: &[X], x1: &[X]) -> [f32;
 /// for several columns; the rows and columns left over by its tiles are its own to finish.
 pub type MatmulFn<W, X> =
     fn(w: &[W], row_blocks: usize, x: &[X], n: usize, y: &mut [f32], y_stride: usize);
+/// A packed-rows kernel: `out[r]` = vec_dot of row `r` of the whole groups of rows in `packed`
+/// (the layout of [`super::packed`], `row_blocks` blocks a row) against `x`, for every
+/// `r < out.len()` (a multiple of [`super::packed::GROUP_ROWS`]), with vec_dot's bits.
+pub type PackedRowsFn<X> = fn(packed: &[u8], row_blocks: usize, x: &[X], out: &mut [f32]);
 
 /// One block type's kernels at one level; `None` means "not at this level" (the next lower level
 /// of the chain is used). The signatures are those of the scalar twins:
@@ -78,6 +82,9 @@ pub struct Ops<W: 'static, X: 'static> {
     pub vec_dot_2x2: Option<VecDot2x2Fn<W, X>>,
     /// Many rows against many activation vectors (matmul); `None`: `vec_dot_2x2` or `rows`.
     pub matmul: Option<MatmulFn<W, X>>,
+    /// Packed groups of rows against one activation vector; `None`: the packed layout's scalar
+    /// twin.
+    pub packed_rows: Option<PackedRowsFn<X>>,
 }
 
 impl<W, X> Ops<W, X> {
@@ -89,6 +96,7 @@ impl<W, X> Ops<W, X> {
         rows: None,
         vec_dot_2x2: None,
         matmul: None,
+        packed_rows: None,
     };
 }
 
@@ -112,6 +120,8 @@ pub trait Kernels: Block {
     fn vec_dot_2x2_kernel(level: Level) -> Option<VecDot2x2Fn<Self, Self::Activation>>;
     /// The matmul kernel at `level`, `None` where matmul runs the 2x2 or rows kernels.
     fn matmul_kernel(level: Level) -> Option<MatmulFn<Self, Self::Activation>>;
+    /// The packed-rows kernel at `level`, `None` where no level of its chain has one.
+    fn packed_rows_kernel(level: Level) -> Option<PackedRowsFn<Self::Activation>>;
 }
 
 /// A computation generic over the block type, run by [`visit`] for a run-time [`GgmlType`].
@@ -239,6 +249,10 @@ macro_rules! kernel_table {
 
                 fn matmul_kernel(level: Level) -> Option<MatmulFn<Self, $A>> {
                     pick!(level, $field.matmul)
+                }
+
+                fn packed_rows_kernel(level: Level) -> Option<PackedRowsFn<$A>> {
+                    pick!(level, $field.packed_rows)
                 }
             }
         )*

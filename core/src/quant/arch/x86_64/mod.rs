@@ -57,6 +57,9 @@ macro_rules! level_kernels {
     (@entry $T:ident, matmul, $kernel:path) => {
         level_kernels!(@with $T, $kernel, w, row_blocks, x, n, y, y_stride)
     };
+    (@entry $T:ident, packed_rows, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, packed, row_blocks, x, out)
+    };
     (@with $T:ident, $kernel:path, $($arg:ident),*) => {
         Some(|$($arg),*| {
             // SAFETY: the one place a token is made unchecked. This constant's kernels are reached
@@ -78,6 +81,7 @@ pub(crate) const AVX2: ArchKernels = {
             dequantize: legacy::dequantize_q8_0,
             rows: legacy::rows::rows_q8_0,
             matmul: legacy::matmul::matmul_q8_0,
+            packed_rows: legacy::packed::packed_q8_0,
         },
         q8_1: {
             quantize: activation::quantize_q8_1,
@@ -88,12 +92,14 @@ pub(crate) const AVX2: ArchKernels = {
             quantize: legacy::quantize_q4_0,
             rows: legacy::rows::rows_q4_0,
             matmul: legacy::matmul::matmul_q4_0,
+            packed_rows: legacy::packed::packed_q4_0,
         },
         q4_1: {
             vec_dot: legacy::vec_dot_q4_1,
             dequantize: legacy::dequantize_q4_1,
             rows: legacy::rows::rows_q4_1,
             matmul: legacy::matmul::matmul_q4_1,
+            packed_rows: legacy::packed::packed_q4_1,
         },
         q5_0: {
             vec_dot: legacy::vec_dot_q5_0,
@@ -188,6 +194,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         vec_dot: legacy::vec_dot_q8_0_vnni,
         rows: legacy::rows::rows_q8_0_vnni,
         matmul: legacy::matmul::matmul_q8_0_vnni,
+        packed_rows: legacy::packed::packed_q8_0_vnni,
     },
     q8_1: {
         quantize: activation::quantize_q8_1_512,
@@ -196,10 +203,12 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         vec_dot: legacy::vec_dot_q4_0_vnni,
         rows: legacy::rows::rows_q4_0_vnni,
         matmul: legacy::matmul::matmul_q4_0_vnni,
+        packed_rows: legacy::packed::packed_q4_0_vnni,
     },
     q4_1: {
         rows: legacy::rows::rows_q4_1_vnni,
         matmul: legacy::matmul::matmul_q4_1_vnni,
+        packed_rows: legacy::packed::packed_q4_1_vnni,
     },
     q5_0: {
         rows: legacy::rows::rows_q5_0_vnni,

@@ -26,6 +26,7 @@ use crate::quant::misc::fp4::{e8m0_to_f32_half, KVALUES_FP4};
 use crate::quant::misc::mxfp4::BlockMxfp4;
 
 pub(super) mod matmul;
+pub(super) mod packed;
 pub(super) mod rows;
 
 /// 32 signed bytes times 32 signed bytes, as eight i32 partial sums (exact for every byte value).

@@ -1,0 +1,340 @@
+//! Weight rows packed 16 at a time for the one-column product (a decode step's matvec).
+//!
+//! A plain matrix stores each row's blocks one after another, so a SIMD kernel reads one row at a
+//! time and reduces every block across a vector's lanes. Packed, the rows of a group of
+//! [`GROUP_ROWS`] are interleaved block by block: for each block, its quant bytes a dword per row
+//! side by side (dword `j` of rows 0..16 fill the `j`-th 64 bytes), then the rows' f16 `d` (and,
+//! for Q4_1, their `m`). A kernel then keeps 16 outputs in the lanes of one vector and never
+//! reduces across lanes. The float steps stay the scalar twin's, lane by lane, so every output has
+//! the bits of [`matvec`](super::matvec::matvec) of its row: the layout changes the speed, never a
+//! result.
+//!
+//! The packed matrix has exactly the plain matrix's size, and its rows keep their plain offsets at
+//! group boundaries: rows `16k` up to any later multiple of 16 (or the last row) are the packed
+//! matrix of those rows, at the bytes the plain layout gives them. So a caller can split it across
+//! threads by groups. The last `rows % 16` rows stay plain (the rows kernel runs them).
+//!
+//! Q4_0, Q4_1 and Q8_0 are packed; Q8_0's quant bytes are stored `+ 128` (their top bit flipped),
+//! the unsigned operand `vpdpbusd` wants, and the kernels take `128 · Σ x` back out exactly. The
+//! layout is the same at every level, so a matrix packed once runs at any level; levels without a
+//! packed kernel ([`has_packed_kernel`]) run the scalar twin, slower than their plain kernels.
+
+#[cfg(test)]
+mod tests;
+
+use super::bytes_for;
+use super::cast::blocks;
+use super::level::Level;
+use super::matvec::{matvec_scratch_bytes, quantize_activations};
+use super::table::{Kernels, PackedRowsFn};
+use super::typed::{self, check_level};
+use crate::error::{Error, Op, Result};
+use crate::ggml_type::GgmlType;
+
+use super::activation::BlockQ8_0;
+#[cfg(feature = "legacy")]
+use super::legacy::{BlockQ4_0, BlockQ4_1};
+
+/// Rows a packed group interleaves: the f32 lanes of a 512-bit vector.
+pub const GROUP_ROWS: usize = 16;
+
+/// The largest block a packed type has (Q8_0's 34 bytes).
+const MAX_BLOCK: usize = 34;
+
+/// Where a block's bytes go in its group: a block is `head` bytes of f16 fields (`d`, and `m`),
+/// then `quants` bytes of quants, which are stored XOR `flip`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    head: usize,
+    quants: usize,
+    flip: u8,
+}
+
+impl Geometry {
+    const fn block_bytes(self) -> usize {
+        self.head + self.quants
+    }
+
+    /// The bytes of one block of all the group's rows.
+    pub(crate) const fn group_block_bytes(self) -> usize {
+        GROUP_ROWS * self.block_bytes()
+    }
+
+    /// Where byte `i` of row `r`'s block goes in its group's block.
+    const fn position(self, r: usize, i: usize) -> usize {
+        if i < self.head {
+            GROUP_ROWS * self.quants + 2 * GROUP_ROWS * (i / 2) + 2 * r + i % 2
+        } else {
+            let q = i - self.head;
+            4 * GROUP_ROWS * (q / 4) + 4 * r + q % 4
+        }
+    }
+
+    /// The XOR byte `i` of a block is stored with.
+    const fn mask(self, i: usize) -> u8 {
+        if i < self.head {
+            0
+        } else {
+            self.flip
+        }
+    }
+}
+
+/// A block type that has a packed layout.
+pub(crate) trait Packable: Kernels {
+    /// Its layout.
+    const GEOMETRY: Geometry;
+}
+
+#[cfg(feature = "legacy")]
+impl Packable for BlockQ4_0 {
+    const GEOMETRY: Geometry = Geometry {
+        head: 2,
+        quants: 16,
+        flip: 0,
+    };
+}
+
+#[cfg(feature = "legacy")]
+impl Packable for BlockQ4_1 {
+    const GEOMETRY: Geometry = Geometry {
+        head: 4,
+        quants: 16,
+        flip: 0,
+    };
+}
+
+impl Packable for BlockQ8_0 {
+    const GEOMETRY: Geometry = Geometry {
+        head: 2,
+        quants: 32,
+        flip: 0x80,
+    };
+}
+
+/// The layout of `t`, `None` if `t` is not packed (or its kernel family is not compiled in).
+fn geometry(t: GgmlType) -> Option<Geometry> {
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => Some(BlockQ4_0::GEOMETRY),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => Some(BlockQ4_1::GEOMETRY),
+        GgmlType::Q8_0 => Some(BlockQ8_0::GEOMETRY),
+        _ => None,
+    }
+}
+
+/// Whether `t` has a packed layout.
+pub fn packable(t: GgmlType) -> bool {
+    geometry(t).is_some()
+}
+
+/// Whether `level` (or a level of its fallback chain) has a SIMD kernel for packed `t`; without
+/// one the packed product runs the scalar twin, and packing does not pay.
+pub fn has_packed_kernel(level: Level, t: GgmlType) -> bool {
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => BlockQ4_0::packed_rows_kernel(level).is_some(),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => BlockQ4_1::packed_rows_kernel(level).is_some(),
+        GgmlType::Q8_0 => BlockQ8_0::packed_rows_kernel(level).is_some(),
+        _ => false,
+    }
+}
+
+fn unsupported(t: GgmlType) -> Error {
+    Error::Unsupported {
+        ggml_type: t,
+        op: Op::Pack,
+    }
+}
+
+/// The plain size of a `rows × cols` matrix of `t` (also its packed size), checked.
+fn matrix_bytes(t: GgmlType, rows: usize, cols: usize, found: usize) -> Result<usize> {
+    let row_bytes = bytes_for(t, cols)?;
+    let bytes = row_bytes.checked_mul(rows).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: found as u64,
+    })?;
+    super::blockwise::same_len(bytes, found)?;
+    Ok(row_bytes)
+}
+
+/// Packs the row-major `rows × cols` matrix `w` of type `t` into `out` (the same length as `w`).
+///
+/// Errors: [`Error::Unsupported`] if `t` is not [`packable`], [`Error::PartialBlock`] if `cols`
+/// is not a whole number of blocks, [`Error::LengthMismatch`] if `w` or `out` do not fit.
+pub fn pack(t: GgmlType, w: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<()> {
+    let g = geometry(t).ok_or(unsupported(t))?;
+    let row_bytes = matrix_bytes(t, rows, cols, w.len())?;
+    super::blockwise::same_len(w.len(), out.len())?;
+    let group_bytes = GROUP_ROWS * row_bytes;
+    let (bb, gbb) = (g.block_bytes(), g.group_block_bytes());
+    let mut w_groups = w.chunks_exact(group_bytes.max(1));
+    let mut out_groups = out.chunks_exact_mut(group_bytes.max(1));
+    for (w_group, out_group) in w_groups.by_ref().zip(out_groups.by_ref()) {
+        for (b, out_block) in out_group.chunks_exact_mut(gbb).enumerate() {
+            for (r, row) in w_group.chunks_exact(row_bytes).enumerate() {
+                let block = row.chunks_exact(bb).nth(b).unwrap_or_default();
+                for (i, &byte) in block.iter().enumerate() {
+                    if let Some(o) = out_block.get_mut(g.position(r, i)) {
+                        *o = byte ^ g.mask(i);
+                    }
+                }
+            }
+        }
+    }
+    // The last `rows % 16` rows, plain.
+    let (w_tail, out_tail) = (w_groups.remainder(), out_groups.into_remainder());
+    if let Some(out_tail) = out_tail.get_mut(..w_tail.len()) {
+        out_tail.copy_from_slice(w_tail);
+    }
+    Ok(())
+}
+
+/// Row `r`'s block in a packed group's block `group_block` back in the plain layout.
+fn unpack_block(g: Geometry, group_block: &[u8], r: usize) -> [u8; MAX_BLOCK] {
+    let mut block = [0u8; MAX_BLOCK];
+    for (i, byte) in block.iter_mut().take(g.block_bytes()).enumerate() {
+        *byte = group_block.get(g.position(r, i)).copied().unwrap_or(0) ^ g.mask(i);
+    }
+    block
+}
+
+/// The packed layout's scalar twin ([`PackedRowsFn`]): each row's blocks taken back out of the
+/// group and dotted one at a time with the scalar vec_dot, the terms added in block order from
+/// `0.0` as vec_dot adds them. (A one-block vec_dot returns `0.0 + term`, which differs from the
+/// term only for `-0.0`; adding `+0.0` or `-0.0` to a sum that starts at `+0.0` gives the same
+/// bits, since such a sum is never `-0.0`.)
+fn scalar_twin<B: Packable>(
+    packed: &[u8],
+    row_blocks: usize,
+    x: &[B::Activation],
+    out: &mut [f32],
+) {
+    let g = B::GEOMETRY;
+    let Some(vec_dot) = B::vec_dot_kernel(Level::Scalar) else {
+        return;
+    };
+    let per = B::ACTIVATION_BLOCKS;
+    let group_bytes = row_blocks * g.group_block_bytes();
+    if group_bytes == 0 {
+        out.fill(0.0);
+        return;
+    }
+    for (group, out) in packed
+        .chunks_exact(group_bytes)
+        .zip(out.chunks_exact_mut(GROUP_ROWS))
+    {
+        for (r, y) in out.iter_mut().enumerate() {
+            let mut sumf = 0.0f32;
+            for (group_block, xb) in group
+                .chunks_exact(g.group_block_bytes())
+                .zip(x.chunks_exact(per))
+            {
+                let block = unpack_block(g, group_block, r);
+                if let Ok(wb) = blocks::<B>(block.get(..g.block_bytes()).unwrap_or_default()) {
+                    sumf += vec_dot(wb, xb);
+                }
+            }
+            *y = sumf;
+        }
+    }
+}
+
+/// The packed-rows kernel of `level` for `B`, or the scalar twin.
+fn kernel<B: Packable>(level: Level) -> PackedRowsFn<B::Activation> {
+    B::packed_rows_kernel(level).unwrap_or(scalar_twin::<B>)
+}
+
+/// `y = W xq` for the packed `rows × cols` matrix `packed` of type `t` (made by [`pack`], or a
+/// run of its groups), with `xq` from
+/// [`quantize_activations`](super::matvec::quantize_activations): every output has the bits of
+/// [`matvec_quantized`](super::matvec::matvec_quantized) on the plain matrix.
+///
+/// Errors: those of [`pack`], [`Error::LevelUnavailable`] if the CPU lacks `level`, and
+/// [`Error::LengthMismatch`] if `xq` or `y` do not fit.
+pub fn packed_matvec_quantized(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    xq: &[u8],
+    y: &mut [f32],
+) -> Result<()> {
+    check_level(level)?;
+    geometry(t).ok_or(unsupported(t))?;
+    let row_bytes = matrix_bytes(t, rows, cols, packed.len())?;
+    super::blockwise::same_len(matvec_scratch_bytes(t, cols)?, xq.len())?;
+    super::blockwise::same_len(rows, y.len())?;
+    let whole = rows - rows % GROUP_ROWS;
+    let (groups, tail) = packed
+        .split_at_checked(whole * row_bytes)
+        .unwrap_or_default();
+    let (y_groups, y_tail) = y.split_at_mut_checked(whole).unwrap_or_default();
+    let run = Run {
+        level,
+        groups,
+        tail,
+        tail_rows: rows - whole,
+        cols,
+        xq,
+        y_groups,
+        y_tail,
+    };
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => run.go::<BlockQ4_0>(),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => run.go::<BlockQ4_1>(),
+        GgmlType::Q8_0 => run.go::<BlockQ8_0>(),
+        _ => Err(unsupported(t)),
+    }
+}
+
+/// One packed product, its lengths checked.
+struct Run<'a> {
+    level: Level,
+    groups: &'a [u8],
+    tail: &'a [u8],
+    tail_rows: usize,
+    cols: usize,
+    xq: &'a [u8],
+    y_groups: &'a mut [f32],
+    y_tail: &'a mut [f32],
+}
+
+impl Run<'_> {
+    fn go<B: Packable>(self) -> Result<()> {
+        let x = blocks::<B::Activation>(self.xq)?;
+        let row_blocks = self.cols / B::VALUES;
+        kernel::<B>(self.level)(self.groups, row_blocks, x, self.y_groups);
+        typed::matvec_quantized_at::<B>(
+            self.level,
+            self.tail,
+            self.tail_rows,
+            self.cols,
+            self.xq,
+            self.y_tail,
+        )
+    }
+}
+
+/// [`packed_matvec_quantized`] with `x` (`cols` values) quantized into the front of `scratch`
+/// first ([`matvec_scratch_bytes`] bytes), as [`matvec_at`](super::matvec::matvec_at) does.
+#[allow(clippy::too_many_arguments)]
+pub fn packed_matvec_at(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    scratch: &mut [u8],
+    y: &mut [f32],
+) -> Result<()> {
+    geometry(t).ok_or(unsupported(t))?;
+    let xq = quantize_activations(level, t, cols, x, scratch)?;
+    packed_matvec_quantized(level, t, packed, rows, cols, xq, y)
+}

@@ -1,0 +1,273 @@
+//! The packed layout against the plain one: packing is a reordering that unpacks to the plain
+//! blocks, and every level's packed product gives every row the scalar plain matvec's bits, on
+//! row counts around the group size and random bytes (NaN and infinite scales, -128 quants).
+
+extern crate std;
+
+use super::*;
+use crate::quant::level::available;
+use crate::quant::matvec::{matvec_at, matvec_quantized};
+use std::vec;
+use std::vec::Vec;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    fn values(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.next() % 20001) as f32 / 1000.0 - 10.0)
+            .collect()
+    }
+}
+
+const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+const ROWS: [usize; 14] = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 64, 65, 80, 100];
+// 65 and 130: past the kernels' chunks of 64 activation blocks.
+const BLOCKS: [usize; 8] = [0, 1, 2, 3, 7, 9, 65, 130];
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+}
+
+/// Weights that are real blocks (quantized from values) or random bytes.
+fn weights(rng: &mut Rng, t: GgmlType, rows: usize, cols: usize, random: bool) -> Vec<u8> {
+    let bytes = bytes_for(t, cols).unwrap() * rows;
+    if random {
+        return rng.bytes(bytes);
+    }
+    let mut w = vec![0u8; bytes];
+    crate::quant::quantize(t, &rng.values(rows * cols), &mut w).unwrap();
+    w
+}
+
+#[test]
+fn packing_reorders_the_blocks_and_keeps_the_tail() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for t in TYPES {
+        let g = geometry(t).unwrap();
+        let bb = g.block_bytes();
+        for rows in ROWS {
+            for blocks in BLOCKS {
+                let cols = blocks * 32;
+                let w = rng.bytes(rows * blocks * bb);
+                let mut packed = vec![0u8; w.len()];
+                pack(t, &w, rows, cols, &mut packed).unwrap();
+                let whole = rows - rows % GROUP_ROWS;
+                for r in 0..whole {
+                    let group = &packed[(r / GROUP_ROWS) * GROUP_ROWS * blocks * bb..];
+                    for b in 0..blocks {
+                        let group_block = &group[b * g.group_block_bytes()..];
+                        let block = unpack_block(g, group_block, r % GROUP_ROWS);
+                        let plain = &w[(r * blocks + b) * bb..][..bb];
+                        assert_eq!(&block[..bb], plain, "{t} row {r} block {b}");
+                    }
+                }
+                assert_eq!(packed[whole * blocks * bb..], w[whole * blocks * bb..]);
+                // A permutation of the bytes (Q8_0's quants flipped back first).
+                let mut sorted: Vec<u8> = packed.clone();
+                if g.flip != 0 {
+                    sorted = (0..whole)
+                        .flat_map(|r| {
+                            let group = &packed[(r / GROUP_ROWS) * GROUP_ROWS * blocks * bb..];
+                            (0..blocks).flat_map(move |b| {
+                                unpack_block(g, &group[b * g.group_block_bytes()..], r % 16)
+                                    .into_iter()
+                                    .take(bb)
+                            })
+                        })
+                        .chain(packed[whole * blocks * bb..].iter().copied())
+                        .collect();
+                }
+                let mut plain = w.clone();
+                sorted.sort_unstable();
+                plain.sort_unstable();
+                assert_eq!(sorted, plain, "{t} {rows}x{cols}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_level_gives_the_plain_scalar_bits() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let levels: Vec<Level> = available().collect();
+    for t in TYPES {
+        for rows in ROWS {
+            for blocks in BLOCKS {
+                for random in [false, true] {
+                    let cols = blocks * 32;
+                    let w = weights(&mut rng, t, rows, cols, random);
+                    let mut packed = vec![0u8; w.len()];
+                    pack(t, &w, rows, cols, &mut packed).unwrap();
+                    let x = rng.values(cols);
+                    let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                    let mut expected = vec![0.0f32; rows];
+                    matvec_at(
+                        Level::Scalar,
+                        t,
+                        &w,
+                        rows,
+                        cols,
+                        &x,
+                        &mut scratch,
+                        &mut expected,
+                    )
+                    .unwrap();
+                    // Activations as random bytes too (-128 quants, NaN scales).
+                    let xq = rng.bytes(scratch.len());
+                    let mut expected_q = vec![0.0f32; rows];
+                    matvec_quantized(Level::Scalar, t, &w, rows, cols, &xq, &mut expected_q)
+                        .unwrap();
+                    for &level in &levels {
+                        let mut y = vec![f32::NAN; rows];
+                        packed_matvec_at(level, t, &packed, rows, cols, &x, &mut scratch, &mut y)
+                            .unwrap();
+                        assert!(
+                            same_bits(&y, &expected),
+                            "{t} {rows}x{cols} random {random} at {level}"
+                        );
+                        let mut y = vec![f32::NAN; rows];
+                        packed_matvec_quantized(level, t, &packed, rows, cols, &xq, &mut y)
+                            .unwrap();
+                        assert!(
+                            same_bits(&y, &expected_q),
+                            "{t} {rows}x{cols} random {random}, random activations, at {level}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    std::eprintln!("packed rows: levels run {levels:?}");
+}
+
+#[test]
+fn groups_split_anywhere_on_a_group_boundary_give_the_same_bits() {
+    let mut rng = Rng(7);
+    let (rows, cols) = (16 * 5 + 3, 96);
+    for t in TYPES {
+        let w = weights(&mut rng, t, rows, cols, false);
+        let mut packed = vec![0u8; w.len()];
+        pack(t, &w, rows, cols, &mut packed).unwrap();
+        let x = rng.values(cols);
+        let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+        let xq = quantize_activations(Level::Scalar, t, cols, &x, &mut scratch)
+            .unwrap()
+            .to_vec();
+        let row_bytes = bytes_for(t, cols).unwrap();
+        for level in available() {
+            let mut whole = vec![0.0f32; rows];
+            packed_matvec_quantized(level, t, &packed, rows, cols, &xq, &mut whole).unwrap();
+            for split in (0..rows).step_by(GROUP_ROWS) {
+                let mut parts = vec![0.0f32; rows];
+                let (p0, p1) = packed.split_at(split * row_bytes);
+                let (y0, y1) = parts.split_at_mut(split);
+                packed_matvec_quantized(level, t, p0, split, cols, &xq, y0).unwrap();
+                packed_matvec_quantized(level, t, p1, rows - split, cols, &xq, y1).unwrap();
+                assert!(same_bits(&parts, &whole), "{t} split at {split}, {level}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let t = GgmlType::Q4_1;
+    let (rows, cols) = (17, 64);
+    let w = vec![0u8; rows * 2 * 20];
+    let mut out = vec![0u8; w.len()];
+    assert!(matches!(
+        pack(GgmlType::Q5_0, &w, rows, cols, &mut out),
+        Err(Error::Unsupported { op: Op::Pack, .. })
+    ));
+    assert!(!packable(GgmlType::Q4_K) && packable(t));
+    assert!(matches!(
+        pack(t, &w, rows, 48, &mut out),
+        Err(Error::PartialBlock { .. })
+    ));
+    assert!(matches!(
+        pack(t, &w, rows + 1, cols, &mut out),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        pack(t, &w, rows, cols, &mut out[1..]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        pack(t, &w, usize::MAX, cols, &mut out),
+        Err(Error::LengthMismatch { .. })
+    ));
+    pack(t, &w, rows, cols, &mut out).unwrap();
+    let x = vec![1.0f32; cols];
+    let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+    let mut y = vec![0.0f32; rows];
+    assert!(matches!(
+        packed_matvec_at(
+            Level::Scalar,
+            t,
+            &out,
+            rows,
+            cols,
+            &x,
+            &mut scratch,
+            &mut y[1..]
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matvec_at(
+            Level::Scalar,
+            t,
+            &out,
+            rows,
+            cols,
+            &x[1..],
+            &mut scratch,
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matvec_at(
+            Level::Scalar,
+            t,
+            &out[20..],
+            rows,
+            cols,
+            &x,
+            &mut scratch,
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matvec_at(
+            Level::Scalar,
+            t,
+            &out,
+            rows,
+            cols,
+            &x,
+            &mut scratch[1..],
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(!has_packed_kernel(Level::Scalar, t));
+    assert!(!has_packed_kernel(
+        crate::quant::level::current(),
+        GgmlType::Q4_K
+    ));
+}

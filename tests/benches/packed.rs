@@ -1,0 +1,198 @@
+//! The packed one-column product (`quant::packed`: rows interleaved by 16) against the plain
+//! matvec, at every x86_64 level this CPU has, and against ggml's AMX buffer type (whose
+//! one-column path runs AVX-512 VNNI over rows interleaved the same way).
+//!
+//! Each case quantizes Gaussian weights, packs them, times `packed_matvec_at` and `matvec_at`
+//! (activations quantized inside every call) alternated in rounds, best call of each, and counts
+//! the outputs whose bits differ from the plain matvec's (it must be 0). With `--ggml`, also
+//! `scripts/ggml-repack-gemm.sh` with `GGML_EXTRA_BUFFER=AMX` on the same shapes (a CPU with AMX
+//! and the AMX build of `scripts/build-llama.sh`).
+//!
+//! Run: `RUSTFLAGS="-C target-cpu=native" cargo bench -p miniquant-tests --bench packed [-- --ggml]`
+//! (a plain build measures each kernel as shipped: compiled for its own level only).
+
+use miniquant::quant::{self, level, packed, Level};
+use miniquant::GgmlType;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Shapes (rows × cols): 2048², SmolLM2-135M's, Gemma 3 270M's, and SmolLM2's output head.
+const SHAPES: [(usize, usize); 7] = [
+    (2048, 2048),
+    (576, 576),
+    (1536, 576),
+    (576, 1536),
+    (2048, 640),
+    (640, 2048),
+    (49152, 576),
+];
+
+/// Calls `f` for 50 ms and keeps its fastest call in `best`.
+fn best_call(f: &mut dyn FnMut(), best: &mut Duration) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(50) {
+        let t = Instant::now();
+        f();
+        *best = (*best).min(t.elapsed());
+    }
+}
+
+/// ggml's best seconds per call with the weights in its AMX buffer, one thread, per shape (`None`
+/// where it has no kernel or the harness cannot run).
+fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)]) -> Vec<Option<f64>> {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
+    let name = t.name().to_lowercase();
+    let cases: Vec<String> = shapes
+        .iter()
+        .map(|(r, c)| format!("{name}:{r}x{c}:1"))
+        .collect();
+    let output = std::process::Command::new(script)
+        .args(["perf", "1", "3"])
+        .args(&cases)
+        .env("GGML_EXTRA_BUFFER", "AMX")
+        .output();
+    let Ok(output) = output else {
+        return vec![None; shapes.len()];
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    shapes
+        .iter()
+        .map(|(r, c)| {
+            let head = format!("GGML_BUF {name} {r} {c} 1 1 amx ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&head)?.trim().parse().ok())
+        })
+        .collect()
+}
+
+/// One timed side: its level, whether it runs packed, its buffers and best call.
+struct Side {
+    level: Level,
+    packed: bool,
+    scratch: Vec<u8>,
+    y: Vec<f32>,
+    best: Duration,
+}
+
+fn main() {
+    let with_ggml = std::env::args().any(|a| a == "--ggml");
+    let levels: Vec<Level> = level::available()
+        .filter(|&l| l != Level::Scalar && l != Level::Amx)
+        .collect();
+    let ran: Vec<Level> = levels
+        .iter()
+        .copied()
+        .filter(|&l| packed::has_packed_kernel(l, GgmlType::Q4_0))
+        .collect();
+    println!(
+        "one thread, one column, GFLOP/s = 2 · rows · cols / best call, activations quantized in \
+         every call; plain = quant::matvec::matvec_at, packed = quant::packed::packed_matvec_at \
+         (rows interleaved by 16); bits = outputs whose bits differ from plain's; levels with a \
+         packed kernel: {ran:?}; ggml amx = scripts/ggml-repack-gemm.sh, GGML_EXTRA_BUFFER=AMX"
+    );
+    println!("| type | rows × cols | level | plain | packed | packed / plain | bits | ggml amx | packed / ggml amx |");
+    println!("|---|---|---|--:|--:|--:|--:|--:|--:|");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut gaussian = move || {
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let (u, v) = (next(), next());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    };
+    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        let ggml = if with_ggml {
+            ggml_amx(t, &SHAPES)
+        } else {
+            vec![None; SHAPES.len()]
+        };
+        for (&(rows, cols), ggml) in SHAPES.iter().zip(ggml) {
+            let values: Vec<f32> = (0..rows * cols).map(|_| gaussian()).collect();
+            let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
+            quant::quantize(t, &values, &mut w).unwrap();
+            let mut packed_w = vec![0u8; w.len()];
+            packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+            let x: Vec<f32> = (0..cols).map(|_| gaussian()).collect();
+            let scratch_bytes = quant::matvec::matvec_scratch_bytes(t, cols).unwrap();
+            let mut sides: Vec<Side> = ran
+                .iter()
+                .flat_map(|&level| [(level, false), (level, true)])
+                .map(|(level, packed)| Side {
+                    level,
+                    packed,
+                    scratch: vec![0u8; scratch_bytes],
+                    y: vec![f32::NAN; rows],
+                    best: Duration::MAX,
+                })
+                .collect();
+            for round in 0..6 {
+                for side in &mut sides {
+                    let (level, is_packed) = (side.level, side.packed);
+                    let (scratch, y) = (&mut side.scratch, &mut side.y);
+                    let mut call = || {
+                        if is_packed {
+                            packed::packed_matvec_at(
+                                level,
+                                t,
+                                &packed_w,
+                                rows,
+                                cols,
+                                black_box(&x),
+                                scratch,
+                                y,
+                            )
+                        } else {
+                            quant::matvec::matvec_at(
+                                level,
+                                t,
+                                &w,
+                                rows,
+                                cols,
+                                black_box(&x),
+                                scratch,
+                                y,
+                            )
+                        }
+                        .unwrap();
+                    };
+                    if round == 0 {
+                        // A first call outside the timing.
+                        call();
+                    } else {
+                        best_call(&mut call, &mut side.best);
+                    }
+                }
+            }
+            let gflops = |d: Duration| 2.0 * (rows * cols) as f64 / d.as_secs_f64() / 1e9;
+            let want = &sides[0].y;
+            for pair in sides.chunks_exact(2) {
+                let (plain, packed_side) = (&pair[0], &pair[1]);
+                let differ = |y: &[f32]| {
+                    want.iter()
+                        .zip(y)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count()
+                };
+                let differ = differ(&plain.y) + differ(&packed_side.y);
+                let (p, q) = (gflops(plain.best), gflops(packed_side.best));
+                let ggml = match ggml {
+                    Some(s) => {
+                        let g = 2.0 * (rows * cols) as f64 / s / 1e9;
+                        format!("{g:.1} | {:.2}", q / g)
+                    }
+                    None => "– | –".to_string(),
+                };
+                println!(
+                    "| {} | {rows} × {cols} | {} | {p:.1} | {q:.1} | {:.2} | {differ} of {rows} | {ggml} |",
+                    t.name(),
+                    plain.level,
+                    q / p,
+                );
+            }
+        }
+    }
+}
