@@ -2,12 +2,15 @@
 //! [`parallel::matmul`], whose every output is still one `vec_dot` of the level, and runs the
 //! attention's queries (and the feed-forward activation's rows) on the same pool through
 //! [`parallel::for_each_piece`]; each query's attention is computed whole by one thread, in the
-//! core's order, so the logits have the same bits for any thread count.
+//! core's order, so the logits have the same bits for any thread count. [`PackedWeights`] holds a
+//! model's matrices packed once at load (`miniquant::quant::packed`), which [`WithPacked`] runs
+//! the one-column products (a decode step's) on, with the same bits.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use miniquant::model::{serial_chunks, ChunkWork, MatMul};
-use miniquant::quant::Level;
+use miniquant::model::{serial_chunks, ChunkWork, MatMul, Model, Weight};
+use miniquant::quant::{packed, Level};
 use miniquant::{Error, GgmlType};
 
 use crate::parallel;
@@ -115,6 +118,136 @@ impl MatMul for Threaded {
             }
             Ok(())
         })
+    }
+}
+
+/// Matrices larger than this are not packed: a matrix read from memory once a token gains little
+/// from the packed kernel, and its copy costs its size (BENCHMARKS.md, "Packed rows").
+pub const PACK_MAX_BYTES: usize = 64 << 20;
+
+/// A model's weight matrices packed for the one-column product (`miniquant::quant::packed`),
+/// each found by the address and length of its plain bytes in the file: the matrices of the
+/// types that `level` has a packed kernel for, up to [`PACK_MAX_BYTES`] each (others, and levels
+/// without a packed kernel, are not packed). The packed copy takes as much memory as the plain
+/// matrices it packs.
+#[derive(Debug, Default)]
+pub struct PackedWeights {
+    matrices: HashMap<(usize, usize), Box<[u8]>>,
+}
+
+impl PackedWeights {
+    /// Packs `model`'s matrices for `level` on up to `threads` threads.
+    pub fn of_model<const L: usize>(
+        model: &Model<'_, L>,
+        level: Level,
+        threads: usize,
+    ) -> Result<PackedWeights, Error> {
+        let mut weights: Vec<Weight<'_>> = model
+            .layers()
+            .iter()
+            .flat_map(|l| [l.q, l.k, l.v, l.o, l.gate, l.up, l.down])
+            .chain([model.output()])
+            .filter(|w| {
+                w.data.len() <= PACK_MAX_BYTES && packed::has_packed_kernel(level, w.ggml_type)
+            })
+            .collect();
+        // A matrix given twice (a tied output head) is packed once.
+        let mut seen = std::collections::HashSet::new();
+        weights.retain(|w| seen.insert((w.data.as_ptr() as usize, w.data.len())));
+        let packed: Vec<Mutex<Option<Box<[u8]>>>> =
+            weights.iter().map(|_| Mutex::new(None)).collect();
+        crate::parallel::for_each_piece(threads, weights.len(), |i| {
+            let w = weights[i];
+            let mut out = vec![0u8; w.data.len()].into_boxed_slice();
+            packed::pack(w.ggml_type, w.data, w.rows, w.cols, &mut out)?;
+            *packed[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+            Ok(())
+        })?;
+        let matrices = weights
+            .iter()
+            .zip(packed)
+            .filter_map(|(w, p)| {
+                let p = p.into_inner().unwrap_or_else(PoisonError::into_inner)?;
+                Some(((w.data.as_ptr() as usize, w.data.len()), p))
+            })
+            .collect();
+        Ok(PackedWeights { matrices })
+    }
+
+    /// The packed copy of the matrix whose plain bytes are `w`, if there is one.
+    pub fn get(&self, w: &[u8]) -> Option<&[u8]> {
+        self.matrices
+            .get(&(w.as_ptr() as usize, w.len()))
+            .map(|p| &p[..])
+    }
+
+    /// Matrices packed.
+    pub fn len(&self) -> usize {
+        self.matrices.len()
+    }
+
+    /// Whether no matrix is packed.
+    pub fn is_empty(&self) -> bool {
+        self.matrices.is_empty()
+    }
+
+    /// Bytes the packed copies take.
+    pub fn bytes(&self) -> usize {
+        self.matrices.values().map(|p| p.len()).sum()
+    }
+}
+
+/// [`Threaded`] with packed weights: a one-column product whose matrix is in `packed` runs
+/// [`parallel::matvec_packed`] on it (every output the same bits as [`Threaded`]'s); every other
+/// product is [`Threaded`]'s.
+#[derive(Debug, Clone, Copy)]
+pub struct WithPacked<'a> {
+    /// The products without packed weights, the level and the threads.
+    pub threaded: Threaded,
+    /// The packed matrices.
+    pub packed: &'a PackedWeights,
+}
+
+impl MatMul for WithPacked<'_> {
+    fn level(&self) -> Level {
+        self.threaded.level
+    }
+
+    fn matmul(
+        &self,
+        t: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        x: &[f32],
+        scratch: &mut [u8],
+        y: &mut [f32],
+    ) -> Result<(), Error> {
+        match self.packed.get(w).filter(|_| n == 1) {
+            Some(p) => {
+                let Threaded { level, threads } = self.threaded;
+                parallel::matvec_packed(level, t, p, rows, cols, x, threads, y)
+            }
+            None => self.threaded.matmul(t, w, rows, cols, n, x, scratch, y),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        self.threaded.threads
+    }
+
+    fn for_each_chunk(
+        &self,
+        out: &mut [f32],
+        chunk: usize,
+        lanes: &mut [f32],
+        lane_len: usize,
+        cost: usize,
+        work: &ChunkWork<'_>,
+    ) -> Result<(), Error> {
+        self.threaded
+            .for_each_chunk(out, chunk, lanes, lane_len, cost, work)
     }
 }
 

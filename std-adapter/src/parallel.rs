@@ -71,6 +71,7 @@ use std::time::{Duration, Instant};
 use miniquant::quant::matvec::{
     matmul_quantized, matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations,
 };
+use miniquant::quant::packed::packed_matvec_quantized;
 use miniquant::quant::{bytes_for, typed, Level};
 use miniquant::{Error, GgmlType};
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
@@ -108,8 +109,9 @@ pub const LINGER: Duration = Duration::from_micros(500);
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
 
-/// Rows of a one-column piece are a multiple of this (the rows kernels' groups of eight rows).
-const PIECE_ROW_MULTIPLE: usize = 8;
+/// Rows of a one-column piece are a multiple of this: a packed matrix's groups of 16 rows
+/// (`quant::packed`), which the rows kernels' groups of eight divide.
+const PIECE_ROW_MULTIPLE: usize = 16;
 
 /// Rows of a several-column piece are a multiple of this where a tile has at least as many rows:
 /// the matmul tiles' row blocks (4 to 32 rows; 32 is the x86_64 legacy tiles' pair of 16-row
@@ -220,6 +222,80 @@ pub fn matmul(
     threads: usize,
     y: &mut [f32],
 ) -> Result<(), Error> {
+    product(level, t, Layout::Plain, w, rows, cols, n, x, threads, y)
+}
+
+/// [`matvec`] over a matrix packed by `miniquant::quant::packed::pack`, with the packed
+/// kernels of `level`: the same bits as [`matvec`] of the plain matrix, for any thread count (the
+/// threads take whole groups of 16 rows).
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_packed(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Result<(), Error> {
+    product(
+        level,
+        t,
+        Layout::Packed,
+        packed,
+        rows,
+        cols,
+        1,
+        x,
+        threads,
+        y,
+    )
+}
+
+/// The layout of a product's weights: plain rows, or (one column only) rows packed by 16.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Plain,
+    Packed,
+}
+
+impl Layout {
+    /// The product of the rows `w` against the quantized columns `xq`: `matmul_quantized`, or
+    /// `packed_matvec_quantized` (`w` then starts on a group of 16 rows).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        self,
+        level: Level,
+        t: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        xq: &[u8],
+        y: &mut [f32],
+    ) -> Result<(), Error> {
+        match self {
+            Layout::Plain => matmul_quantized(level, t, w, rows, cols, n, xq, y),
+            Layout::Packed => packed_matvec_quantized(level, t, w, rows, cols, xq, y),
+        }
+    }
+}
+
+/// [`matmul`] over weights in `layout` (packed: `n` is 1).
+#[allow(clippy::too_many_arguments)]
+fn product(
+    level: Level,
+    t: GgmlType,
+    layout: Layout,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Result<(), Error> {
     let mismatch = |expected: usize, found: usize| Error::LengthMismatch {
         expected: expected as u64,
         found: found as u64,
@@ -257,9 +333,9 @@ pub fn matmul(
         let Some(pool) = pool else {
             scratch.resize(scratch_bytes, 0);
             let xq = quantize_activations(level, t, inputs, x, scratch)?;
-            return matmul_quantized(level, t, w, rows, cols, n, xq, y);
+            return layout.run(level, t, w, rows, cols, n, xq, y);
         };
-        if column_shares_pay(threads, w.len(), n) {
+        if layout == Layout::Plain && column_shares_pay(threads, w.len(), n) {
             return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
         }
         let (row_pieces, piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
@@ -363,7 +439,7 @@ pub fn matmul(
                         .and_then(|column| column.get_mut(first - base..end - base))
                         .ok_or(mismatch(end, rows))?;
                     let w = &w[first * row_bytes..end * row_bytes];
-                    return matmul_quantized(level, t, w, end - first, cols, 1, xq, to);
+                    return layout.run(level, t, w, end - first, cols, 1, xq, to);
                 }
                 for piece in claim.clone().step_by(call_pieces) {
                     let first = row_start(piece);
@@ -371,7 +447,7 @@ pub fn matmul(
                     let w = &w[first * row_bytes..end * row_bytes];
                     with_buffer(&PIECE_OUT, |piece| {
                         let piece = at_least(piece, (end - first) * n);
-                        matmul_quantized(level, t, w, end - first, cols, n, xq, piece)?;
+                        layout.run(level, t, w, end - first, cols, n, xq, piece)?;
                         let mut out = lock();
                         let parts = piece.chunks_exact(end - first);
                         for (column, part) in out.iter_mut().zip(parts) {
@@ -435,7 +511,7 @@ pub fn matmul(
             let piece_rows = row_range.len();
             with_buffer(&PIECE_OUT, |out| {
                 let out = at_least(out, piece_rows * columns.len());
-                matmul_quantized(level, t, w, piece_rows, cols, columns.len(), xq, out)?;
+                layout.run(level, t, w, piece_rows, cols, columns.len(), xq, out)?;
                 let mut y = y.lock().unwrap_or_else(PoisonError::into_inner);
                 let to = y.chunks_exact_mut(rows).skip(columns.start);
                 for (column, piece) in to.zip(out.chunks_exact(piece_rows)) {
@@ -1133,6 +1209,33 @@ mod tests {
                     assert!(
                         y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
                         "{t} at {lvl:?} on {threads} threads differs from one call"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A packed matrix split across threads by groups of 16 rows gives every row the bits of
+    /// the plain one-call matvec (rows not a multiple of 16, so the plain tail is in a share).
+    #[test]
+    fn packed_rows_on_every_thread_count_give_the_plain_bits() {
+        let (rows, cols) = (16 * 19 + 5, 2048);
+        let x = values(cols, 11);
+        for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+            let w = matrix(t, rows, cols);
+            let mut packed_w = vec![0u8; w.len()];
+            quant::packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+            for lvl in level::available() {
+                let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                let mut want = vec![0f32; rows];
+                quant::matvec::matvec_at(lvl, t, &w, rows, cols, &x, &mut scratch, &mut want)
+                    .unwrap();
+                for threads in [1, 2, 3, 4, 7, 64] {
+                    let mut y = vec![f32::NAN; rows];
+                    matvec_packed(lvl, t, &packed_w, rows, cols, &x, threads, &mut y).unwrap();
+                    assert!(
+                        y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "packed {t} at {lvl:?} on {threads} threads differs from plain"
                     );
                 }
             }

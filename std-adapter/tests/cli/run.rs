@@ -198,6 +198,67 @@ fn logits_file_is_written_as_npy_or_raw() {
     assert!(npy.ends_with(&raw));
 }
 
+/// Packing the weights (the default where the level has packed kernels) changes no bit of the
+/// logits of a generated token's step (a one-column product of every matrix), at every level
+/// with packed kernels and on one and two threads.
+#[test]
+fn packed_and_plain_weights_give_the_same_logits() {
+    let Some(model) = smollm2() else { return };
+    let dir = scratch_dir();
+    let logits = |extra: &[&str]| {
+        let path = dir.join("run-logits-pack.f32");
+        let _ = std::fs::remove_file(&path);
+        let mut args = vec![
+            "run",
+            &model,
+            "--prompt-ids",
+            "1 2 3",
+            "-n",
+            "3",
+            "--logits",
+            path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let run = miniquant(&args);
+        assert_eq!(run.code, 0, "{extra:?}: {}", run.stderr);
+        std::fs::read(&path).unwrap()
+    };
+    let want = logits(&["--no-pack", "--threads", "1"]);
+    assert_eq!(want.len(), 49152 * 4);
+    // The levels with packed kernels (the others pack nothing: the plain run above covers them,
+    // and the level tests hold every level to the scalar bits).
+    let levels = miniquant::quant::level::available()
+        .filter(|&l| miniquant::quant::packed::has_packed_kernel(l, miniquant::GgmlType::Q4_1));
+    for level in levels {
+        // Packed indeed: every layer matrix and the tied head (`bench` says how many).
+        let bench = miniquant(&[
+            "bench",
+            &model,
+            "-p",
+            "0",
+            "-n",
+            "1",
+            "-r",
+            "1",
+            "--level",
+            level.name(),
+        ]);
+        assert_eq!(bench.code, 0, "{}", bench.stderr);
+        assert!(
+            bench.stdout_text().contains("211 matrices packed"),
+            "{}",
+            bench.stdout_text()
+        );
+        for threads in ["1", "2"] {
+            let extra = ["--level", level.name(), "--threads", threads];
+            assert!(
+                logits(&extra) == want,
+                "{extra:?} differs from the plain run"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_tokens_files_and_arguments_are_errors() {
     let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tiny.gguf");

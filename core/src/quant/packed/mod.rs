@@ -174,11 +174,26 @@ pub fn pack(t: GgmlType, w: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> 
     let mut out_groups = out.chunks_exact_mut(group_bytes.max(1));
     for (w_group, out_group) in w_groups.by_ref().zip(out_groups.by_ref()) {
         for (b, out_block) in out_group.chunks_exact_mut(gbb).enumerate() {
+            let (quants, heads) = out_block.split_at_mut(GROUP_ROWS * g.quants);
             for (r, row) in w_group.chunks_exact(row_bytes).enumerate() {
                 let block = row.chunks_exact(bb).nth(b).unwrap_or_default();
-                for (i, &byte) in block.iter().enumerate() {
-                    if let Some(o) = out_block.get_mut(g.position(r, i)) {
-                        *o = byte ^ g.mask(i);
+                let (head, block_quants) = block.split_at_checked(g.head).unwrap_or_default();
+                // The f16 fields: field `i` of row `r` at `32 i + 2 r` after the quants.
+                for (i, field) in head.chunks_exact(2).enumerate() {
+                    let at = 2 * GROUP_ROWS * i + 2 * r;
+                    if let Some(to) = heads.get_mut(at..at + 2) {
+                        to.copy_from_slice(field);
+                    }
+                }
+                // Quant dword `j` of row `r` at `64 j + 4 r`.
+                for (dword, to) in block_quants
+                    .chunks_exact(4)
+                    .zip(quants.chunks_exact_mut(4 * GROUP_ROWS))
+                {
+                    if let Some(to) = to.get_mut(4 * r..4 * r + 4) {
+                        for (to, &byte) in to.iter_mut().zip(dword) {
+                            *to = byte ^ g.flip;
+                        }
                     }
                 }
             }

@@ -14,7 +14,7 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
-use crate::quant::arch::x86_64::vector::{load16, load32, part};
+use crate::quant::arch::x86_64::vector::{load16, load32, part, prefetch_range};
 use crate::quant::cast::f16_le;
 use crate::quant::packed::GROUP_ROWS;
 
@@ -88,6 +88,9 @@ fn start<const KIND: u8>(qs: &[i8; 32]) -> i32 {
 fn dwords(qs: &[i8; 32]) -> [i32; 8] {
     bytemuck::cast(*qs)
 }
+
+/// How far ahead in its group's run of blocks a kernel asks for weights.
+const PREFETCH_BYTES: usize = 2048;
 
 /// Activation blocks whose terms [`Terms`] holds at once.
 const CHUNK: usize = 64;
@@ -202,6 +205,10 @@ fn groups_zmm<X: Column, const KIND: u8, const G: usize, const GBB: usize>(
         let start = _mm512_set1_epi32(terms.start[i]);
         for (k, sumf) in sumf.iter_mut().enumerate() {
             let bytes: &[u8; GBB] = part(groups, k * group_bytes + b * GBB);
+            prefetch_range(
+                bytes.as_ptr().cast::<i8>().wrapping_add(PREFETCH_BYTES),
+                GBB,
+            );
             // Two chains (integer sums: any split is exact), joined after.
             let (mut even, mut odd) = (start, _mm512_setzero_si512());
             if KIND == Q8_0 {
@@ -274,6 +281,10 @@ fn group_ymm<X: Column, const KIND: u8, const GBB: usize>(
         let (dx, sx) = (terms.d[i], terms.s[i]);
         let start = _mm256_set1_epi32(terms.start[i]);
         let bytes: &[u8; GBB] = part(group, b * GBB);
+        prefetch_range(
+            bytes.as_ptr().cast::<i8>().wrapping_add(PREFETCH_BYTES),
+            GBB,
+        );
         for (half, sumf) in sumf.iter_mut().enumerate() {
             let sumi = if KIND == Q8_0 {
                 // Each stored byte `q + 128` as `16 · high + low`, both 4-bit.
