@@ -1,5 +1,5 @@
-//! `kernels`: an arbitrary type and bytes through dequantize, quantize, vec_dot, matvec and
-//! matmul, at the scalar level and at every SIMD level this CPU has. Errors are fine; panics are
+//! `kernels`: an arbitrary type and bytes through dequantize, quantize, vec_dot, matvec, matmul
+//! and the packed matvec (its types only), at the scalar level and at every SIMD level this CPU has. Errors are fine; panics are
 //! findings, and so is any level whose answer differs from the scalar one (the same error, or the
 //! same bits in every output; any NaN matches any NaN, as Rust leaves NaN payloads unspecified).
 //! Lengths come from the input too, so mismatched and partial lengths are exercised.
@@ -8,7 +8,7 @@
 //! length skew (top two bits: half the inputs get exact lengths, the rest are one off), the rest
 //! is the data, cut to whole blocks so the kernels themselves run, not only the length checks.
 
-use miniquant::quant::{self, level, matvec, Level};
+use miniquant::quant::{self, level, matvec, packed, Level};
 use miniquant::{Error, GgmlType};
 
 /// Stands for every byte of a quantized block whose inputs hold a NaN (see `Case::quantize`).
@@ -26,12 +26,13 @@ pub fn check(data: &[u8]) {
     let skew = [0, 0, -1, 1][usize::from(op >> 6)];
     let skewed = |n: usize| n.saturating_add_signed(skew);
     let case = Case { t, skewed: &skewed };
-    match (op & 0x3f) % 5 {
+    match (op & 0x3f) % 6 {
         0 => same_at_every_level(|l| case.dequantize(l, rest)),
         1 => same_at_every_level(|l| case.quantize(l, rest)),
         2 => same_at_every_level(|l| case.vec_dot(l, rest)),
         3 => same_at_every_level(|l| case.matvec(l, rest)),
-        _ => same_at_every_level(|l| case.matmul(l, rest)),
+        4 => same_at_every_level(|l| case.matmul(l, rest)),
+        _ => same_at_every_level(|l| case.packed(l, rest)),
     }
 }
 
@@ -173,6 +174,38 @@ impl Case<'_> {
         let mut y = vec![0f32; rows];
         matvec::matvec_at(l, self.t, w, rows, cols, &x, &mut scratch, &mut y)?;
         Ok(bits(&y))
+    }
+
+    /// The packed matrix (`quant::packed`) of `16 · (high nibble) + (low nibble of byte 1)` rows
+    /// and byte 1's high nibble of blocks a row, its bytes the data after those two cycled: its
+    /// product must have the plain matvec's bits at the same level (checked here), and the
+    /// scalar twin's at every level (by the caller).
+    fn packed(&self, l: Level, data: &[u8]) -> Answer {
+        const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+        let t = TYPES[self.t.code() as usize % TYPES.len()];
+        let [shape, more, rest @ ..] = data else {
+            return Ok(Vec::new());
+        };
+        let rows = usize::from(shape >> 4) * packed::GROUP_ROWS + usize::from(more & 0x0f);
+        let cols = usize::from(more >> 4) * t.block_size() as usize;
+        let bytes = quant::bytes_for(t, cols)
+            .unwrap_or(0)
+            .saturating_mul(rows);
+        let w: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
+        let w = &w[..];
+        let x = activations(w, (self.skewed)(cols));
+        let mut packed_w = vec![0u8; w.len()];
+        packed::pack(t, w, rows, cols, &mut packed_w)?;
+        let mut scratch = vec![0u8; matvec::matvec_scratch_bytes(t, cols)?];
+        let mut y = vec![0f32; rows];
+        packed::packed_matvec_at(l, t, &packed_w, rows, cols, &x, &mut scratch, &mut y)?;
+        let mut plain = vec![0f32; rows];
+        matvec::matvec_at(l, t, w, rows, cols, &x, &mut scratch, &mut plain)?;
+        let (y, plain) = (bits(&y), bits(&plain));
+        if let Some(i) = (0..rows).find(|&i| !same_bits(y[i], plain[i])) {
+            panic!("packed {} differs from plain at row {i} of {rows}", t);
+        }
+        Ok(y)
     }
 
     /// 1..=4 columns (top bits of the last byte), so pairs and odd columns both occur.
