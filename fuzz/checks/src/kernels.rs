@@ -188,9 +188,7 @@ impl Case<'_> {
         };
         let rows = usize::from(shape >> 4) * packed::GROUP_ROWS + usize::from(more & 0x0f);
         let cols = usize::from(more >> 4) * t.block_size() as usize;
-        let bytes = quant::bytes_for(t, cols)
-            .unwrap_or(0)
-            .saturating_mul(rows);
+        let bytes = quant::bytes_for(t, cols).unwrap_or(0).saturating_mul(rows);
         let w: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
         let w = &w[..];
         let x = activations(w, (self.skewed)(cols));
