@@ -39,13 +39,13 @@ fn best_call(f: &mut dyn FnMut(), best: &mut Duration) {
 
 /// ggml's best seconds per call with the weights in its AMX buffer, one thread, per shape (`None`
 /// where it has no kernel or the harness cannot run).
-fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)]) -> Vec<Option<f64>> {
+fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize) -> Vec<Option<f64>> {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
     let name = t.name().to_lowercase();
     let cases: Vec<String> = shapes
         .iter()
-        .map(|(r, c)| format!("{name}:{r}x{c}:1"))
+        .map(|(r, c)| format!("{name}:{r}x{c}:{n}"))
         .collect();
     let output = std::process::Command::new(script)
         .args(["perf", "1", "3"])
@@ -59,11 +59,124 @@ fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)]) -> Vec<Option<f64>> {
     shapes
         .iter()
         .map(|(r, c)| {
-            let head = format!("GGML_BUF {name} {r} {c} 1 1 amx ");
+            let head = format!("GGML_BUF {name} {r} {c} {n} 1 amx ");
             text.lines()
                 .find_map(|l| l.strip_prefix(&head)?.trim().parse().ok())
         })
         .collect()
+}
+
+/// Shapes of the several-column table.
+const MATMUL_SHAPES: [(usize, usize); 4] = [(2048, 2048), (1536, 576), (576, 1536), (640, 2048)];
+
+/// Columns of the several-column table.
+const COLUMNS: [usize; 3] = [8, 32, 128];
+
+/// Our plain `matmul` against `packed_matmul_at` at the detected level, several columns (the
+/// activations quantized inside every call on both sides), with ggml's AMX buffer.
+fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
+    let lvl = level::current();
+    println!(
+        "\none thread, n columns, GFLOP/s = 2 · rows · cols · n / best call, at {lvl}; plain = \
+         quant::matvec::matmul, packed = quant::packed::packed_matmul_at; bits = outputs whose \
+         bits differ from n × matvec's"
+    );
+    println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | bits | ggml amx | packed / ggml amx |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|");
+    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        for n in COLUMNS {
+            let ggml = if with_ggml {
+                ggml_amx(t, &MATMUL_SHAPES, n)
+            } else {
+                vec![None; MATMUL_SHAPES.len()]
+            };
+            for (&(rows, cols), ggml) in MATMUL_SHAPES.iter().zip(ggml) {
+                let values: Vec<f32> = (0..rows * cols).map(|_| gaussian()).collect();
+                let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
+                quant::quantize(t, &values, &mut w).unwrap();
+                let mut packed_w = vec![0u8; w.len()];
+                packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+                let x: Vec<f32> = (0..cols * n).map(|_| gaussian()).collect();
+                // n × matvec: the bits every column must have.
+                let mut want = vec![0f32; rows * n];
+                let mut scratch = vec![0u8; quant::matvec::matvec_scratch_bytes(t, cols).unwrap()];
+                for (xc, yc) in x.chunks(cols).zip(want.chunks_mut(rows)) {
+                    quant::matvec::matvec_at(lvl, t, &w, rows, cols, xc, &mut scratch, yc).unwrap();
+                }
+                let mut plain_scratch =
+                    vec![0u8; quant::matvec::matmul_scratch_bytes(t, cols, n).unwrap()];
+                let mut packed_scratch =
+                    vec![0u8; packed::packed_activation_bytes(t, cols, n).unwrap()];
+                let (mut plain_y, mut packed_y) = (vec![0f32; rows * n], vec![0f32; rows * n]);
+                let (mut plain_best, mut packed_best) = (Duration::MAX, Duration::MAX);
+                for round in 0..6 {
+                    let mut plain = || {
+                        quant::matvec::matmul(
+                            lvl,
+                            t,
+                            &w,
+                            rows,
+                            cols,
+                            n,
+                            black_box(&x),
+                            &mut plain_scratch,
+                            &mut plain_y,
+                        )
+                        .unwrap()
+                    };
+                    if round == 0 {
+                        plain();
+                    } else {
+                        best_call(&mut plain, &mut plain_best);
+                    }
+                    let mut packed_call = || {
+                        packed::packed_matmul_at(
+                            lvl,
+                            t,
+                            &packed_w,
+                            rows,
+                            cols,
+                            n,
+                            black_box(&x),
+                            &mut packed_scratch,
+                            &mut packed_y,
+                        )
+                        .unwrap()
+                    };
+                    if round == 0 {
+                        packed_call();
+                    } else {
+                        best_call(&mut packed_call, &mut packed_best);
+                    }
+                }
+                let differ = |y: &[f32]| {
+                    want.iter()
+                        .zip(y)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count()
+                };
+                let flops = 2.0 * (rows * cols * n) as f64;
+                let (p, q) = (
+                    flops / plain_best.as_secs_f64() / 1e9,
+                    flops / packed_best.as_secs_f64() / 1e9,
+                );
+                let ggml = match ggml {
+                    Some(s) => {
+                        let g = flops / s / 1e9;
+                        format!("{g:.1} | {:.2}", q / g)
+                    }
+                    None => "– | –".to_string(),
+                };
+                println!(
+                    "| {} | {rows} × {cols} | {n} | {p:.1} | {q:.1} | {:.2} | {} of {} | {ggml} |",
+                    t.name(),
+                    q / p,
+                    differ(&plain_y) + differ(&packed_y),
+                    rows * n,
+                );
+            }
+        }
+    }
 }
 
 /// One timed side: its level, whether it runs packed, its buffers and best call.
@@ -77,6 +190,7 @@ struct Side {
 
 fn main() {
     let with_ggml = std::env::args().any(|a| a == "--ggml");
+    let only_matmul = std::env::args().any(|a| a == "--matmul");
     let levels: Vec<Level> = level::available()
         .filter(|&l| l != Level::Scalar && l != Level::Amx)
         .collect();
@@ -94,7 +208,7 @@ fn main() {
     println!("| type | rows × cols | level | plain | packed | packed / plain | bits | ggml amx | packed / ggml amx |");
     println!("|---|---|---|--:|--:|--:|--:|--:|--:|");
     let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut gaussian = move || {
+    let mut gaussian = move || -> f32 {
         let mut next = || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -104,9 +218,12 @@ fn main() {
         let (u, v) = (next(), next());
         ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
     };
-    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0]
+        .into_iter()
+        .filter(|_| !only_matmul)
+    {
         let ggml = if with_ggml {
-            ggml_amx(t, &SHAPES)
+            ggml_amx(t, &SHAPES, 1)
         } else {
             vec![None; SHAPES.len()]
         };
@@ -196,4 +313,5 @@ fn main() {
             }
         }
     }
+    matmul_table(with_ggml, &mut gaussian);
 }

@@ -60,6 +60,19 @@ pub type MatmulFn<W, X> =
 /// (the layout of [`super::packed`], `row_blocks` blocks a row) against `x`, for every
 /// `r < out.len()` (a multiple of [`super::packed::GROUP_ROWS`]), with vec_dot's bits.
 pub type PackedRowsFn<X> = fn(packed: &[u8], row_blocks: usize, x: &[X], out: &mut [f32]);
+/// A packed matmul kernel: the whole groups of rows in `packed` (as [`PackedRowsFn`]'s) against
+/// the `n` activation columns in `x` (`row_blocks` blocks each), with each activation block's
+/// integer start in `starts` (little-endian i32, [`super::packed`]'s), writing row `r` of column
+/// `c` to `y[c * y_stride + r]`, each output with vec_dot's bits.
+pub type PackedMatmulFn<X> = fn(
+    packed: &[u8],
+    row_blocks: usize,
+    x: &[X],
+    starts: &[[u8; 4]],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+);
 
 /// One block type's kernels at one level; `None` means "not at this level" (the next lower level
 /// of the chain is used). The signatures are those of the scalar twins:
@@ -85,6 +98,9 @@ pub struct Ops<W: 'static, X: 'static> {
     /// Packed groups of rows against one activation vector; `None`: the packed layout's scalar
     /// twin.
     pub packed_rows: Option<PackedRowsFn<X>>,
+    /// Packed groups of rows against many activation vectors; `None`: the packed rows kernel
+    /// column by column.
+    pub packed_matmul: Option<PackedMatmulFn<X>>,
 }
 
 impl<W, X> Ops<W, X> {
@@ -97,6 +113,7 @@ impl<W, X> Ops<W, X> {
         vec_dot_2x2: None,
         matmul: None,
         packed_rows: None,
+        packed_matmul: None,
     };
 }
 
@@ -122,6 +139,8 @@ pub trait Kernels: Block {
     fn matmul_kernel(level: Level) -> Option<MatmulFn<Self, Self::Activation>>;
     /// The packed-rows kernel at `level`, `None` where no level of its chain has one.
     fn packed_rows_kernel(level: Level) -> Option<PackedRowsFn<Self::Activation>>;
+    /// The packed matmul kernel at `level`, `None` where no level of its chain has one.
+    fn packed_matmul_kernel(level: Level) -> Option<PackedMatmulFn<Self::Activation>>;
 }
 
 /// A computation generic over the block type, run by [`visit`] for a run-time [`GgmlType`].
@@ -253,6 +272,10 @@ macro_rules! kernel_table {
 
                 fn packed_rows_kernel(level: Level) -> Option<PackedRowsFn<$A>> {
                     pick!(level, $field.packed_rows)
+                }
+
+                fn packed_matmul_kernel(level: Level) -> Option<PackedMatmulFn<$A>> {
+                    pick!(level, $field.packed_matmul)
                 }
             }
         )*

@@ -25,7 +25,7 @@ mod tests;
 use super::bytes_for;
 use super::cast::blocks;
 use super::level::Level;
-use super::matvec::{matvec_scratch_bytes, quantize_activations};
+use super::matvec::{matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations};
 use super::table::{Kernels, PackedRowsFn};
 use super::typed::{self, check_level};
 use crate::error::{Error, Op, Result};
@@ -84,6 +84,9 @@ impl Geometry {
 pub(crate) trait Packable: Kernels {
     /// Its layout.
     const GEOMETRY: Geometry;
+    /// What an activation block's integer start is `-BIAS` times the sum of its quants: the
+    /// stored weights are the quants `+ BIAS` (Q4_0's nibbles `+ 8`, Q8_0's bytes `+ 128`).
+    const BIAS: i32;
 }
 
 #[cfg(feature = "legacy")]
@@ -93,6 +96,7 @@ impl Packable for BlockQ4_0 {
         quants: 16,
         flip: 0,
     };
+    const BIAS: i32 = 8;
 }
 
 #[cfg(feature = "legacy")]
@@ -102,6 +106,7 @@ impl Packable for BlockQ4_1 {
         quants: 16,
         flip: 0,
     };
+    const BIAS: i32 = 0;
 }
 
 impl Packable for BlockQ8_0 {
@@ -110,6 +115,7 @@ impl Packable for BlockQ8_0 {
         quants: 32,
         flip: 0x80,
     };
+    const BIAS: i32 = 128;
 }
 
 /// The layout of `t`, `None` if `t` is not packed (or its kernel family is not compiled in).
@@ -138,6 +144,19 @@ pub fn has_packed_kernel(level: Level, t: GgmlType) -> bool {
         #[cfg(feature = "legacy")]
         GgmlType::Q4_1 => BlockQ4_1::packed_rows_kernel(level).is_some(),
         GgmlType::Q8_0 => BlockQ8_0::packed_rows_kernel(level).is_some(),
+        _ => false,
+    }
+}
+
+/// Whether `level` (or a level of its chain) has a SIMD kernel for several columns of packed
+/// `t`; without one, [`packed_matmul_quantized`] runs the packed rows kernel column by column.
+pub fn has_packed_matmul_kernel(level: Level, t: GgmlType) -> bool {
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => BlockQ4_0::packed_matmul_kernel(level).is_some(),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => BlockQ4_1::packed_matmul_kernel(level).is_some(),
+        GgmlType::Q8_0 => BlockQ8_0::packed_matmul_kernel(level).is_some(),
         _ => false,
     }
 }
@@ -352,4 +371,214 @@ pub fn packed_matvec_at(
     geometry(t).ok_or(unsupported(t))?;
     let xq = quantize_activations(level, t, cols, x, scratch)?;
     packed_matvec_quantized(level, t, packed, rows, cols, xq, y)
+}
+
+/// Bytes of the activations of a packed matmul of `n` columns of `cols` values: the columns
+/// quantized one after another ([`matmul_scratch_bytes`]), then each of their blocks' integer
+/// start (little-endian i32), which [`activation_starts`] computes.
+pub fn packed_activation_bytes(t: GgmlType, cols: usize, n: usize) -> Result<usize> {
+    geometry(t).ok_or(unsupported(t))?;
+    let quantized = matmul_scratch_bytes(t, cols, n)?;
+    let blocks = cols / (t.block_size() as usize).max(1);
+    blocks
+        .checked_mul(n)
+        .and_then(|b| b.checked_mul(4))
+        .and_then(|s| s.checked_add(quantized))
+        .ok_or(Error::LengthMismatch {
+            expected: u64::MAX,
+            found: n as u64,
+        })
+}
+
+/// The integer starts of the quantized activation blocks `xq` (whole blocks of `t`'s vec-dot
+/// type) into `starts` (4 bytes a block), for callers that quantize the columns in parts.
+pub fn activation_starts(t: GgmlType, xq: &[u8], starts: &mut [u8]) -> Result<()> {
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => starts_of::<BlockQ4_0>(xq, starts),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => starts_of::<BlockQ4_1>(xq, starts),
+        GgmlType::Q8_0 => starts_of::<BlockQ8_0>(xq, starts),
+        _ => Err(unsupported(t)),
+    }
+}
+
+fn starts_of<B: Packable>(xq: &[u8], starts: &mut [u8]) -> Result<()> {
+    let x = blocks::<B::Activation>(xq)?;
+    super::blockwise::same_len(4 * x.len(), starts.len())?;
+    for (xb, start) in x.iter().zip(starts.chunks_exact_mut(4)) {
+        // An activation block's quants are its last 32 bytes (Q8_0: after `d`; Q8_1: after `d`,
+        // `s`).
+        let bytes = bytemuck::bytes_of(xb);
+        let quants = bytes
+            .get(bytes.len().saturating_sub(32)..)
+            .unwrap_or_default();
+        let sum: i32 = quants.iter().map(|&q| i32::from(q as i8)).sum();
+        start.copy_from_slice(&(-B::BIAS * sum).to_le_bytes());
+    }
+    Ok(())
+}
+
+/// `Y = W X` for the packed `rows × cols` matrix `packed` of type `t` and `n` columns, `xqs` from
+/// [`quantize_packed_activations`] (or quantized in parts, with [`activation_starts`]): column
+/// `j` of `y` (`n × rows`) has the bits of [`packed_matvec_quantized`] of column `j`, which are
+/// the plain matvec's.
+#[allow(clippy::too_many_arguments)]
+pub fn packed_matmul_quantized(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xqs: &[u8],
+    y: &mut [f32],
+) -> Result<()> {
+    check_level(level)?;
+    geometry(t).ok_or(unsupported(t))?;
+    let row_bytes = matrix_bytes(t, rows, cols, packed.len())?;
+    super::blockwise::same_len(packed_activation_bytes(t, cols, n)?, xqs.len())?;
+    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: y.len() as u64,
+    })?;
+    super::blockwise::same_len(outputs, y.len())?;
+    let (xq, starts) = xqs
+        .split_at_checked(matmul_scratch_bytes(t, cols, n)?)
+        .unwrap_or_default();
+    let whole = rows - rows % GROUP_ROWS;
+    let (groups, tail) = packed
+        .split_at_checked(whole * row_bytes)
+        .unwrap_or_default();
+    let run = MatmulRun {
+        level,
+        groups,
+        tail,
+        rows,
+        whole,
+        cols,
+        n,
+        xq,
+        starts,
+        y,
+    };
+    match t {
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_0 => run.go::<BlockQ4_0>(),
+        #[cfg(feature = "legacy")]
+        GgmlType::Q4_1 => run.go::<BlockQ4_1>(),
+        GgmlType::Q8_0 => run.go::<BlockQ8_0>(),
+        _ => Err(unsupported(t)),
+    }
+}
+
+/// One packed matmul, its lengths checked.
+struct MatmulRun<'a> {
+    level: Level,
+    groups: &'a [u8],
+    tail: &'a [u8],
+    rows: usize,
+    whole: usize,
+    cols: usize,
+    n: usize,
+    xq: &'a [u8],
+    starts: &'a [u8],
+    y: &'a mut [f32],
+}
+
+impl MatmulRun<'_> {
+    fn go<B: Packable>(self) -> Result<()> {
+        let x = blocks::<B::Activation>(self.xq)?;
+        let starts: &[[u8; 4]] = bytemuck::try_cast_slice(self.starts).unwrap_or_default();
+        let row_blocks = self.cols / B::VALUES;
+        let column_bytes = self.xq.len() / self.n.max(1);
+        if row_blocks == 0 {
+            self.y.fill(0.0);
+            return Ok(());
+        }
+        let per = row_blocks * B::ACTIVATION_BLOCKS;
+        match B::packed_matmul_kernel(self.level) {
+            Some(kernel) => kernel(
+                self.groups,
+                row_blocks,
+                x,
+                starts,
+                self.n,
+                self.y,
+                self.rows,
+            ),
+            // The packed rows kernel (or its scalar twin) column by column.
+            None => {
+                let kernel = kernel::<B>(self.level);
+                for (c, column) in self.y.chunks_exact_mut(self.rows.max(1)).enumerate() {
+                    let xc = x.get(c * per..(c + 1) * per).unwrap_or_default();
+                    kernel(
+                        self.groups,
+                        row_blocks,
+                        xc,
+                        column.get_mut(..self.whole).unwrap_or_default(),
+                    );
+                }
+            }
+        }
+        // The last `rows % 16` rows, plain, column by column.
+        for (c, column) in self.y.chunks_exact_mut(self.rows.max(1)).enumerate() {
+            let xq = self.xq.get(c * column_bytes..(c + 1) * column_bytes);
+            let tail_out = column.get_mut(self.whole..).unwrap_or_default();
+            typed::matvec_quantized_at::<B>(
+                self.level,
+                self.tail,
+                self.rows - self.whole,
+                self.cols,
+                xq.unwrap_or_default(),
+                tail_out,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Quantizes the `n` columns `x` (`n × cols` values) into the front of `scratch` with their
+/// blocks' starts ([`packed_activation_bytes`] bytes) and returns those bytes.
+pub fn quantize_packed_activations<'s>(
+    level: Level,
+    t: GgmlType,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    scratch: &'s mut [u8],
+) -> Result<&'s [u8]> {
+    let needed = packed_activation_bytes(t, cols, n)?;
+    let quantized = matmul_scratch_bytes(t, cols, n)?;
+    let available = scratch.len();
+    let all = scratch.get_mut(..needed).ok_or(Error::LengthMismatch {
+        expected: needed as u64,
+        found: available as u64,
+    })?;
+    let (xq, starts) = all.split_at_mut_checked(quantized).unwrap_or_default();
+    let values = cols.checked_mul(n).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: x.len() as u64,
+    })?;
+    let xq = quantize_activations(level, t, values, x, xq)?;
+    activation_starts(t, xq, starts)?;
+    Ok(all)
+}
+
+/// [`packed_matmul_quantized`] with the columns quantized into `scratch` first
+/// ([`packed_activation_bytes`] bytes).
+#[allow(clippy::too_many_arguments)]
+pub fn packed_matmul_at(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    scratch: &mut [u8],
+    y: &mut [f32],
+) -> Result<()> {
+    let xqs = quantize_packed_activations(level, t, cols, n, x, scratch)?;
+    packed_matmul_quantized(level, t, packed, rows, cols, n, xqs, y)
 }

@@ -271,3 +271,148 @@ fn bad_arguments_are_errors() {
         GgmlType::Q4_K
     ));
 }
+
+#[test]
+fn packed_matmul_gives_every_column_the_plain_scalar_bits() {
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let levels: Vec<Level> = available().collect();
+    for t in TYPES {
+        for rows in [0, 1, 16, 17, 33, 64, 80] {
+            for blocks in [0, 1, 3, 9, 65] {
+                for n in [1, 2, 3, 4, 5, 8, 9] {
+                    let random = rng.next().is_multiple_of(2);
+                    let cols = blocks * 32;
+                    let w = weights(&mut rng, t, rows, cols, random);
+                    let mut packed = vec![0u8; w.len()];
+                    pack(t, &w, rows, cols, &mut packed).unwrap();
+                    let x = rng.values(cols * n);
+                    let column_bytes = matvec_scratch_bytes(t, cols).unwrap();
+                    let mut scratch = vec![0u8; column_bytes];
+                    let mut expected = vec![0.0f32; rows * n];
+                    for (xc, yc) in x.chunks(cols.max(1)).zip(expected.chunks_mut(rows.max(1))) {
+                        matvec_at(Level::Scalar, t, &w, rows, cols, xc, &mut scratch, yc).unwrap();
+                    }
+                    // Random activation bytes too, their starts computed for them.
+                    let quantized = column_bytes * n;
+                    let mut xqs = rng.bytes(packed_activation_bytes(t, cols, n).unwrap());
+                    let (xq, starts) = xqs.split_at_mut(quantized);
+                    activation_starts(t, xq, starts).unwrap();
+                    let mut expected_q = vec![0.0f32; rows * n];
+                    for (c, yc) in expected_q.chunks_mut(rows.max(1)).enumerate() {
+                        let xc = &xq[c * column_bytes..(c + 1) * column_bytes];
+                        matvec_quantized(Level::Scalar, t, &w, rows, cols, xc, yc).unwrap();
+                    }
+                    let mut big = vec![0u8; packed_activation_bytes(t, cols, n).unwrap()];
+                    for &level in &levels {
+                        let mut y = vec![f32::NAN; rows * n];
+                        packed_matmul_at(level, t, &packed, rows, cols, n, &x, &mut big, &mut y)
+                            .unwrap();
+                        assert!(
+                            same_bits(&y, &expected),
+                            "{t} {rows}x{cols} n {n} random {random} at {level}"
+                        );
+                        let mut y = vec![f32::NAN; rows * n];
+                        packed_matmul_quantized(level, t, &packed, rows, cols, n, &xqs, &mut y)
+                            .unwrap();
+                        assert!(
+                            same_bits(&y, &expected_q),
+                            "{t} {rows}x{cols} n {n}, random activations, at {level}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    std::eprintln!(
+        "packed matmul: levels run {levels:?}, with a matmul kernel: {:?}",
+        levels
+            .iter()
+            .filter(|&&l| has_packed_matmul_kernel(l, GgmlType::Q4_0))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn packed_matmul_lengths_are_checked() {
+    let (t, rows, cols, n) = (GgmlType::Q8_0, 20, 64, 3);
+    let packed = vec![0u8; rows * 2 * 34];
+    let x = vec![0.5f32; cols * n];
+    let mut scratch = vec![0u8; packed_activation_bytes(t, cols, n).unwrap()];
+    let mut y = vec![0.0f32; rows * n];
+    packed_matmul_at(
+        Level::Scalar,
+        t,
+        &packed,
+        rows,
+        cols,
+        n,
+        &x,
+        &mut scratch,
+        &mut y,
+    )
+    .unwrap();
+    let short = scratch.len() - 1;
+    assert!(matches!(
+        packed_matmul_at(
+            Level::Scalar,
+            t,
+            &packed,
+            rows,
+            cols,
+            n,
+            &x,
+            &mut scratch[..short],
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matmul_at(
+            Level::Scalar,
+            t,
+            &packed,
+            rows,
+            cols,
+            n,
+            &x[1..],
+            &mut scratch,
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matmul_at(
+            Level::Scalar,
+            t,
+            &packed,
+            rows,
+            cols,
+            n,
+            &x,
+            &mut scratch,
+            &mut y[1..]
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_matmul_quantized(
+            Level::Scalar,
+            t,
+            &packed,
+            rows,
+            cols,
+            n,
+            &scratch[1..],
+            &mut y
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        packed_activation_bytes(GgmlType::Q4_K, 256, 1),
+        Err(Error::Unsupported { op: Op::Pack, .. })
+    ));
+    assert!(matches!(
+        packed_activation_bytes(t, 64, usize::MAX),
+        Err(Error::LengthMismatch { .. })
+    ));
+}

@@ -60,6 +60,9 @@ macro_rules! level_kernels {
     (@entry $T:ident, packed_rows, $kernel:path) => {
         level_kernels!(@with $T, $kernel, packed, row_blocks, x, out)
     };
+    (@entry $T:ident, packed_matmul, $kernel:path) => {
+        level_kernels!(@with $T, $kernel, packed, row_blocks, x, starts, n, y, y_stride)
+    };
     (@with $T:ident, $kernel:path, $($arg:ident),*) => {
         Some(|$($arg),*| {
             // SAFETY: the one place a token is made unchecked. This constant's kernels are reached
@@ -195,6 +198,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         rows: legacy::rows::rows_q8_0_vnni,
         matmul: legacy::matmul::matmul_q8_0_vnni,
         packed_rows: legacy::packed::packed_q8_0_vnni,
+        packed_matmul: legacy::packed::packed_matmul_q8_0_vnni,
     },
     q8_1: {
         quantize: activation::quantize_q8_1_512,
@@ -204,11 +208,13 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
         rows: legacy::rows::rows_q4_0_vnni,
         matmul: legacy::matmul::matmul_q4_0_vnni,
         packed_rows: legacy::packed::packed_q4_0_vnni,
+        packed_matmul: legacy::packed::packed_matmul_q4_0_vnni,
     },
     q4_1: {
         rows: legacy::rows::rows_q4_1_vnni,
         matmul: legacy::matmul::matmul_q4_1_vnni,
         packed_rows: legacy::packed::packed_q4_1_vnni,
+        packed_matmul: legacy::packed::packed_matmul_q4_1_vnni,
     },
     q5_0: {
         rows: legacy::rows::rows_q5_0_vnni,

@@ -10,11 +10,14 @@
 //! `madd` into each row's i32 lane. The float steps are the scalar twin's, lane by lane, blocks
 //! in order, unfused.
 
+// The matmul entries take the token and `PackedMatmulFn`'s seven arguments.
+#![allow(clippy::too_many_arguments)]
+
 use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
-use crate::quant::arch::x86_64::vector::{load16, load32, part, prefetch_range};
+use crate::quant::arch::x86_64::vector::{f16_le as f16c, load16, load32, part, prefetch_range};
 use crate::quant::cast::f16_le;
 use crate::quant::packed::GROUP_ROWS;
 
@@ -40,18 +43,25 @@ const MINS_AT: usize = GROUP_ROWS * 18;
 
 /// An activation block as the kernels read it.
 trait Column {
-    fn d(&self) -> f32;
+    /// `d`, f16 little-endian.
+    fn d_half(&self) -> [u8; 2];
     /// Q8_1's `s` (0 for Q8_0, unused).
-    fn s(&self) -> f32;
+    fn s_half(&self) -> [u8; 2];
     fn qs(&self) -> &[i8; 32];
+    fn d(&self) -> f32 {
+        f16_le(self.d_half())
+    }
+    fn s(&self) -> f32 {
+        f16_le(self.s_half())
+    }
 }
 
 impl Column for BlockQ8_0 {
-    fn d(&self) -> f32 {
-        f16_le(self.d)
+    fn d_half(&self) -> [u8; 2] {
+        self.d
     }
-    fn s(&self) -> f32 {
-        0.0
+    fn s_half(&self) -> [u8; 2] {
+        [0, 0]
     }
     fn qs(&self) -> &[i8; 32] {
         &self.qs
@@ -59,11 +69,11 @@ impl Column for BlockQ8_0 {
 }
 
 impl Column for BlockQ8_1 {
-    fn d(&self) -> f32 {
-        f16_le(self.d)
+    fn d_half(&self) -> [u8; 2] {
+        self.d
     }
-    fn s(&self) -> f32 {
-        f16_le(self.s)
+    fn s_half(&self) -> [u8; 2] {
+        self.s
     }
     fn qs(&self) -> &[i8; 32] {
         &self.qs
@@ -382,6 +392,114 @@ fn rows_ymm<X: Column, const KIND: u8, const GBB: usize>(
     );
 }
 
+/// The AVX-512 packed matmul body: for each group, its columns four at a time, then one.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn matmul_zmm<X: Column, const KIND: u8, const GBB: usize>(
+    packed: &[u8],
+    row_blocks: usize,
+    x: &[X],
+    starts: &[[u8; 4]],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    // (No blocks: no group's size to count them by; the caller fills such outputs.)
+    let group_bytes = GBB * row_blocks;
+    if group_bytes == 0 {
+        return;
+    }
+    for (g, group) in packed.chunks_exact(group_bytes).enumerate() {
+        let mut c = 0;
+        while c + 4 <= n {
+            tile_zmm::<X, KIND, 4, GBB>(group, row_blocks, x, starts, c, g, y, y_stride);
+            c += 4;
+        }
+        while c < n {
+            tile_zmm::<X, KIND, 1, GBB>(group, row_blocks, x, starts, c, g, y, y_stride);
+            c += 1;
+        }
+    }
+}
+
+/// Group `g` (its bytes `group`) against columns `first..first + C`: each block's weight
+/// vectors loaded and split into nibbles once for the `C` columns.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
+    group: &[u8],
+    row_blocks: usize,
+    x: &[X],
+    starts: &[[u8; 4]],
+    first: usize,
+    g: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    let nibble = _mm512_set1_epi8(0x0f);
+    let mut sumf = [_mm512_setzero_ps(); C];
+    for b in 0..row_blocks {
+        let bytes: &[u8; GBB] = part(group, b * GBB);
+        // Weight vector `i` goes with activation dword `i`.
+        let w: [__m512i; 8] = if KIND == Q8_0 {
+            core::array::from_fn(|i| load64(part(bytes, 64 * i)))
+        } else {
+            let v: [__m512i; 4] = core::array::from_fn(|j| load64(part(bytes, 64 * j)));
+            core::array::from_fn(|i| {
+                if i < 4 {
+                    _mm512_and_si512(v[i], nibble)
+                } else {
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(v[i - 4]), nibble)
+                }
+            })
+        };
+        let dw = _mm512_cvtph_ps(load32(part(bytes, scales_at(KIND))));
+        let mw = if KIND == Q4_1 {
+            _mm512_cvtph_ps(load32(part(bytes, MINS_AT)))
+        } else {
+            _mm512_setzero_ps()
+        };
+        for (k, sumf) in sumf.iter_mut().enumerate() {
+            let at = (first + k) * row_blocks + b;
+            let Some(xb) = x.get(at) else {
+                continue;
+            };
+            let start = match KIND {
+                Q4_1 => 0,
+                _ => starts.get(at).map_or(0, |s| i32::from_le_bytes(*s)),
+            };
+            let xv = dwords(xb.qs()).map(|w| _mm512_set1_epi32(w));
+            let (mut even, mut odd) = (_mm512_set1_epi32(start), _mm512_setzero_si512());
+            for j in 0..4 {
+                even = _mm512_dpbusd_epi32(even, w[2 * j], xv[2 * j]);
+                odd = _mm512_dpbusd_epi32(odd, w[2 * j + 1], xv[2 * j + 1]);
+            }
+            let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
+            let dx = _mm512_set1_ps(f16c(xb.d_half()));
+            // The scalar twin's float step, as in `groups_zmm`.
+            let term = match KIND {
+                Q4_1 => {
+                    let sx = _mm512_set1_ps(f16c(xb.s_half()));
+                    _mm512_add_ps(
+                        _mm512_mul_ps(_mm512_mul_ps(dw, dx), sumi),
+                        _mm512_mul_ps(mw, sx),
+                    )
+                }
+                Q8_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
+                _ => _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
+            };
+            *sumf = _mm512_add_ps(*sumf, term);
+        }
+    }
+    for (k, sumf) in sumf.into_iter().enumerate() {
+        let at = (first + k) * y_stride + g * GROUP_ROWS;
+        if let Some(out) = y.get_mut(at..).and_then(|o| o.first_chunk_mut::<16>()) {
+            // SAFETY: `out` holds 16 f32; `storeu` has no alignment requirement.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sumf) };
+        }
+    }
+}
+
 kernel! {
     /// Packed Q4_0 rows against Q8_0 activations, AVX2.
     #[target_feature(enable = "avx2,f16c")]
@@ -417,5 +535,23 @@ kernel! {
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(crate) fn packed_q8_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
         rows_zmm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, out)
+    }
+
+    /// Packed Q4_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn packed_matmul_q4_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_zmm::<_, Q4_0, Q4_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q4_1 rows against many Q8_1 activation columns, AVX-512 VNNI.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn packed_matmul_q4_1_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_zmm::<_, Q4_1, Q4_1_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q8_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn packed_matmul_q8_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_zmm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
     }
 }
