@@ -71,7 +71,10 @@ use std::time::{Duration, Instant};
 use miniquant::quant::matvec::{
     matmul_quantized, matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations,
 };
-use miniquant::quant::packed::packed_matvec_quantized;
+use miniquant::quant::packed::{
+    activation_starts, packed_activation_bytes, packed_matmul_quantized, packed_matvec_quantized,
+    quantize_packed_activations,
+};
 use miniquant::quant::{bytes_for, typed, Level};
 use miniquant::{Error, GgmlType};
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
@@ -253,7 +256,36 @@ pub fn matvec_packed(
     )
 }
 
-/// The layout of a product's weights: plain rows, or (one column only) rows packed by 16.
+/// [`matmul`] over a matrix packed by `miniquant::quant::packed::pack`, with the packed kernels
+/// of `level`: the same bits as [`matmul`] of the plain matrix, for any thread count (the threads
+/// take whole groups of 16 rows of all the columns).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_packed(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    x: &[f32],
+    threads: usize,
+    y: &mut [f32],
+) -> Result<(), Error> {
+    product(
+        level,
+        t,
+        Layout::Packed,
+        packed,
+        rows,
+        cols,
+        n,
+        x,
+        threads,
+        y,
+    )
+}
+
+/// The layout of a product's weights: plain rows, or rows packed by 16.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Layout {
     Plain,
@@ -262,7 +294,8 @@ enum Layout {
 
 impl Layout {
     /// The product of the rows `w` against the quantized columns `xq`: `matmul_quantized`, or
-    /// `packed_matvec_quantized` (`w` then starts on a group of 16 rows).
+    /// `packed_matvec_quantized` / `packed_matmul_quantized` (`w` then starts on a group of 16
+    /// rows; for several columns `xq` ends with their blocks' starts).
     #[allow(clippy::too_many_arguments)]
     fn run(
         self,
@@ -277,12 +310,13 @@ impl Layout {
     ) -> Result<(), Error> {
         match self {
             Layout::Plain => matmul_quantized(level, t, w, rows, cols, n, xq, y),
-            Layout::Packed => packed_matvec_quantized(level, t, w, rows, cols, xq, y),
+            Layout::Packed if n == 1 => packed_matvec_quantized(level, t, w, rows, cols, xq, y),
+            Layout::Packed => packed_matmul_quantized(level, t, w, rows, cols, n, xq, y),
         }
     }
 }
 
-/// [`matmul`] over weights in `layout` (packed: `n` is 1).
+/// [`matmul`] over weights in `layout`.
 #[allow(clippy::too_many_arguments)]
 fn product(
     level: Level,
@@ -301,7 +335,14 @@ fn product(
         found: found as u64,
     };
     let row_bytes = bytes_for(t, cols)?;
-    let scratch_bytes = matmul_scratch_bytes(t, cols, n)?;
+    // Packed, several columns: the blocks' starts follow the quantized columns.
+    let with_starts = layout == Layout::Packed && n > 1;
+    let quantized_bytes = matmul_scratch_bytes(t, cols, n)?;
+    let scratch_bytes = if with_starts {
+        packed_activation_bytes(t, cols, n)?
+    } else {
+        quantized_bytes
+    };
     let inputs = cols.checked_mul(n).ok_or(mismatch(usize::MAX, x.len()))?;
     if inputs != x.len() {
         return Err(mismatch(inputs, x.len()));
@@ -316,6 +357,14 @@ fn product(
     if outputs != y.len() {
         return Err(mismatch(outputs, y.len()));
     }
+    let quantize_all = |scratch: &mut [u8]| -> Result<usize, Error> {
+        if with_starts {
+            quantize_packed_activations(level, t, cols, n, x, scratch)?;
+        } else {
+            quantize_activations(level, t, inputs, x, scratch)?;
+        }
+        Ok(scratch_bytes)
+    };
     let work = w.len().saturating_mul(n);
     let threads = threads
         .min(rows.saturating_mul(n))
@@ -332,13 +381,17 @@ fn product(
         let pool = pool.filter(|_| row_bytes > 0 && n > 0);
         let Some(pool) = pool else {
             scratch.resize(scratch_bytes, 0);
-            let xq = quantize_activations(level, t, inputs, x, scratch)?;
-            return layout.run(level, t, w, rows, cols, n, xq, y);
+            let used = quantize_all(scratch)?;
+            return layout.run(level, t, w, rows, cols, n, &scratch[..used], y);
         };
         if layout == Layout::Plain && column_shares_pay(threads, w.len(), n) {
             return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
         }
-        let (row_pieces, piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
+        let (row_pieces, mut piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
+        if layout == Layout::Packed {
+            // Whole columns: a packed piece's activations are all of them with their starts.
+            piece_columns = n;
+        }
         let column_ranges = n.div_ceil(piece_columns);
         // Whole columns and few activations: every thread quantizes them for itself (the shared
         // scratch is not used).
@@ -359,6 +412,7 @@ fn product(
         let xq = RwLock::new(&mut scratch[..]);
         let quantize_part = |part: usize| {
             let values = part_values(part);
+            let (first_block, part_blocks) = (values.start / block, values.len() / block);
             let at = matvec_scratch_bytes(t, values.start)?;
             with_buffer(&PART, |buffer| {
                 let buffer = at_least(buffer, matvec_scratch_bytes(t, values.len())?);
@@ -368,6 +422,14 @@ fn product(
                     .get_mut(at..at + part_q.len())
                     .ok_or(mismatch(at + part_q.len(), scratch_bytes))?;
                 to.copy_from_slice(part_q);
+                if with_starts {
+                    let first = quantized_bytes + 4 * first_block;
+                    let starts = 4 * part_blocks;
+                    let to = xq
+                        .get_mut(first..first + starts)
+                        .ok_or(mismatch(first + starts, scratch_bytes))?;
+                    activation_starts(t, part_q, to)?;
+                }
                 Ok(())
             })
         };
@@ -477,7 +539,8 @@ fn product(
                     |mine, next| {
                         with_buffer(&OWN, |own| {
                             let own = at_least(own, scratch_bytes);
-                            let xq = quantize_activations(level, t, inputs, x, own)?;
+                            let used = quantize_all(own)?;
+                            let xq = &own[..used];
                             while let Some((owner, claim)) = next() {
                                 process(mine, owner, claim, xq)?;
                             }
@@ -1240,6 +1303,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The same for several columns: every column of the packed matmul on any thread count has
+    /// the plain matmul's bits.
+    #[test]
+    fn packed_matmul_on_every_thread_count_gives_the_plain_bits() {
+        // Up to ALONE_VALUES activations every thread quantizes them itself; past it (4096 × 17)
+        // they are quantized in shared parts, each with its blocks' starts.
+        let rows = 16 * 11 + 7;
+        for (cols, columns) in [(1024, &[2, 3, 8][..]), (4096, &[17][..])] {
+            for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+                let w = matrix(t, rows, cols);
+                let mut packed_w = vec![0u8; w.len()];
+                quant::packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+                for &n in columns {
+                    for lvl in level::available() {
+                        for threads in [1, 2, 3, 7] {
+                            // Other activations every call: what a call leaves in the kept
+                            // buffers must not pass for the next call's.
+                            let x = values(cols * n, 5 + threads as u32 + 10 * n as u32);
+                            let mut want = vec![0f32; rows * n];
+                            matmul(lvl, t, &w, rows, cols, n, &x, 1, &mut want).unwrap();
+                            let mut y = vec![f32::NAN; rows * n];
+                            matmul_packed(lvl, t, &packed_w, rows, cols, n, &x, threads, &mut y)
+                                .unwrap();
+                            assert!(
+                                y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                                "packed {t} {cols} n {n} at {lvl:?} on {threads} threads differs"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        const { assert!(4096 * 17 > ALONE_VALUES) };
     }
 
     #[test]
