@@ -283,7 +283,7 @@ fn kernel<B: Packable>(level: Level) -> PackedRowsFn<B::Activation> {
 
 /// `y = W xq` for the packed `rows × cols` matrix `packed` of type `t` (made by [`pack`], or a
 /// run of its groups), with `xq` from
-/// [`quantize_activations`](super::matvec::quantize_activations): every output has the bits of
+/// [`quantize_activations`]: every output has the bits of
 /// [`matvec_quantized`](super::matvec::matvec_quantized) on the plain matrix.
 ///
 /// Errors: those of [`pack`], [`Error::LevelUnavailable`] if the CPU lacks `level`, and
