@@ -112,9 +112,11 @@ pub const LINGER: Duration = Duration::from_micros(500);
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
 
-/// Rows of a one-column piece are a multiple of this: a packed matrix's groups of 16 rows
-/// (`quant::packed`), which the rows kernels' groups of eight divide.
-const PIECE_ROW_MULTIPLE: usize = 16;
+/// Rows of a one-column piece are a multiple of this (the rows kernels' groups of eight rows).
+const PIECE_ROW_MULTIPLE: usize = 8;
+
+/// Rows of any piece of a packed matrix are a multiple of this: its groups (`quant::packed`).
+const PACKED_PIECE_ROW_MULTIPLE: usize = miniquant::quant::packed::GROUP_ROWS;
 
 /// Rows of a several-column piece are a multiple of this where a tile has at least as many rows:
 /// the matmul tiles' row blocks (4 to 32 rows; 32 is the x86_64 legacy tiles' pair of 16-row
@@ -387,7 +389,12 @@ fn product(
         if layout == Layout::Plain && column_shares_pay(threads, w.len(), n) {
             return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
         }
-        let (row_pieces, mut piece_columns, multiple) = pieces(threads, rows, row_bytes, n);
+        let least_multiple = match layout {
+            Layout::Plain => PIECE_ROW_MULTIPLE,
+            Layout::Packed => PACKED_PIECE_ROW_MULTIPLE,
+        };
+        let (row_pieces, mut piece_columns, multiple) =
+            pieces(threads, rows, row_bytes, n, least_multiple);
         if layout == Layout::Packed {
             // Whole columns: a packed piece's activations are all of them with their starts.
             piece_columns = n;
@@ -731,8 +738,9 @@ pub fn for_each_piece(
 }
 
 /// How many row pieces a call's rows are cut into, the columns of a piece, and the multiple of rows
-/// a piece is made of ([`PIECE_ROW_MULTIPLE`] for one column, [`TILE_PIECE_ROW_MULTIPLE`] for
-/// several when a tile has that many rows). The row pieces are whole groups of that many rows, as
+/// a piece is made of (`least_multiple`, [`PIECE_ROW_MULTIPLE`] or a packed matrix's
+/// [`PACKED_PIECE_ROW_MULTIPLE`], for one column; [`TILE_PIECE_ROW_MULTIPLE`] for several when a
+/// tile has that many rows, else `least_multiple`). The row pieces are whole groups of that many rows, as
 /// even as that allows (see [`row_bound`]), and their count is a multiple of `threads` when there
 /// are enough groups: every thread's share then has the same rows to within one group, so threads
 /// of equal speed end together without stealing. (Pieces of a fixed size left one share up to a
@@ -740,12 +748,18 @@ pub fn for_each_piece(
 /// one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least `threads × 8`
 /// pieces, each at most one tile of rows, and the columns cut as well when the row pieces alone
 /// are too few.
-fn pieces(threads: usize, rows: usize, row_bytes: usize, n: usize) -> (usize, usize, usize) {
+fn pieces(
+    threads: usize,
+    rows: usize,
+    row_bytes: usize,
+    n: usize,
+    least_multiple: usize,
+) -> (usize, usize, usize) {
     let tile_rows = typed::matmul_tile_rows(row_bytes);
     let multiple = if n > 1 && tile_rows >= TILE_PIECE_ROW_MULTIPLE {
         TILE_PIECE_ROW_MULTIPLE
     } else {
-        PIECE_ROW_MULTIPLE
+        least_multiple
     };
     let groups = rows.div_ceil(multiple);
     let threads = threads.max(1);
@@ -1476,7 +1490,8 @@ mod tests {
                 assert_eq!(n * cols > ALONE_VALUES, n == 40);
                 for threads in [2, 3] {
                     assert!(!column_shares_pay(threads, w.len(), n));
-                    let (row_pieces, piece_columns, _) = pieces(threads, rows, row_bytes, n);
+                    let (row_pieces, piece_columns, _) =
+                        pieces(threads, rows, row_bytes, n, PIECE_ROW_MULTIPLE);
                     assert_eq!(piece_columns, n, "{t}: whole columns");
                     let several = call_pieces(rows, row_bytes, row_pieces, n) > 1;
                     calls_seen[usize::from(several)] = true;
@@ -1610,30 +1625,34 @@ mod tests {
         // group a piece), as many pieces as wanted or more, an even count for two threads.
         let tile = typed::matmul_tile_rows(2176);
         assert_eq!(tile, 56);
-        assert_eq!(pieces(2, 2048, 2176, 512), (64, 512, 32));
+        assert_eq!(
+            pieces(2, 2048, 2176, 512, PIECE_ROW_MULTIPLE),
+            (64, 512, 32)
+        );
         // Few rows: the columns are cut so that two threads get 16 pieces.
-        assert_eq!(pieces(2, 3, 2176, 512), (1, 32, 32));
+        assert_eq!(pieces(2, 3, 2176, 512, PIECE_ROW_MULTIPLE), (1, 32, 32));
         // Rows of a megabyte: tiles of 8 rows, so groups of 8 rows (and the columns cut in two).
-        assert_eq!(pieces(2, 64, 1 << 20, 8), (8, 4, 8));
+        assert_eq!(pieces(2, 64, 1 << 20, 8, PIECE_ROW_MULTIPLE), (8, 4, 8));
         // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
-        assert_eq!(pieces(2, 64, 2176, 1), (8, 1, 8));
-        assert_eq!(pieces(2, 2048, 2176, 1), (256, 1, 8));
-        assert_eq!(pieces(2, 2048, 1152, 1), (128, 1, 8));
-        assert_eq!(pieces(2, 5, 1152, 1), (1, 1, 8));
+        assert_eq!(pieces(2, 64, 2176, 1, PIECE_ROW_MULTIPLE), (8, 1, 8));
+        assert_eq!(pieces(2, 2048, 2176, 1, PIECE_ROW_MULTIPLE), (256, 1, 8));
+        assert_eq!(pieces(2, 2048, 1152, 1, PIECE_ROW_MULTIPLE), (128, 1, 8));
+        assert_eq!(pieces(2, 5, 1152, 1, PIECE_ROW_MULTIPLE), (1, 1, 8));
         // Q4_0 (1152 bytes a row of 2048, tiles of 112 rows): pieces of 64 or 96 rows, never a
         // partial 32-row strip pair (groups of 8 gave pieces of 96 and 104 rows).
-        assert_eq!(pieces(2, 2048, 1152, 8), (22, 8, 32));
+        assert_eq!(pieces(2, 2048, 1152, 8, PIECE_ROW_MULTIPLE), (22, 8, 32));
         // IQ4_XS (1088 bytes, tiles of 120 rows) and Q6_K (1680, tiles of 72): the shares of two
         // threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080 and 968).
-        assert_eq!(pieces(2, 2048, 1088, 32), (22, 32, 32));
+        assert_eq!(pieces(2, 2048, 1088, 32, PIECE_ROW_MULTIPLE), (22, 32, 32));
         assert_eq!(row_bound(2048, 22, 32, 11), 1024);
-        assert_eq!(pieces(2, 2048, 1680, 8), (32, 8, 32));
+        assert_eq!(pieces(2, 2048, 1680, 8, PIECE_ROW_MULTIPLE), (32, 8, 32));
         assert_eq!(row_bound(2048, 32, 32, 16), 1024);
         for threads in 1..=5 {
             for rows in [1, 3, 8, 17, 40, 301, 2048, 2051] {
                 for row_bytes in [34, 1088, 1680, 2176, 1 << 20] {
                     for n in [1, 2, 8, 33, 512] {
-                        let (count, columns, multiple) = pieces(threads, rows, row_bytes, n);
+                        let (count, columns, multiple) =
+                            pieces(threads, rows, row_bytes, n, PIECE_ROW_MULTIPLE);
                         assert!(count >= 1 && (1..=n).contains(&columns));
                         let tile = typed::matmul_tile_rows(row_bytes);
                         let starts: Vec<usize> = (0..=count)

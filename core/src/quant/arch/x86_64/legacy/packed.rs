@@ -506,6 +506,134 @@ fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
     }
 }
 
+/// The AVX2 packed matmul body: for each group, its columns two at a time, then one.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn matmul_ymm<X: Column, const KIND: u8, const GBB: usize>(
+    packed: &[u8],
+    row_blocks: usize,
+    x: &[X],
+    starts: &[[u8; 4]],
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    let group_bytes = GBB * row_blocks;
+    if group_bytes == 0 {
+        return;
+    }
+    for (g, group) in packed.chunks_exact(group_bytes).enumerate() {
+        for half in 0..2 {
+            let mut c = 0;
+            while c + 2 <= n {
+                tile_ymm::<X, KIND, 2, GBB>(group, row_blocks, x, starts, c, g, half, y, y_stride);
+                c += 2;
+            }
+            if c < n {
+                tile_ymm::<X, KIND, 1, GBB>(group, row_blocks, x, starts, c, g, half, y, y_stride);
+            }
+        }
+    }
+}
+
+/// Rows `8 · half..8 · half + 8` of group `g` against columns `first..first + C` at AVX2: a
+/// block's eight weight vectors (Q4_0, Q4_1: split into nibbles once for the `C` columns; Q8_0:
+/// each stored byte split per column, as `group_ymm` does) against each column's dwords.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_ymm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
+    group: &[u8],
+    row_blocks: usize,
+    x: &[X],
+    starts: &[[u8; 4]],
+    first: usize,
+    g: usize,
+    half: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    let nibble = _mm256_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    let mut sumf = [_mm256_setzero_ps(); C];
+    for b in 0..row_blocks {
+        let bytes: &[u8; GBB] = part(group, b * GBB);
+        let vectors = if KIND == Q8_0 { 8 } else { 4 };
+        let v: [__m256i; 8] = core::array::from_fn(|j| {
+            if j < vectors {
+                load32(part(bytes, 64 * j + 32 * half))
+            } else {
+                _mm256_setzero_si256()
+            }
+        });
+        // Q4_0, Q4_1: weight vector `i` goes with activation dword `i`.
+        let w: [__m256i; 8] = core::array::from_fn(|i| {
+            if i < 4 {
+                _mm256_and_si256(v[i], nibble)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(v[i - 4]), nibble)
+            }
+        });
+        let dw = _mm256_cvtph_ps(load16(part(bytes, scales_at(KIND) + 16 * half)));
+        let mw = if KIND == Q4_1 {
+            _mm256_cvtph_ps(load16(part(bytes, MINS_AT + 16 * half)))
+        } else {
+            _mm256_setzero_ps()
+        };
+        for (k, sumf) in sumf.iter_mut().enumerate() {
+            let at = (first + k) * row_blocks + b;
+            let Some(xb) = x.get(at) else {
+                continue;
+            };
+            let start = match KIND {
+                Q4_1 => 0,
+                _ => starts.get(at).map_or(0, |s| i32::from_le_bytes(*s)),
+            };
+            let xv = dwords(xb.qs()).map(|w| _mm256_set1_epi32(w));
+            let sumi = if KIND == Q8_0 {
+                let (mut low_pairs, mut high_pairs) =
+                    (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for (&vj, &xj) in v.iter().zip(&xv) {
+                    let low = _mm256_and_si256(vj, nibble);
+                    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(vj), nibble);
+                    low_pairs = _mm256_add_epi16(low_pairs, _mm256_maddubs_epi16(low, xj));
+                    high_pairs = _mm256_add_epi16(high_pairs, _mm256_maddubs_epi16(high, xj));
+                }
+                let low = _mm256_madd_epi16(low_pairs, ones);
+                let high = _mm256_slli_epi32::<4>(_mm256_madd_epi16(high_pairs, ones));
+                _mm256_add_epi32(_mm256_add_epi32(low, high), _mm256_set1_epi32(start))
+            } else {
+                let mut pairs = _mm256_setzero_si256();
+                for (&wi, &xi) in w.iter().zip(&xv) {
+                    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(wi, xi));
+                }
+                _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(start))
+            };
+            let sumi = _mm256_cvtepi32_ps(sumi);
+            let dx = _mm256_set1_ps(f16c(xb.d_half()));
+            // The scalar twin's float step, as in `group_ymm`.
+            let term = match KIND {
+                Q4_1 => {
+                    let sx = _mm256_set1_ps(f16c(xb.s_half()));
+                    _mm256_add_ps(
+                        _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
+                        _mm256_mul_ps(mw, sx),
+                    )
+                }
+                Q8_0 => _mm256_mul_ps(sumi, _mm256_mul_ps(dw, dx)),
+                _ => _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
+            };
+            *sumf = _mm256_add_ps(*sumf, term);
+        }
+    }
+    for (k, sumf) in sumf.into_iter().enumerate() {
+        let at = (first + k) * y_stride + g * GROUP_ROWS + 8 * half;
+        if let Some(out) = y.get_mut(at..).and_then(|o| o.first_chunk_mut::<8>()) {
+            // SAFETY: `out` holds 8 f32; `storeu` has no alignment requirement.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sumf) };
+        }
+    }
+}
+
 kernel! {
     /// Packed Q4_0 rows against Q8_0 activations, AVX2.
     #[target_feature(enable = "avx2,f16c")]
@@ -559,5 +687,23 @@ kernel! {
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(crate) fn packed_matmul_q8_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
         matmul_zmm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q4_0 rows against many Q8_0 activation columns, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(crate) fn packed_matmul_q4_0(_token: Avx2, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_ymm::<_, Q4_0, Q4_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q4_1 rows against many Q8_1 activation columns, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(crate) fn packed_matmul_q4_1(_token: Avx2, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_ymm::<_, Q4_1, Q4_1_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q8_0 rows against many Q8_0 activation columns, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(crate) fn packed_matmul_q8_0(_token: Avx2, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_ymm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
     }
 }
