@@ -125,10 +125,14 @@ impl MatMul for Threaded {
 /// from the packed kernel, and its copy costs its size (BENCHMARKS.md, "Packed rows").
 pub const PACK_MAX_BYTES: usize = 64 << 20;
 
-/// Columns below which a product of several columns runs on the packed matrix where the level
-/// has a packed matmul kernel; from here on the plain matmul kernels are as fast or faster
-/// (BENCHMARKS.md, "Packed rows").
+/// Columns below which a product runs on the packed matrix where the level has a packed matmul
+/// kernel; from here on the plain matmul kernels are as fast or faster (BENCHMARKS.md, "Packed
+/// rows").
 pub const PACKED_MATMUL_MAX_COLUMNS: usize = 32;
+
+/// The same where the level has only a packed rows kernel, which then runs column by column
+/// (at AVX2: 1.0-1.6x the plain matmul at 8 columns, 0.9-1.2x at 16).
+pub const PACKED_BY_COLUMN_MAX_COLUMNS: usize = 16;
 
 /// A model's weight matrices packed for the one-column product (`miniquant::quant::packed`),
 /// each found by the address and length of its plain bytes in the file: the matrices of the
@@ -203,9 +207,9 @@ impl PackedWeights {
 }
 
 /// [`Threaded`] with packed weights: a one-column product whose matrix is in `packed` runs
-/// [`parallel::matvec_packed`] on it, and one of fewer than [`PACKED_MATMUL_MAX_COLUMNS`]
-/// columns [`parallel::matmul_packed`] where the level has a packed matmul kernel (every output
-/// the same bits as [`Threaded`]'s); every other product is [`Threaded`]'s.
+/// [`parallel::matvec_packed`] on it, and one of fewer than [`PACKED_MATMUL_MAX_COLUMNS`] (or
+/// [`PACKED_BY_COLUMN_MAX_COLUMNS`]) columns [`parallel::matmul_packed`] (every output the same
+/// bits as [`Threaded`]'s); every other product is [`Threaded`]'s.
 #[derive(Debug, Clone, Copy)]
 pub struct WithPacked<'a> {
     /// The products without packed weights, the level and the threads.
@@ -231,10 +235,12 @@ impl MatMul for WithPacked<'_> {
         y: &mut [f32],
     ) -> Result<(), Error> {
         let Threaded { level, threads } = self.threaded;
-        let packed_columns = |n: usize| {
-            n == 1 || (n < PACKED_MATMUL_MAX_COLUMNS && packed::has_packed_matmul_kernel(level, t))
+        let most = if packed::has_packed_matmul_kernel(level, t) {
+            PACKED_MATMUL_MAX_COLUMNS
+        } else {
+            PACKED_BY_COLUMN_MAX_COLUMNS
         };
-        match self.packed.get(w).filter(|_| packed_columns(n)) {
+        match self.packed.get(w).filter(|_| n < most) {
             Some(p) => parallel::matmul_packed(level, t, p, rows, cols, n, x, threads, y),
             None => self.threaded.matmul(t, w, rows, cols, n, x, scratch, y),
         }

@@ -70,7 +70,7 @@ fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize) -> Vec<Option<f64>
 const MATMUL_SHAPES: [(usize, usize); 4] = [(2048, 2048), (1536, 576), (576, 1536), (640, 2048)];
 
 /// Columns of the several-column table.
-const COLUMNS: [usize; 3] = [8, 32, 128];
+const COLUMNS: [usize; 4] = [8, 16, 32, 128];
 
 /// Our plain `matmul` against `packed_matmul_at` at the detected level, several columns (the
 /// activations quantized inside every call on both sides), with ggml's AMX buffer.

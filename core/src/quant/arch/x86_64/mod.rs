@@ -85,7 +85,6 @@ pub(crate) const AVX2: ArchKernels = {
             rows: legacy::rows::rows_q8_0,
             matmul: legacy::matmul::matmul_q8_0,
             packed_rows: legacy::packed::packed_q8_0,
-            packed_matmul: legacy::packed::packed_matmul_q8_0,
         },
         q8_1: {
             quantize: activation::quantize_q8_1,
@@ -97,7 +96,6 @@ pub(crate) const AVX2: ArchKernels = {
             rows: legacy::rows::rows_q4_0,
             matmul: legacy::matmul::matmul_q4_0,
             packed_rows: legacy::packed::packed_q4_0,
-            packed_matmul: legacy::packed::packed_matmul_q4_0,
         },
         q4_1: {
             vec_dot: legacy::vec_dot_q4_1,
@@ -105,7 +103,6 @@ pub(crate) const AVX2: ArchKernels = {
             rows: legacy::rows::rows_q4_1,
             matmul: legacy::matmul::matmul_q4_1,
             packed_rows: legacy::packed::packed_q4_1,
-            packed_matmul: legacy::packed::packed_matmul_q4_1,
         },
         q5_0: {
             vec_dot: legacy::vec_dot_q5_0,
