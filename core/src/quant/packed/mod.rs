@@ -118,16 +118,33 @@ impl Packable for BlockQ8_0 {
     const BIAS: i32 = 128;
 }
 
+/// `$body` with `$B` the block type of the packed type `t`, or `$other` for any other type: the
+/// one place that lists the packed types.
+macro_rules! with_packed_type {
+    ($t:expr, $B:ident => $body:expr, else $other:expr) => {
+        match $t {
+            #[cfg(feature = "legacy")]
+            GgmlType::Q4_0 => {
+                type $B = BlockQ4_0;
+                $body
+            }
+            #[cfg(feature = "legacy")]
+            GgmlType::Q4_1 => {
+                type $B = BlockQ4_1;
+                $body
+            }
+            GgmlType::Q8_0 => {
+                type $B = BlockQ8_0;
+                $body
+            }
+            _ => $other,
+        }
+    };
+}
+
 /// The layout of `t`, `None` if `t` is not packed (or its kernel family is not compiled in).
 fn geometry(t: GgmlType) -> Option<Geometry> {
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => Some(BlockQ4_0::GEOMETRY),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => Some(BlockQ4_1::GEOMETRY),
-        GgmlType::Q8_0 => Some(BlockQ8_0::GEOMETRY),
-        _ => None,
-    }
+    with_packed_type!(t, B => Some(B::GEOMETRY), else None)
 }
 
 /// Whether `t` has a packed layout.
@@ -138,27 +155,13 @@ pub fn packable(t: GgmlType) -> bool {
 /// Whether `level` (or a level of its fallback chain) has a SIMD kernel for packed `t`; without
 /// one the packed product runs the scalar twin, and packing does not pay.
 pub fn has_packed_kernel(level: Level, t: GgmlType) -> bool {
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => BlockQ4_0::packed_rows_kernel(level).is_some(),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => BlockQ4_1::packed_rows_kernel(level).is_some(),
-        GgmlType::Q8_0 => BlockQ8_0::packed_rows_kernel(level).is_some(),
-        _ => false,
-    }
+    with_packed_type!(t, B => B::packed_rows_kernel(level).is_some(), else false)
 }
 
 /// Whether `level` (or a level of its chain) has a SIMD kernel for several columns of packed
 /// `t`; without one, [`packed_matmul_quantized`] runs the packed rows kernel column by column.
 pub fn has_packed_matmul_kernel(level: Level, t: GgmlType) -> bool {
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => BlockQ4_0::packed_matmul_kernel(level).is_some(),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => BlockQ4_1::packed_matmul_kernel(level).is_some(),
-        GgmlType::Q8_0 => BlockQ8_0::packed_matmul_kernel(level).is_some(),
-        _ => false,
-    }
+    with_packed_type!(t, B => B::packed_matmul_kernel(level).is_some(), else false)
 }
 
 fn unsupported(t: GgmlType) -> Error {
@@ -317,14 +320,7 @@ pub fn packed_matvec_quantized(
         y_groups,
         y_tail,
     };
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => run.go::<BlockQ4_0>(),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => run.go::<BlockQ4_1>(),
-        GgmlType::Q8_0 => run.go::<BlockQ8_0>(),
-        _ => Err(unsupported(t)),
-    }
+    with_packed_type!(t, B => run.go::<B>(), else Err(unsupported(t)))
 }
 
 /// One packed product, its lengths checked.
@@ -393,14 +389,7 @@ pub fn packed_activation_bytes(t: GgmlType, cols: usize, n: usize) -> Result<usi
 /// The integer starts of the quantized activation blocks `xq` (whole blocks of `t`'s vec-dot
 /// type) into `starts` (4 bytes a block), for callers that quantize the columns in parts.
 pub fn activation_starts(t: GgmlType, xq: &[u8], starts: &mut [u8]) -> Result<()> {
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => starts_of::<BlockQ4_0>(xq, starts),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => starts_of::<BlockQ4_1>(xq, starts),
-        GgmlType::Q8_0 => starts_of::<BlockQ8_0>(xq, starts),
-        _ => Err(unsupported(t)),
-    }
+    with_packed_type!(t, B => starts_of::<B>(xq, starts), else Err(unsupported(t)))
 }
 
 fn starts_of<B: Packable>(xq: &[u8], starts: &mut [u8]) -> Result<()> {
@@ -462,14 +451,7 @@ pub fn packed_matmul_quantized(
         starts,
         y,
     };
-    match t {
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_0 => run.go::<BlockQ4_0>(),
-        #[cfg(feature = "legacy")]
-        GgmlType::Q4_1 => run.go::<BlockQ4_1>(),
-        GgmlType::Q8_0 => run.go::<BlockQ8_0>(),
-        _ => Err(unsupported(t)),
-    }
+    with_packed_type!(t, B => run.go::<B>(), else Err(unsupported(t)))
 }
 
 /// One packed matmul, its lengths checked.
