@@ -206,10 +206,10 @@ impl PackedWeights {
     }
 }
 
-/// [`Threaded`] with packed weights: a one-column product whose matrix is in `packed` runs
-/// [`parallel::matvec_packed`] on it, and one of fewer than [`PACKED_MATMUL_MAX_COLUMNS`] (or
-/// [`PACKED_BY_COLUMN_MAX_COLUMNS`]) columns [`parallel::matmul_packed`] (every output the same
-/// bits as [`Threaded`]'s); every other product is [`Threaded`]'s.
+/// [`Threaded`] with packed weights: a product of fewer than [`PACKED_MATMUL_MAX_COLUMNS`] (or
+/// [`PACKED_BY_COLUMN_MAX_COLUMNS`]) columns whose matrix is in `packed` runs
+/// [`parallel::matmul_packed`] on it (every output the same bits as [`Threaded`]'s); every other
+/// product is [`Threaded`]'s.
 #[derive(Debug, Clone, Copy)]
 pub struct WithPacked<'a> {
     /// The products without packed weights, the level and the threads.

@@ -230,34 +230,6 @@ pub fn matmul(
     product(level, t, Layout::Plain, w, rows, cols, n, x, threads, y)
 }
 
-/// [`matvec`] over a matrix packed by `miniquant::quant::packed::pack`, with the packed
-/// kernels of `level`: the same bits as [`matvec`] of the plain matrix, for any thread count (the
-/// threads take whole groups of 16 rows).
-#[allow(clippy::too_many_arguments)]
-pub fn matvec_packed(
-    level: Level,
-    t: GgmlType,
-    packed: &[u8],
-    rows: usize,
-    cols: usize,
-    x: &[f32],
-    threads: usize,
-    y: &mut [f32],
-) -> Result<(), Error> {
-    product(
-        level,
-        t,
-        Layout::Packed,
-        packed,
-        rows,
-        cols,
-        1,
-        x,
-        threads,
-        y,
-    )
-}
-
 /// [`matmul`] over a matrix packed by `miniquant::quant::packed::pack`, with the packed kernels
 /// of `level`: the same bits as [`matmul`] of the plain matrix, for any thread count (the threads
 /// take whole groups of 16 rows of all the columns).
@@ -1309,7 +1281,7 @@ mod tests {
                     .unwrap();
                 for threads in [1, 2, 3, 4, 7, 64] {
                     let mut y = vec![f32::NAN; rows];
-                    matvec_packed(lvl, t, &packed_w, rows, cols, &x, threads, &mut y).unwrap();
+                    matmul_packed(lvl, t, &packed_w, rows, cols, 1, &x, threads, &mut y).unwrap();
                     assert!(
                         y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
                         "packed {t} at {lvl:?} on {threads} threads differs from plain"

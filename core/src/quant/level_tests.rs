@@ -17,21 +17,22 @@ use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
-/// xorshift64*: deterministic test data without a dependency.
-struct Rng(u64);
+/// xorshift64*: deterministic test data without a dependency (the packed layout's tests use it
+/// too).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
+    pub(super) fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
     /// Roughly normal values with a random scale and sparse large outliers.
-    fn values(&mut self, n: usize) -> Vec<f32> {
+    pub(super) fn values(&mut self, n: usize) -> Vec<f32> {
         let scale = (self.next() % 1000) as f32 / 100.0 + 0.01;
         (0..n)
             .map(|_| {

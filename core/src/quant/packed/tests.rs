@@ -6,28 +6,10 @@ extern crate std;
 
 use super::*;
 use crate::quant::level::available;
+use crate::quant::level_tests::Rng;
 use crate::quant::matvec::{matvec_at, matvec_quantized};
 use std::vec;
 use std::vec::Vec;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-    fn values(&mut self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|_| (self.next() % 20001) as f32 / 1000.0 - 10.0)
-            .collect()
-    }
-}
 
 const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
 const ROWS: [usize; 14] = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 64, 65, 80, 100];
