@@ -1,13 +1,15 @@
-//! Weight rows packed 16 at a time for the one-column product (a decode step's matvec).
+//! Weight rows packed 16 at a time for products of one or a few columns (a decode step's matvec,
+//! a short prompt's matmul).
 //!
 //! A plain matrix stores each row's blocks one after another, so a SIMD kernel reads one row at a
 //! time and reduces every block across a vector's lanes. Packed, the rows of a group of
 //! [`GROUP_ROWS`] are interleaved block by block: for each block, its quant bytes a dword per row
 //! side by side (dword `j` of rows 0..16 fill the `j`-th 64 bytes), then the rows' f16 `d` (and,
 //! for Q4_1, their `m`). A kernel then keeps 16 outputs in the lanes of one vector and never
-//! reduces across lanes. The float steps stay the scalar twin's, lane by lane, so every output has
-//! the bits of [`matvec`](super::matvec::matvec) of its row: the layout changes the speed, never a
-//! result.
+//! reduces across lanes; with several columns, each block's weight vectors are loaded once for
+//! eight of them. The float steps stay the scalar twin's, lane by lane, so every output has the
+//! bits of [`matvec`](super::matvec::matvec) of its row and column: the layout changes the speed,
+//! never a result.
 //!
 //! The packed matrix has exactly the plain matrix's size, and its rows keep their plain offsets at
 //! group boundaries: rows `16k` up to any later multiple of 16 (or the last row) are the packed

@@ -1,7 +1,7 @@
-//! The packed-rows kernels (`Ops::packed_rows`: Q4_0, Q4_1, Q8_0 in the layout of
-//! `quant::packed`): 16 rows' outputs in the lanes of one AVX-512 vector (two AVX2 vectors), the
-//! quant dwords of a group's block multiplied against the broadcast activation dwords, so no sum
-//! is ever reduced across lanes.
+//! The packed-rows kernels (`Ops::packed_rows` at AVX2 and AVX-512 VNNI, `Ops::packed_matmul` at
+//! AVX-512 VNNI: Q4_0, Q4_1, Q8_0 in the layout of `quant::packed`): 16 rows' outputs in the
+//! lanes of one AVX-512 vector (two AVX2 vectors), the quant dwords of a group's block multiplied
+//! against the broadcast activation dwords, so no sum is ever reduced across lanes.
 //!
 //! Integer sums are exact for every byte: AVX-512 `vpdpbusd` of the unsigned nibbles (Q4_0,
 //! Q4_1) or of Q8_0's quants stored `+ 128`, against the signed activations, with `-8 · Σ x`
