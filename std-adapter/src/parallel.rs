@@ -1235,7 +1235,6 @@ mod tests {
     fn every_thread_count_gives_the_bits_of_one_call() {
         // 301 rows: the chunks and the threads' shares do not divide the rows evenly.
         let (rows, cols) = (301, 2048);
-        let x = values(cols, 7);
         for t in [
             GgmlType::Q8_0,
             GgmlType::Q4_K,
@@ -1248,11 +1247,14 @@ mod tests {
                 "{t}: too small to use 4 threads"
             );
             for lvl in level::available() {
-                let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
-                let mut want = vec![0f32; rows];
-                quant::matvec::matvec_at(lvl, t, &w, rows, cols, &x, &mut scratch, &mut want)
-                    .unwrap();
                 for threads in [1, 2, 3, 4, 7, 64, usize::MAX] {
+                    // Other activations every call, so that what one call leaves in the kept
+                    // buffers cannot pass for the next call's.
+                    let x = values(cols, 7 + threads.min(100) as u32);
+                    let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                    let mut want = vec![0f32; rows];
+                    quant::matvec::matvec_at(lvl, t, &w, rows, cols, &x, &mut scratch, &mut want)
+                        .unwrap();
                     let mut y = vec![f32::NAN; rows];
                     matvec(lvl, t, &w, rows, cols, &x, threads, &mut y).unwrap();
                     assert!(
