@@ -70,7 +70,7 @@ fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize) -> Vec<Option<f64>
 const MATMUL_SHAPES: [(usize, usize); 4] = [(2048, 2048), (1536, 576), (576, 1536), (640, 2048)];
 
 /// Columns of the several-column table.
-const COLUMNS: [usize; 4] = [8, 16, 32, 128];
+const COLUMNS: [usize; 5] = [8, 16, 32, 128, 512];
 
 /// Our plain `matmul` against `packed_matmul_at` at the detected level, several columns (the
 /// activations quantized inside every call on both sides), with ggml's AMX buffer.
@@ -81,8 +81,18 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
          quant::matvec::matmul, packed = quant::packed::packed_matmul_at; bits = outputs whose \
          bits differ from n × matvec's"
     );
-    println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | bits | ggml amx | packed / ggml amx |");
-    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|");
+    // The `amx` level's packed matmul (AMX tiles from 16 columns) where the CPU has it.
+    let amx = Level::Amx.is_available();
+    println!(
+        "packed amx = packed_matmul_at at the amx level: {}",
+        if amx {
+            "run"
+        } else {
+            "NOT RUN (no AMX, or not granted)"
+        }
+    );
+    println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | packed amx | amx / plain | bits | ggml amx | packed / ggml amx | packed amx / ggml amx |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         for n in COLUMNS {
             let ggml = if with_ggml {
@@ -108,7 +118,9 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
                 let mut packed_scratch =
                     vec![0u8; packed::packed_activation_bytes(t, cols, n).unwrap()];
                 let (mut plain_y, mut packed_y) = (vec![0f32; rows * n], vec![0f32; rows * n]);
+                let mut amx_y = vec![0f32; rows * n];
                 let (mut plain_best, mut packed_best) = (Duration::MAX, Duration::MAX);
+                let mut amx_best = Duration::MAX;
                 for round in 0..6 {
                     let mut plain = || {
                         quant::matvec::matmul(
@@ -148,6 +160,28 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
                     } else {
                         best_call(&mut packed_call, &mut packed_best);
                     }
+                    if !amx {
+                        continue;
+                    }
+                    let mut amx_call = || {
+                        packed::packed_matmul_at(
+                            Level::Amx,
+                            t,
+                            &packed_w,
+                            rows,
+                            cols,
+                            n,
+                            black_box(&x),
+                            &mut packed_scratch,
+                            &mut amx_y,
+                        )
+                        .unwrap()
+                    };
+                    if round == 0 {
+                        amx_call();
+                    } else {
+                        best_call(&mut amx_call, &mut amx_best);
+                    }
                 }
                 let differ = |y: &[f32]| {
                     want.iter()
@@ -160,18 +194,29 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
                     flops / plain_best.as_secs_f64() / 1e9,
                     flops / packed_best.as_secs_f64() / 1e9,
                 );
+                let a = flops / amx_best.as_secs_f64() / 1e9;
+                let (amx_figures, amx_differ) = if amx {
+                    (format!("{a:.1} | {:.2}", a / p), differ(&amx_y))
+                } else {
+                    ("– | –".to_string(), 0)
+                };
                 let ggml = match ggml {
                     Some(s) => {
                         let g = flops / s / 1e9;
-                        format!("{g:.1} | {:.2}", q / g)
+                        let amx_ratio = if amx {
+                            format!("{:.2}", a / g)
+                        } else {
+                            "–".into()
+                        };
+                        format!("{g:.1} | {:.2} | {amx_ratio}", q / g)
                     }
-                    None => "– | –".to_string(),
+                    None => "– | – | –".to_string(),
                 };
                 println!(
-                    "| {} | {rows} × {cols} | {n} | {p:.1} | {q:.1} | {:.2} | {} of {} | {ggml} |",
+                    "| {} | {rows} × {cols} | {n} | {p:.1} | {q:.1} | {:.2} | {amx_figures} | {} of {} | {ggml} |",
                     t.name(),
                     q / p,
-                    differ(&plain_y) + differ(&packed_y),
+                    differ(&plain_y) + differ(&packed_y) + amx_differ,
                     rows * n,
                 );
             }
@@ -189,6 +234,7 @@ struct Side {
 }
 
 fn main() {
+    miniquant_std::amx::request();
     let with_ggml = std::env::args().any(|a| a == "--ggml");
     let only_matmul = std::env::args().any(|a| a == "--matmul");
     let levels: Vec<Level> = level::available()

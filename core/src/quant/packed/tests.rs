@@ -208,7 +208,7 @@ fn packed_matmul_gives_every_column_the_plain_scalar_bits() {
     for t in TYPES {
         for rows in [0, 1, 16, 17, 33, 64, 80] {
             for blocks in [0, 1, 3, 9, 65] {
-                for n in [1, 2, 3, 4, 5, 8, 9, 12, 13] {
+                for n in [1, 2, 3, 4, 5, 8, 9, 12, 13, 17, 33] {
                     let random = rng.next().is_multiple_of(2);
                     let cols = blocks * 32;
                     let w = weights(&mut rng, t, rows, cols, random);

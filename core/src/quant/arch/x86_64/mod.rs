@@ -279,15 +279,18 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
 pub(crate) const AMX: ArchKernels = level_kernels!(Amx {
     q8_0: {
         matmul: amx::matmul_q8_0,
+        packed_matmul: amx::packed_matmul_q8_0,
     },
     q4_0: {
         matmul: amx::matmul_q4_0,
+        packed_matmul: amx::packed_matmul_q4_0,
     },
     q5_0: {
         matmul: amx::matmul_q5_0,
     },
     q4_1: {
         matmul: amx::matmul_q4_1,
+        packed_matmul: amx::packed_matmul_q4_1,
     },
     q5_1: {
         matmul: amx::matmul_q5_1,

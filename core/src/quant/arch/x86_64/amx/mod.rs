@@ -16,6 +16,7 @@
 #[cfg(test)]
 mod emulated;
 mod matmul;
+mod packed;
 #[cfg(test)]
 mod tests;
 mod tiles;
@@ -23,6 +24,7 @@ mod tiles;
 pub(super) use matmul::{
     matmul_iq4_nl, matmul_q4_0, matmul_q4_1, matmul_q5_0, matmul_q5_1, matmul_q8_0,
 };
+pub(super) use packed::{packed_matmul_q4_0, packed_matmul_q4_1, packed_matmul_q8_0};
 
 /// In this crate's tests on Linux: asks the kernel once for the tile data permission
 /// (`arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18)`, Linux's

@@ -17,9 +17,11 @@ use std::vec::Vec;
 
 use super::emulated::Emulated;
 use super::matmul::{gemm, Kit, IQ4_NL, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+use super::packed::packed_gemm;
 use super::tiles::{Hardware, Tiles};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
-use crate::quant::arch::x86_64::tokens::Amx;
+use crate::quant::arch::x86_64::legacy::packed as p;
+use crate::quant::arch::x86_64::tokens::{Amx, Avx512Vnni};
 use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
 use crate::quant::legacy::{q4_0, q4_1, q5_0, q5_1, q8_0, q8_1};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
@@ -358,6 +360,227 @@ fn real_tiles_give_the_scalar_bits_where_present() {
     failures.extend(check_table());
     std::eprintln!(
         "amx level run on the real tiles: {} mismatches",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} mismatches: {failures:#?}",
+        failures.len()
+    );
+}
+
+/// A packed matmul on some tiles: `(packed, row_blocks, x, n, y, y_stride)`.
+type PackedMatmul<'a, X> = dyn FnMut(&[u8], usize, &[X], usize, &mut [f32], usize) + 'a;
+
+/// Runs `run` (the packed matmul of type `t` on some tiles, whole groups of 16 rows) on every
+/// shape against `scalar` over the plain blocks; returns the failures. Shapes: one to five
+/// groups (an odd one leaves a strip of one group), columns around the 16-column tiles, the
+/// 32-column groups and the 64 columns whose scales are converted at once, blocks around the
+/// chunks of 4 and spans of 8.
+fn check_packed<W: bytemuck::Pod, X: Copy>(
+    name: &str,
+    t: crate::GgmlType,
+    (block, x_block): (Maker<W>, Maker<X>),
+    scalar: fn(&[W], &[X]) -> f32,
+    run: &mut PackedMatmul<X>,
+) -> Vec<String> {
+    const UNTOUCHED: f32 = -7.25;
+    let mut failures = Vec::new();
+    let mut rng = Rng(0x7061_636b + name.len() as u64);
+    let mut shapes = Vec::new();
+    for (groups, n) in [
+        (1, 16),
+        (2, 17),
+        (3, 31),
+        (1, 33),
+        (2, 47),
+        (5, 64),
+        (3, 65),
+        (2, 100),
+    ] {
+        for row_blocks in [1, 3, 4, 5, 9, 17] {
+            shapes.push((16 * groups, n, row_blocks));
+        }
+    }
+    shapes.extend([(32, 131, 2), (48, 20, 33), (16, 1, 2), (32, 5, 8)]);
+    for (s, &(rows, n, row_blocks)) in shapes.iter().enumerate() {
+        let kind = |rng: &mut Rng| {
+            if s % 3 == 2 {
+                1 + rng.next() as usize % 5
+            } else {
+                rng.next() as usize % 2
+            }
+        };
+        let w: Vec<W> = (0..rows * row_blocks)
+            .map(|_| {
+                let k = kind(&mut rng);
+                block(&mut rng, k)
+            })
+            .collect();
+        let x: Vec<X> = (0..n * row_blocks)
+            .map(|_| {
+                let k = kind(&mut rng);
+                x_block(&mut rng, k)
+            })
+            .collect();
+        let plain: &[u8] = bytemuck::cast_slice(&w);
+        let mut packed = vec![0u8; plain.len()];
+        crate::quant::packed::pack(t, plain, rows, row_blocks * 32, &mut packed).unwrap();
+        let stride = rows + 3;
+        let mut y = vec![UNTOUCHED; n * stride];
+        run(&packed, row_blocks, &x, n, &mut y, stride);
+        let mut wrong = 0;
+        for (c, column) in x.chunks_exact(row_blocks).enumerate() {
+            for (r, row) in w.chunks_exact(row_blocks).enumerate() {
+                if !same(y[c * stride + r], scalar(row, column)) {
+                    wrong += 1;
+                }
+            }
+            if y[c * stride + rows..(c + 1) * stride]
+                .iter()
+                .any(|v| v.to_bits() != UNTOUCHED.to_bits())
+            {
+                wrong += 1;
+            }
+        }
+        if wrong > 0 {
+            failures.push(format!(
+                "packed {name}: {rows} rows of {row_blocks} blocks, {n} columns: {wrong} wrong"
+            ));
+        }
+    }
+    failures
+}
+
+/// `$f!(name, type, weight block, (makers), scalar vec_dot, activation block, kind, group
+/// block bytes)` for every type with an AMX packed matmul, the failures collected.
+macro_rules! for_every_packed_type {
+    ($f:ident) => {{
+        let mut failures = Vec::new();
+        failures.extend($f!(
+            "Q8_0",
+            crate::GgmlType::Q8_0,
+            (q8_0_block, q8_0_block),
+            q8_0::vec_dot,
+            BlockQ8_0,
+            p::Q8_0,
+            p::Q8_0_GROUP_BLOCK
+        ));
+        failures.extend($f!(
+            "Q4_0",
+            crate::GgmlType::Q4_0,
+            (q4_0_block, q8_0_block),
+            q4_0::vec_dot,
+            BlockQ8_0,
+            p::Q4_0,
+            p::Q4_0_GROUP_BLOCK
+        ));
+        failures.extend($f!(
+            "Q4_1",
+            crate::GgmlType::Q4_1,
+            (q4_1_block, q8_1_block),
+            q4_1::vec_dot,
+            BlockQ8_1,
+            p::Q4_1,
+            p::Q4_1_GROUP_BLOCK
+        ));
+        failures
+    }};
+}
+
+/// Every packed type's AMX matmul on `tiles` (the caller holds the AVX-512 VNNI token).
+fn check_packed_all(tiles: &mut impl Tiles, _token: Avx512Vnni) -> Vec<String> {
+    macro_rules! on_tiles {
+        ($name:expr, $t:expr, $makers:expr, $scalar:expr, $X:ty, $kind:expr, $gbb:expr) => {
+            check_packed(
+                $name,
+                $t,
+                $makers,
+                $scalar,
+                &mut |p, rb, x: &[$X], n, y, s| {
+                    // SAFETY: the token proves every feature `packed_gemm` enables.
+                    unsafe { packed_gemm::<_, $X, { $kind }, { $gbb }>(tiles, p, rb, x, n, y, s) }
+                },
+            )
+        };
+    }
+    for_every_packed_type!(on_tiles)
+}
+
+/// Every packed type's matmul through the kernel table at the `amx` level (as
+/// `quant::packed` calls it: fewer than 16 columns run the VNNI packed matmul).
+fn check_packed_table() -> Vec<String> {
+    macro_rules! through_table {
+        ($name:expr, $t:expr, $makers:expr, $scalar:expr, $X:ty, $kind:expr, $gbb:expr) => {
+            match <$X as ActivationOf>::kernel($t) {
+                Some(kernel) => {
+                    check_packed($name, $t, $makers, $scalar, &mut |p, rb, x, n, y, s| {
+                        // The starts the VNNI packed matmul (fewer than 16 columns) takes.
+                        let bytes: &[u8] = bytemuck::cast_slice(x);
+                        let mut starts = vec![[0u8; 4]; x.len()];
+                        crate::quant::packed::activation_starts(
+                            $t,
+                            bytes,
+                            bytemuck::cast_slice_mut(&mut starts),
+                        )
+                        .unwrap();
+                        kernel(p, rb, x, &starts, n, y, s)
+                    })
+                }
+                None => vec![format!("{}: no packed matmul at the amx level", $name)],
+            }
+        };
+    }
+    for_every_packed_type!(through_table)
+}
+
+/// The table's packed matmul at the `amx` level for a weight type, by its activation type.
+trait ActivationOf: Sized {
+    fn kernel(t: crate::GgmlType) -> Option<crate::quant::table::PackedMatmulFn<Self>>;
+}
+
+impl ActivationOf for BlockQ8_0 {
+    fn kernel(t: crate::GgmlType) -> Option<crate::quant::table::PackedMatmulFn<Self>> {
+        match t {
+            crate::GgmlType::Q8_0 => BlockQ8_0::packed_matmul_kernel(Level::Amx),
+            _ => BlockQ4_0::packed_matmul_kernel(Level::Amx),
+        }
+    }
+}
+
+impl ActivationOf for BlockQ8_1 {
+    fn kernel(_: crate::GgmlType) -> Option<crate::quant::table::PackedMatmulFn<Self>> {
+        BlockQ4_1::packed_matmul_kernel(Level::Amx)
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn packed_on_emulated_tiles_gives_the_scalar_bits() {
+    let Some(token) = Avx512Vnni::try_new() else {
+        std::eprintln!("amx packed matmul NOT RUN on emulated tiles: its float steps need AVX-512");
+        return;
+    };
+    let failures = check_packed_all(&mut Emulated::new(), token);
+    assert!(
+        failures.is_empty(),
+        "{} mismatches: {failures:#?}",
+        failures.len()
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn packed_on_real_tiles_gives_the_scalar_bits_where_present() {
+    let Some(token) = Amx::try_new() else {
+        std::eprintln!("amx packed matmul NOT RUN on real tiles: no AMX, or not granted");
+        assert!(!Level::Amx.is_available());
+        return;
+    };
+    let mut failures = check_packed_all(&mut Hardware::new(token), token.vnni());
+    failures.extend(check_packed_table());
+    std::eprintln!(
+        "amx packed matmul run on the real tiles: {} mismatches",
         failures.len()
     );
     assert!(

@@ -22,27 +22,31 @@ use crate::quant::cast::f16_le;
 use crate::quant::packed::GROUP_ROWS;
 
 /// The packed types, as the kernels' const parameter.
-const Q4_0: u8 = 0;
-const Q4_1: u8 = 1;
-const Q8_0: u8 = 2;
+pub(in crate::quant::arch::x86_64) const Q4_0: u8 = 0;
+pub(in crate::quant::arch::x86_64) const Q4_1: u8 = 1;
+pub(in crate::quant::arch::x86_64) const Q8_0: u8 = 2;
 
 /// Bytes of one packed block of a group's 16 rows, by type.
-const Q4_0_GROUP_BLOCK: usize = GROUP_ROWS * 18;
-const Q4_1_GROUP_BLOCK: usize = GROUP_ROWS * 20;
-const Q8_0_GROUP_BLOCK: usize = GROUP_ROWS * 34;
+pub(in crate::quant::arch::x86_64) const Q4_0_GROUP_BLOCK: usize = GROUP_ROWS * 18;
+pub(in crate::quant::arch::x86_64) const Q4_1_GROUP_BLOCK: usize = GROUP_ROWS * 20;
+pub(in crate::quant::arch::x86_64) const Q8_0_GROUP_BLOCK: usize = GROUP_ROWS * 34;
 
 /// Where the rows' f16 `d` start in a group's block (after the quant dwords), and their `m`.
-const fn scales_at(kind: u8) -> usize {
+pub(in crate::quant::arch::x86_64) const fn scales_at(kind: u8) -> usize {
     if kind == Q8_0 {
         GROUP_ROWS * 32
     } else {
         GROUP_ROWS * 16
     }
 }
-const MINS_AT: usize = GROUP_ROWS * 18;
+pub(in crate::quant::arch::x86_64) const MINS_AT: usize = GROUP_ROWS * 18;
 
 /// An activation block as the kernels read it.
-trait Column {
+pub(in crate::quant::arch::x86_64) trait Column:
+    bytemuck::Pod
+{
+    /// Where its 32 quants start in its bytes.
+    const QS_AT: usize;
     /// `d`, f16 little-endian.
     fn d_half(&self) -> [u8; 2];
     /// Q8_1's `s` (0 for Q8_0, unused).
@@ -57,6 +61,7 @@ trait Column {
 }
 
 impl Column for BlockQ8_0 {
+    const QS_AT: usize = core::mem::offset_of!(BlockQ8_0, qs);
     fn d_half(&self) -> [u8; 2] {
         self.d
     }
@@ -69,6 +74,7 @@ impl Column for BlockQ8_0 {
 }
 
 impl Column for BlockQ8_1 {
+    const QS_AT: usize = core::mem::offset_of!(BlockQ8_1, qs);
     fn d_half(&self) -> [u8; 2] {
         self.d
     }
@@ -97,6 +103,33 @@ fn start<const KIND: u8>(qs: &[i8; 32]) -> i32 {
 #[inline(always)]
 fn dwords(qs: &[i8; 32]) -> [i32; 8] {
     bytemuck::cast(*qs)
+}
+
+/// The scalar twin's float step on 16 rows' lanes: `sumf` plus the block's term from its exact
+/// integer sum `sumi` (as f32), the rows' `d_w`, `m_w` and the activation block's `d_x`, `s_x`
+/// (broadcast), in the twin's order, unfused.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(in crate::quant::arch::x86_64) fn step<const KIND: u8>(
+    sumf: __m512,
+    sumi: __m512,
+    dw: __m512,
+    mw: __m512,
+    dx: __m512,
+    sx: __m512,
+) -> __m512 {
+    let term = match KIND {
+        // `(d_w · d_x) · sumi + m_w · s_x`
+        Q4_1 => _mm512_add_ps(
+            _mm512_mul_ps(_mm512_mul_ps(dw, dx), sumi),
+            _mm512_mul_ps(mw, sx),
+        ),
+        // `sumi · (d_w · d_x)`
+        Q8_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
+        // `sumi · d_w · d_x`
+        _ => _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
+    };
+    _mm512_add_ps(sumf, term)
 }
 
 /// How far ahead in its group's run of blocks a kernel asks for weights.
@@ -240,21 +273,13 @@ fn groups_zmm<X: Column, const KIND: u8, const G: usize, const GBB: usize>(
             let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
             // f16 to f32 is exact.
             let dw = _mm512_cvtph_ps(load32(part(bytes, scales_at(KIND))));
-            let term = match KIND {
-                // `(d_w · d_x) · sumi + m_w · s_x`
-                Q4_1 => {
-                    let mw = _mm512_cvtph_ps(load32(part(bytes, MINS_AT)));
-                    _mm512_add_ps(
-                        _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), sumi),
-                        _mm512_mul_ps(mw, _mm512_set1_ps(sx)),
-                    )
-                }
-                // `sumi · (d_w · d_x)`
-                Q8_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, _mm512_set1_ps(dx))),
-                // `sumi · d_w · d_x`
-                _ => _mm512_mul_ps(_mm512_mul_ps(sumi, dw), _mm512_set1_ps(dx)),
+            let mw = if KIND == Q4_1 {
+                _mm512_cvtph_ps(load32(part(bytes, MINS_AT)))
+            } else {
+                _mm512_setzero_ps()
             };
-            *sumf = _mm512_add_ps(*sumf, term);
+            let (dx, sx) = (_mm512_set1_ps(dx), _mm512_set1_ps(sx));
+            *sumf = step::<KIND>(*sumf, sumi, dw, mw, dx, sx);
         }
     }
     for (out, sumf) in out.chunks_exact_mut(GROUP_ROWS).zip(sumf) {
@@ -482,19 +507,12 @@ fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
             }
             let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
             let dx = _mm512_set1_ps(f16c(xb.d_half()));
-            // The scalar twin's float step, as in `groups_zmm`.
-            let term = match KIND {
-                Q4_1 => {
-                    let sx = _mm512_set1_ps(f16c(xb.s_half()));
-                    _mm512_add_ps(
-                        _mm512_mul_ps(_mm512_mul_ps(dw, dx), sumi),
-                        _mm512_mul_ps(mw, sx),
-                    )
-                }
-                Q8_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
-                _ => _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
+            let sx = if KIND == Q4_1 {
+                _mm512_set1_ps(f16c(xb.s_half()))
+            } else {
+                _mm512_setzero_ps()
             };
-            *sumf = _mm512_add_ps(*sumf, term);
+            *sumf = step::<KIND>(*sumf, sumi, dw, mw, dx, sx);
         }
     }
     for (k, sumf) in sumf.into_iter().enumerate() {
