@@ -207,7 +207,8 @@ impl PackedWeights {
 }
 
 /// [`Threaded`] with packed weights: a product of fewer than [`PACKED_MATMUL_MAX_COLUMNS`] (or
-/// [`PACKED_BY_COLUMN_MAX_COLUMNS`]) columns whose matrix is in `packed` runs
+/// [`PACKED_BY_COLUMN_MAX_COLUMNS`]; at the `amx` level any number of) columns whose matrix is
+/// in `packed` runs
 /// [`parallel::matmul_packed`] on it (every output the same bits as [`Threaded`]'s); every other
 /// product is [`Threaded`]'s.
 #[derive(Debug, Clone, Copy)]
@@ -235,7 +236,11 @@ impl MatMul for WithPacked<'_> {
         y: &mut [f32],
     ) -> Result<(), Error> {
         let Threaded { level, threads } = self.threaded;
-        let most = if packed::has_packed_matmul_kernel(level, t) {
+        let most = if level == Level::Amx {
+            // Its packed matmul runs on the tiles from 16 columns (BENCHMARKS.md, "AMX tiles
+            // over packed rows").
+            usize::MAX
+        } else if packed::has_packed_matmul_kernel(level, t) {
             PACKED_MATMUL_MAX_COLUMNS
         } else {
             PACKED_BY_COLUMN_MAX_COLUMNS

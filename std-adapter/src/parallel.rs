@@ -1299,8 +1299,10 @@ mod tests {
     fn packed_matmul_on_every_thread_count_gives_the_plain_bits() {
         // Up to ALONE_VALUES activations every thread quantizes them itself; past it (4096 × 17)
         // they are quantized in shared parts, each with its blocks' starts.
+        // `amx` among the levels where the CPU has it (its packed matmul: tiles from 16 columns).
+        crate::amx::request();
         let rows = 16 * 11 + 7;
-        for (cols, columns) in [(1024, &[2, 3, 8][..]), (4096, &[17][..])] {
+        for (cols, columns) in [(1024, &[2, 3, 8, 40][..]), (4096, &[17][..])] {
             for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
                 let w = matrix(t, rows, cols);
                 let mut packed_w = vec![0u8; w.len()];

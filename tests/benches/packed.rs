@@ -93,8 +93,25 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
     );
     println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | packed amx | amx / plain | bits | ggml amx | packed / ggml amx | packed amx / ggml amx |");
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
-        for n in COLUMNS {
+    // `--type NAME` and `--columns N` narrow the table (for profiling one case).
+    let arg = |name: &str| {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let only_type = arg("--type");
+    let only_n: Option<usize> = arg("--columns").and_then(|n| n.parse().ok());
+    let types = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+    for t in types.into_iter().filter(|t| {
+        only_type
+            .as_ref()
+            .is_none_or(|o| o.eq_ignore_ascii_case(t.name()))
+    }) {
+        for n in COLUMNS
+            .into_iter()
+            .filter(|&n| only_n.is_none_or(|o| o == n))
+        {
             let ggml = if with_ggml {
                 ggml_amx(t, &MATMUL_SHAPES, n)
             } else {

@@ -73,8 +73,9 @@ impl Level {
 
     /// Whether the level is experimental: never the automatic choice
     /// ([`level::detect`](super::level::detect) skips it), only taken when named (`--level`,
-    /// `MINIQUANT_LEVEL`, `set_level`). `amx` is: on real tiles it gives the scalar bits, but it
-    /// is slower than `avx512vnni` on the one AMX machine measured (docs/kernel-experiments.md).
+    /// `MINIQUANT_LEVEL`, `set_level`). `amx` is: on real tiles it gives the scalar bits, but of
+    /// its kernels only the packed matmul is faster than `avx512vnni`'s on the AMX machines
+    /// measured; its plain matmul is slower (docs/kernel-experiments.md).
     pub const fn is_experimental(self) -> bool {
         matches!(self, Level::Amx)
     }

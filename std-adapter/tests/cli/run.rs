@@ -199,12 +199,18 @@ fn logits_file_is_written_as_npy_or_raw() {
 }
 
 /// Packing the weights (the default where the level has packed kernels) changes no bit of the
-/// logits of a generated token's step (a one-column product of every matrix), at every level
-/// with packed kernels and on one and two threads.
+/// logits of a generated token's step (a one-column product of every matrix) after a prompt of
+/// 20 tokens (a 20-column product: the packed matmul at avx512vnni, the tiles at amx), at every
+/// level with packed kernels (amx where this CPU has it and Linux grants it) and on one and two
+/// threads.
 #[test]
 fn packed_and_plain_weights_give_the_same_logits() {
     let Some(model) = smollm2() else { return };
+    // So that `available()` below lists `amx` where the CPU has it (the binary asks itself).
+    miniquant_std::amx::request();
     let dir = scratch_dir();
+    let prompt: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+    let prompt = prompt.join(" ");
     let logits = |extra: &[&str]| {
         let path = dir.join("run-logits-pack.f32");
         let _ = std::fs::remove_file(&path);
@@ -212,7 +218,7 @@ fn packed_and_plain_weights_give_the_same_logits() {
             "run",
             &model,
             "--prompt-ids",
-            "1 2 3",
+            &prompt,
             "-n",
             "3",
             "--logits",
@@ -227,8 +233,10 @@ fn packed_and_plain_weights_give_the_same_logits() {
     assert_eq!(want.len(), 49152 * 4);
     // The levels with packed kernels (the others pack nothing: the plain run above covers them,
     // and the level tests hold every level to the scalar bits).
-    let levels = miniquant::quant::level::available()
-        .filter(|&l| miniquant::quant::packed::has_packed_kernel(l, miniquant::GgmlType::Q4_1));
+    let levels: Vec<_> = miniquant::quant::level::available()
+        .filter(|&l| miniquant::quant::packed::has_packed_kernel(l, miniquant::GgmlType::Q4_1))
+        .collect();
+    eprintln!("packed logits checked at {levels:?}");
     for level in levels {
         // Packed indeed: every layer matrix and the tied head (`bench` says how many).
         let bench = miniquant(&[

@@ -1,14 +1,17 @@
 //! AMX int8 matmul kernels (the experimental `amx` level): `tdpbssd` multiplies a tile of sixteen
 //! activation blocks by a tile of sixteen weight blocks into sixteen × sixteen exact integer
 //! block sums, and each output then takes its scalar twin's float step per block, in block
-//! order, unfused. The integer sums are exact, so the outputs have `matvec`'s bits.
+//! order, unfused. The integer sums are exact, so the outputs have `matvec`'s bits. `matmul`
+//! decodes plain weight rows into tiles; `packed` takes `quant::packed`'s layout, whose group
+//! blocks already are weight tiles.
 //!
 //! The kernels are written over [`tiles::Tiles`], so that a scalar emulation of the instructions
 //! (`emulated`, tests only) runs them on any x86_64 CPU: on machines without AMX the tests check
 //! everything but the instruction encodings and the hardware's own semantics. Where AMX is
 //! present and granted the tests also run the real tiles against the scalar bits (they have, on
-//! an Intel Xeon with AMX). The level stays experimental (`Level::is_experimental`): never
-//! chosen automatically, only by name, as it is slower than the VNNI matmul where measured.
+//! Intel Xeons with AMX). The level stays experimental (`Level::is_experimental`): never chosen
+//! automatically, only by name, as its plain matmul is slower than the VNNI one where measured
+//! (its packed matmul is not).
 //!
 //! Using the tiles takes the OS's permission (`level::grant_amx`; on Linux the `std` adapter asks
 //! with `arch_prctl`). This crate's own tests ask themselves ([`request_for_tests`]).
