@@ -2,15 +2,17 @@
 //! layout of `quant::packed`). A packed group's block already is a weight tile in the layout
 //! `tdpbssd` takes (tile row `k` holds dword `k` of each of the group's 16 rows), so staging it
 //! takes only the type's byte fix-up: Q8_0's stored `q + 128` back to `q`, Q4's nibbles split
-//! (low ones to tile rows 0..4, high ones to 4..8) and Q4_0's `- 8`; no per-row decode. The
-//! activation tiles load from `x` in place. Every block's accumulators are stored to [`Sums`],
-//! and the float step (the scalar twin's, `legacy::packed::step`) then runs on 16 rows a vector,
-//! each output's `sumf` held in a register across a chunk of blocks. Integer sums are exact, so
-//! every output has the scalar vec_dot's bits.
+//! (low ones to tile rows 0..4, high ones to 4..8) and Q4_0's `- 8`; no per-row decode. Every
+//! block's accumulators are stored to [`Sums`], and the float step (the scalar twin's,
+//! `legacy::packed::step`) then runs on 16 rows a vector, each output's `sumf` held in a register
+//! across a chunk of blocks. Integer sums are exact, so every output has the scalar vec_dot's
+//! bits.
 //!
-//! Loop order: 64 columns' activation scales converted once per span of blocks for every strip
-//! of two groups (32 rows); a strip's chunk of blocks staged once for those columns; the outputs
-//! of a strip and those columns (8 KiB) wait in `y` between chunks.
+//! Loop order: for 64 columns at a time and a span of 8 blocks, the activation scales converted
+//! and the activation tiles copied into tile layout once for every strip of two groups (32
+//! rows); a strip's chunk of 4 blocks staged once for those columns; the outputs of a strip and
+//! those columns (8 KiB) wait in `y` between chunks. (Why this order, and what was tried against
+//! it: docs/kernel-experiments.md.)
 
 // The entries take the token and `PackedMatmulFn`'s seven arguments.
 #![allow(clippy::too_many_arguments)]
@@ -61,8 +63,10 @@ struct Scales {
 /// column) holding the group's 16 rows' sums.
 struct Sums([[[[i32; C_BYTES / 4]; STRIP_GROUPS]; 2]; CHUNK]);
 
-/// The activation tile of a column group's last tile of fewer than 16 columns, per chunk block.
-struct Partial([[u8; TILE_BYTES]; CHUNK]);
+/// The activation tiles of a span of blocks for up to [`SCALE_COLUMNS`] columns, `[block][16
+/// columns]`, one block's quants a row (rows past the columns zero): copied once per span for
+/// every strip, so that a tile loads 512 contiguous bytes rather than 16 rows a column apart.
+struct ActivationTiles([[[u8; TILE_BYTES]; SCALE_COLUMNS / TILE_ROWS]; SPAN]);
 
 /// Where a chunk of one (strip, column group) pair sits.
 struct Place {
@@ -107,13 +111,21 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
         s: [[0.0; SCALE_COLUMNS]; SPAN],
     };
     let mut sums = Sums([[[[0; C_BYTES / 4]; STRIP_GROUPS]; 2]; CHUNK]);
-    let mut partial = Partial([[0; TILE_BYTES]; CHUNK]);
+    let mut a_tiles = ActivationTiles([[[0; TILE_BYTES]; SCALE_COLUMNS / TILE_ROWS]; SPAN]);
     tiles.configure(&KERNEL_CONFIG);
     for first_scaled in (0..n).step_by(SCALE_COLUMNS) {
         let scaled = SCALE_COLUMNS.min(n - first_scaled);
         for first_span in (0..row_blocks).step_by(SPAN) {
             let span = SPAN.min(row_blocks - first_span);
             gather_scales::<X, KIND>(&mut scales, x, row_blocks, first_scaled, scaled, first_span);
+            stage_activations(
+                &mut a_tiles,
+                x,
+                row_blocks,
+                first_scaled,
+                scaled,
+                first_span,
+            );
             for first_group in (0..groups).step_by(STRIP_GROUPS) {
                 for in_span in (0..span).step_by(CHUNK) {
                     let mut place = Place {
@@ -130,15 +142,7 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
                     while place.first_column < first_scaled + scaled {
                         place.columns =
                             GROUP_COLUMNS.min(first_scaled + scaled - place.first_column);
-                        products(
-                            tiles,
-                            &staged,
-                            &mut sums,
-                            &mut partial,
-                            x,
-                            row_blocks,
-                            &place,
-                        );
+                        products(tiles, &staged, &mut sums, &a_tiles, &place);
                         // The chunk's length as a constant, so that its blocks unroll.
                         match place.chunk {
                             CHUNK => float_steps::<KIND, CHUNK>(
@@ -253,58 +257,62 @@ fn gather_scales<X: Column, const KIND: u8>(
     }
 }
 
-/// The tile products of one (strip, column group) pair over the chunk: per block, the column
-/// group's activation tiles (from `x` in place, or a last tile of fewer than 16 columns staged
-/// in `partial`), the strip's weight tiles, and every accumulator zeroed, multiplied and stored
-/// to `sums`.
+/// Copies the activation quants of the span's blocks for `scaled` columns from `first_scaled`
+/// into activation-tile layout; rows past the columns zero.
 #[inline(always)]
-fn products<T: Tiles, X: Column>(
-    tiles: &mut T,
-    staged: &Staged,
-    sums: &mut Sums,
-    partial: &mut Partial,
+fn stage_activations<X: Column>(
+    a_tiles: &mut ActivationTiles,
     x: &[X],
     row_blocks: usize,
-    place: &Place,
+    first_scaled: usize,
+    scaled: usize,
+    first_span: usize,
 ) {
     let bytes: &[u8] = bytemuck::cast_slice(x);
     let size = core::mem::size_of::<X>();
-    let stride = row_blocks.saturating_mul(size);
-    // The quants of block `b` of column `c`, and the bytes after them.
-    let quants = |c: usize, b: usize| {
-        let at = c
-            .saturating_mul(row_blocks)
-            .saturating_add(b)
-            .saturating_mul(size)
-            .saturating_add(X::QS_AT);
-        bytes.get(at..).unwrap_or_default()
-    };
-    let column_tiles = place.columns.div_ceil(TILE_ROWS).min(2);
-    let whole_tiles = place.columns / TILE_ROWS;
-    if whole_tiles < column_tiles {
-        // The last tile's columns, one block a row; rows past them zero.
-        for (k, tile) in partial.0.iter_mut().enumerate().take(place.chunk) {
+    for (b, block) in a_tiles.0.iter_mut().enumerate() {
+        for (i, tile) in block.iter_mut().enumerate() {
             for (lane, row) in tile.chunks_exact_mut(A_COLSB).enumerate() {
-                let c = TILE_ROWS * whole_tiles + lane;
-                match quants(place.first_column + c, place.first_block + k).get(..A_COLSB) {
-                    Some(q) if c < place.columns => row.copy_from_slice(q),
+                let c = TILE_ROWS * i + lane;
+                let at = (first_scaled + c)
+                    .saturating_mul(row_blocks)
+                    .saturating_add(first_span + b)
+                    .saturating_mul(size)
+                    .saturating_add(X::QS_AT);
+                let quants = bytes.get(at..).and_then(|q| q.get(..A_COLSB));
+                match quants {
+                    Some(q) if c < scaled && first_span + b < row_blocks => row.copy_from_slice(q),
                     _ => row.fill(0),
                 }
             }
         }
     }
+}
+
+/// The tile products of one (strip, column group) pair over the chunk: per block, the column
+/// group's activation tiles, the strip's weight tiles, and every accumulator zeroed, multiplied
+/// and stored to `sums`.
+#[inline(always)]
+fn products<T: Tiles>(
+    tiles: &mut T,
+    staged: &Staged,
+    sums: &mut Sums,
+    a_tiles: &ActivationTiles,
+    place: &Place,
+) {
+    let column_tiles = place.columns.div_ceil(TILE_ROWS).min(2);
+    // The column group's first tile among the span's.
+    let first_tile = (place.first_column - place.first_scaled) / TILE_ROWS;
     let row_tiles = place.strip_groups.min(STRIP_GROUPS);
     for k in 0..place.chunk.min(CHUNK) {
+        let block = &a_tiles.0[(place.in_span + k) % SPAN];
         for (i, a) in [Tile::A0, Tile::A1]
             .into_iter()
             .enumerate()
             .take(column_tiles)
         {
-            if i < whole_tiles {
-                let first = place.first_column + TILE_ROWS * i;
-                tiles.load(a, quants(first, place.first_block + k), stride);
-            } else {
-                tiles.load(a, &partial.0[k], A_COLSB);
+            if let Some(tile) = block.get(first_tile + i) {
+                tiles.load(a, tile, A_COLSB);
             }
         }
         for (j, b) in [Tile::B0, Tile::B1].into_iter().enumerate().take(row_tiles) {
