@@ -1,5 +1,6 @@
 //! `kernels`: an arbitrary type and bytes through dequantize, quantize, vec_dot, matvec, matmul
-//! and the packed matvec (its types only), at the scalar level and at every SIMD level this CPU has. Errors are fine; panics are
+//! and the packed matvec and matmul (their types only), at the scalar level and at every SIMD
+//! level this CPU has (`amx` too where Linux grants it). Errors are fine; panics are
 //! findings, and so is any level whose answer differs from the scalar one (the same error, or the
 //! same bits in every output; any NaN matches any NaN, as Rust leaves NaN payloads unspecified).
 //! Lengths come from the input too, so mismatched and partial lengths are exercised.
@@ -26,13 +27,19 @@ pub fn check(data: &[u8]) {
     let skew = [0, 0, -1, 1][usize::from(op >> 6)];
     let skewed = |n: usize| n.saturating_add_signed(skew);
     let case = Case { t, skewed: &skewed };
-    match (op & 0x3f) % 6 {
+    // The `amx` level is available only once this process holds Linux's permission for it.
+    static AMX: std::sync::Once = std::sync::Once::new();
+    AMX.call_once(|| {
+        miniquant_std::amx::request();
+    });
+    match (op & 0x3f) % 7 {
         0 => same_at_every_level(|l| case.dequantize(l, rest)),
         1 => same_at_every_level(|l| case.quantize(l, rest)),
         2 => same_at_every_level(|l| case.vec_dot(l, rest)),
         3 => same_at_every_level(|l| case.matvec(l, rest)),
         4 => same_at_every_level(|l| case.matmul(l, rest)),
-        _ => same_at_every_level(|l| case.packed(l, rest)),
+        5 => same_at_every_level(|l| case.packed(l, rest)),
+        _ => same_at_every_level(|l| case.packed_matmul(l, rest)),
     }
 }
 
@@ -202,6 +209,38 @@ impl Case<'_> {
         let (y, plain) = (bits(&y), bits(&plain));
         if let Some(i) = (0..rows).find(|&i| !same_bits(y[i], plain[i])) {
             panic!("packed {} differs from plain at row {i} of {rows}", t);
+        }
+        Ok(y)
+    }
+
+    /// The packed matmul of [`Case::packed`]'s matrix (after one more byte, whose low six bits
+    /// plus one are the columns: up to 64, past the 16 where the `amx` level's tiles start and
+    /// the 32 of a tile pair): every output must have the plain matmul's bits at the same level,
+    /// and the scalar twin's at every level.
+    fn packed_matmul(&self, l: Level, data: &[u8]) -> Answer {
+        const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+        let t = TYPES[self.t.code() as usize % TYPES.len()];
+        let [shape, more, columns, rest @ ..] = data else {
+            return Ok(Vec::new());
+        };
+        let rows = usize::from(shape >> 4) * packed::GROUP_ROWS + usize::from(more & 0x0f);
+        let cols = usize::from(more >> 4) * t.block_size() as usize;
+        let n = 1 + usize::from(columns & 0x3f);
+        let bytes = quant::bytes_for(t, cols).unwrap_or(0).saturating_mul(rows);
+        let w: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
+        let w = &w[..];
+        let x = activations(w, (self.skewed)(cols * n));
+        let mut packed_w = vec![0u8; w.len()];
+        packed::pack(t, w, rows, cols, &mut packed_w)?;
+        let mut scratch = vec![0u8; packed::packed_activation_bytes(t, cols, n)?];
+        let mut y = vec![0f32; rows * n];
+        packed::packed_matmul_at(l, t, &packed_w, rows, cols, n, &x, &mut scratch, &mut y)?;
+        let mut scratch = vec![0u8; matvec::matmul_scratch_bytes(t, cols, n)?];
+        let mut plain = vec![0f32; rows * n];
+        matvec::matmul(l, t, w, rows, cols, n, &x, &mut scratch, &mut plain)?;
+        let (y, plain) = (bits(&y), bits(&plain));
+        if let Some(i) = (0..y.len()).find(|&i| !same_bits(y[i], plain[i])) {
+            panic!("packed matmul {t} differs from plain at output {i} of {rows} x {n}");
         }
         Ok(y)
     }
