@@ -177,13 +177,10 @@ fn same(x: f32, y: f32) -> bool {
 /// Runs `run` (a matmul on some tiles) on every shape against `scalar`; returns the failures.
 fn check<W: Copy, X: Copy>(
     name: &str,
-    (block, x_block): (Maker<W>, Maker<X>),
+    makers: (Maker<W>, Maker<X>),
     scalar: fn(&[W], &[X]) -> f32,
     run: &mut Matmul<W, X>,
 ) -> Vec<String> {
-    const UNTOUCHED: f32 = -7.25;
-    let mut failures = Vec::new();
-    let mut rng = Rng(0x616d_7800 + name.len() as u64);
     let mut shapes = Vec::new();
     for rows in 1..=17 {
         for n in 1..=17 {
@@ -196,6 +193,29 @@ fn check<W: Copy, X: Copy>(
         }
     }
     shapes.extend([(33, 5, 40), (47, 35, 65), (3, 145, 33), (17, 131, 2)]);
+    check_shapes(
+        name,
+        Rng(0x616d_7800 + name.len() as u64),
+        &shapes,
+        makers,
+        scalar,
+        run,
+    )
+}
+
+/// Runs `run` on each `(rows, columns, blocks a row)` of `shapes` against `scalar`, output by
+/// output, with the outputs `rows + 3` apart and the gaps checked untouched; returns the
+/// failures.
+fn check_shapes<W: Copy, X: Copy>(
+    name: &str,
+    mut rng: Rng,
+    shapes: &[(usize, usize, usize)],
+    (block, x_block): (Maker<W>, Maker<X>),
+    scalar: fn(&[W], &[X]) -> f32,
+    run: &mut Matmul<W, X>,
+) -> Vec<String> {
+    const UNTOUCHED: f32 = -7.25;
+    let mut failures = Vec::new();
     for (s, &(rows, n, row_blocks)) in shapes.iter().enumerate() {
         // Every third shape draws extreme blocks; the others mostly quantized or random ones.
         let kind = |rng: &mut Rng| {
@@ -380,13 +400,10 @@ type PackedMatmul<'a, X> = dyn FnMut(&[u8], usize, &[X], usize, &mut [f32], usiz
 fn check_packed<W: bytemuck::Pod, X: Copy>(
     name: &str,
     t: crate::GgmlType,
-    (block, x_block): (Maker<W>, Maker<X>),
+    makers: (Maker<W>, Maker<X>),
     scalar: fn(&[W], &[X]) -> f32,
     run: &mut PackedMatmul<X>,
 ) -> Vec<String> {
-    const UNTOUCHED: f32 = -7.25;
-    let mut failures = Vec::new();
-    let mut rng = Rng(0x7061_636b + name.len() as u64);
     let mut shapes = Vec::new();
     for (groups, n) in [
         (1, 16),
@@ -403,53 +420,22 @@ fn check_packed<W: bytemuck::Pod, X: Copy>(
         }
     }
     shapes.extend([(32, 131, 2), (48, 20, 33), (16, 1, 2), (32, 5, 8)]);
-    for (s, &(rows, n, row_blocks)) in shapes.iter().enumerate() {
-        let kind = |rng: &mut Rng| {
-            if s % 3 == 2 {
-                1 + rng.next() as usize % 5
-            } else {
-                rng.next() as usize % 2
-            }
-        };
-        let w: Vec<W> = (0..rows * row_blocks)
-            .map(|_| {
-                let k = kind(&mut rng);
-                block(&mut rng, k)
-            })
-            .collect();
-        let x: Vec<X> = (0..n * row_blocks)
-            .map(|_| {
-                let k = kind(&mut rng);
-                x_block(&mut rng, k)
-            })
-            .collect();
-        let plain: &[u8] = bytemuck::cast_slice(&w);
-        let mut packed = vec![0u8; plain.len()];
-        crate::quant::packed::pack(t, plain, rows, row_blocks * 32, &mut packed).unwrap();
-        let stride = rows + 3;
-        let mut y = vec![UNTOUCHED; n * stride];
-        run(&packed, row_blocks, &x, n, &mut y, stride);
-        let mut wrong = 0;
-        for (c, column) in x.chunks_exact(row_blocks).enumerate() {
-            for (r, row) in w.chunks_exact(row_blocks).enumerate() {
-                if !same(y[c * stride + r], scalar(row, column)) {
-                    wrong += 1;
-                }
-            }
-            if y[c * stride + rows..(c + 1) * stride]
-                .iter()
-                .any(|v| v.to_bits() != UNTOUCHED.to_bits())
-            {
-                wrong += 1;
-            }
-        }
-        if wrong > 0 {
-            failures.push(format!(
-                "packed {name}: {rows} rows of {row_blocks} blocks, {n} columns: {wrong} wrong"
-            ));
-        }
-    }
-    failures
+    let name = format!("packed {name}");
+    let rng = Rng(0x7061_636b + name.len() as u64);
+    check_shapes(
+        &name,
+        rng,
+        &shapes,
+        makers,
+        scalar,
+        &mut |w, row_blocks, x, n, y, stride| {
+            let plain: &[u8] = bytemuck::cast_slice(w);
+            let rows = w.len() / row_blocks.max(1);
+            let mut packed = vec![0u8; plain.len()];
+            crate::quant::packed::pack(t, plain, rows, row_blocks * 32, &mut packed).unwrap();
+            run(&packed, row_blocks, x, n, y, stride)
+        },
+    )
 }
 
 /// `$f!(name, type, weight block, (makers), scalar vec_dot, activation block, kind, group
