@@ -43,6 +43,15 @@ pub fn check(data: &[u8]) {
     }
 }
 
+/// A packed operation's matrix: its type and shape, plain and packed.
+struct PackedCase {
+    t: GgmlType,
+    rows: usize,
+    cols: usize,
+    plain: Vec<u8>,
+    packed: Vec<u8>,
+}
+
 /// One operation's answer at one level: an error, or its outputs as bit patterns.
 type Answer = Result<Vec<u32>, Error>;
 
@@ -183,29 +192,50 @@ impl Case<'_> {
         Ok(bits(&y))
     }
 
-    /// The packed matrix (`quant::packed`) of `16 · (high nibble) + (low nibble of byte 1)` rows
-    /// and byte 1's high nibble of blocks a row, its bytes the data after those two cycled: its
-    /// product must have the plain matvec's bits at the same level (checked here), and the
-    /// scalar twin's at every level (by the caller).
-    fn packed(&self, l: Level, data: &[u8]) -> Answer {
+    /// The packed case of `data`: one of the packed types, `16 · (high nibble of byte 0) + (low
+    /// nibble of byte 1)` rows and byte 1's high nibble of blocks a row, the bytes after the
+    /// first `header` cycled into the plain matrix, and that matrix packed. `None`: too short.
+    fn packed_matrix(&self, data: &[u8], header: usize) -> Option<Result<PackedCase, Error>> {
         const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
         let t = TYPES[self.t.code() as usize % TYPES.len()];
-        let [shape, more, rest @ ..] = data else {
-            return Ok(Vec::new());
-        };
+        let (&[shape, more], _) = data.split_first_chunk::<2>()?;
+        let rest = data.get(header.max(2)..)?;
         let rows = usize::from(shape >> 4) * packed::GROUP_ROWS + usize::from(more & 0x0f);
         let cols = usize::from(more >> 4) * t.block_size() as usize;
         let bytes = quant::bytes_for(t, cols).unwrap_or(0).saturating_mul(rows);
-        let w: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
-        let w = &w[..];
-        let x = activations(w, (self.skewed)(cols));
-        let mut packed_w = vec![0u8; w.len()];
-        packed::pack(t, w, rows, cols, &mut packed_w)?;
+        let plain: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
+        let mut packed_w = vec![0u8; plain.len()];
+        Some(
+            packed::pack(t, &plain, rows, cols, &mut packed_w).map(|()| PackedCase {
+                t,
+                rows,
+                cols,
+                plain,
+                packed: packed_w,
+            }),
+        )
+    }
+
+    /// The packed matrix of [`Case::packed_matrix`] (after bytes 0 and 1): its product must have
+    /// the plain matvec's bits at the same level (checked here), and the scalar twin's at every
+    /// level (by the caller).
+    fn packed(&self, l: Level, data: &[u8]) -> Answer {
+        let Some(case) = self.packed_matrix(data, 2) else {
+            return Ok(Vec::new());
+        };
+        let PackedCase {
+            t,
+            rows,
+            cols,
+            plain: w,
+            packed: packed_w,
+        } = case?;
+        let x = activations(&w, (self.skewed)(cols));
         let mut scratch = vec![0u8; matvec::matvec_scratch_bytes(t, cols)?];
         let mut y = vec![0f32; rows];
         packed::packed_matvec_at(l, t, &packed_w, rows, cols, &x, &mut scratch, &mut y)?;
         let mut plain = vec![0f32; rows];
-        matvec::matvec_at(l, t, w, rows, cols, &x, &mut scratch, &mut plain)?;
+        matvec::matvec_at(l, t, &w, rows, cols, &x, &mut scratch, &mut plain)?;
         let (y, plain) = (bits(&y), bits(&plain));
         if let Some(i) = (0..rows).find(|&i| !same_bits(y[i], plain[i])) {
             panic!("packed {} differs from plain at row {i} of {rows}", t);
@@ -213,31 +243,32 @@ impl Case<'_> {
         Ok(y)
     }
 
-    /// The packed matmul of [`Case::packed`]'s matrix (after one more byte, whose low six bits
-    /// plus one are the columns: up to 64, past the 16 where the `amx` level's tiles start and
-    /// the 32 of a tile pair): every output must have the plain matmul's bits at the same level,
-    /// and the scalar twin's at every level.
+    /// The packed matmul of [`Case::packed_matrix`]'s matrix (after bytes 0-2; byte 2's low six
+    /// bits plus one are the columns: up to 64, past the 16 where the `amx` level's tiles start
+    /// and the 32 of a tile pair): every output must have the plain matmul's bits at the same
+    /// level, and the scalar twin's at every level.
     fn packed_matmul(&self, l: Level, data: &[u8]) -> Answer {
-        const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
-        let t = TYPES[self.t.code() as usize % TYPES.len()];
-        let [shape, more, columns, rest @ ..] = data else {
+        let Some(&columns) = data.get(2) else {
             return Ok(Vec::new());
         };
-        let rows = usize::from(shape >> 4) * packed::GROUP_ROWS + usize::from(more & 0x0f);
-        let cols = usize::from(more >> 4) * t.block_size() as usize;
+        let Some(case) = self.packed_matrix(data, 3) else {
+            return Ok(Vec::new());
+        };
+        let PackedCase {
+            t,
+            rows,
+            cols,
+            plain: w,
+            packed: packed_w,
+        } = case?;
         let n = 1 + usize::from(columns & 0x3f);
-        let bytes = quant::bytes_for(t, cols).unwrap_or(0).saturating_mul(rows);
-        let w: Vec<u8> = rest.iter().copied().cycle().take(bytes).collect();
-        let w = &w[..];
-        let x = activations(w, (self.skewed)(cols * n));
-        let mut packed_w = vec![0u8; w.len()];
-        packed::pack(t, w, rows, cols, &mut packed_w)?;
+        let x = activations(&w, (self.skewed)(cols * n));
         let mut scratch = vec![0u8; packed::packed_activation_bytes(t, cols, n)?];
         let mut y = vec![0f32; rows * n];
         packed::packed_matmul_at(l, t, &packed_w, rows, cols, n, &x, &mut scratch, &mut y)?;
         let mut scratch = vec![0u8; matvec::matmul_scratch_bytes(t, cols, n)?];
         let mut plain = vec![0f32; rows * n];
-        matvec::matmul(l, t, w, rows, cols, n, &x, &mut scratch, &mut plain)?;
+        matvec::matmul(l, t, &w, rows, cols, n, &x, &mut scratch, &mut plain)?;
         let (y, plain) = (bits(&y), bits(&plain));
         if let Some(i) = (0..y.len()).find(|&i| !same_bits(y[i], plain[i])) {
             panic!("packed matmul {t} differs from plain at output {i} of {rows} x {n}");

@@ -15,7 +15,8 @@
 //! nor multiplied; within a tile, lanes past them are zero and not written out.
 
 use super::tiles::{
-    Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG, TILE_BYTES, TILE_ROWS,
+    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG,
+    TILE_BYTES, TILE_ROWS,
 };
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::legacy::matmul::{
@@ -321,7 +322,7 @@ fn run_chunk<T: Tiles, X>(
         }
     }
     // The accumulators as stored: row `lane` (a column) holds 16 int32 (rows), native order.
-    let mut sums = [[0i32; C_BYTES / 4]; 4];
+    let mut sums: BlockSums = [[0; C_BYTES / 4]; 4];
     let scaled_at = place.first_column - place.first_scaled;
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
         for (i, tile) in [Tile::A0, Tile::A1]
@@ -343,14 +344,7 @@ fn run_chunk<T: Tiles, X>(
         for (j, tile) in [Tile::B0, Tile::B1].into_iter().enumerate().take(row_tiles) {
             tiles.load(tile, &strip.tiles[k][j], B_COLSB);
         }
-        for i in 0..column_tiles {
-            for j in 0..row_tiles {
-                let c = Tile::c(i, j);
-                tiles.zero(c);
-                tiles.dot(c);
-                tiles.store(c, bytemuck::cast_slice_mut(&mut sums[2 * i + j]), B_COLSB);
-            }
-        }
+        multiply_into(tiles, column_tiles, row_tiles, &mut sums);
         let (dw, mw) = (&strip.d[k], &strip.m[k]);
         let (dx, sx) = (&scales.d[k][scaled_at..], &scales.s[k][scaled_at..]);
         for i in 0..column_tiles {

@@ -19,8 +19,10 @@
 
 use core::arch::x86_64::*;
 
-use super::tiles::TILE_ROWS;
-use super::tiles::{Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG, TILE_BYTES};
+use super::tiles::{
+    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG,
+    TILE_BYTES, TILE_ROWS,
+};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::legacy::packed::{
     packed_matmul_q4_0_vnni, packed_matmul_q4_1_vnni, packed_matmul_q8_0_vnni, scales_at, step,
@@ -41,7 +43,7 @@ const SPAN: usize = 8;
 /// Columns whose activation scales [`Scales`] holds.
 const SCALE_COLUMNS: usize = 2 * GROUP_COLUMNS;
 /// Fewer columns run the AVX-512 VNNI packed matmul.
-pub(super) const MIN_COLUMNS: usize = 16;
+const MIN_COLUMNS: usize = 16;
 
 const _: () = assert!(GROUP_ROWS == TILE_ROWS && SPAN.is_multiple_of(CHUNK));
 
@@ -59,9 +61,9 @@ struct Scales {
     s: [[f32; SCALE_COLUMNS]; SPAN],
 }
 
-/// Each chunk block's accumulators as stored: `[block][column tile][group]`, row `lane` (a
-/// column) holding the group's 16 rows' sums.
-struct Sums([[[[i32; C_BYTES / 4]; STRIP_GROUPS]; 2]; CHUNK]);
+/// Each chunk block's accumulators as stored (`C<i><j>` at `2 · column tile + group`), row `lane`
+/// (a column) holding the group's 16 rows' sums.
+struct Sums([BlockSums; CHUNK]);
 
 /// The activation tiles of a span of blocks for up to [`SCALE_COLUMNS`] columns, `[block][16
 /// columns]`, one block's quants a row (rows past the columns zero): copied once per span for
@@ -110,7 +112,7 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
         d: [[0.0; SCALE_COLUMNS]; SPAN],
         s: [[0.0; SCALE_COLUMNS]; SPAN],
     };
-    let mut sums = Sums([[[[0; C_BYTES / 4]; STRIP_GROUPS]; 2]; CHUNK]);
+    let mut sums = Sums([[[0; C_BYTES / 4]; 4]; CHUNK]);
     let mut a_tiles = ActivationTiles([[[0; TILE_BYTES]; SCALE_COLUMNS / TILE_ROWS]; SPAN]);
     tiles.configure(&KERNEL_CONFIG);
     for first_scaled in (0..n).step_by(SCALE_COLUMNS) {
@@ -318,14 +320,7 @@ fn products<T: Tiles>(
         for (j, b) in [Tile::B0, Tile::B1].into_iter().enumerate().take(row_tiles) {
             tiles.load(b, &staged.tiles[k][j], B_COLSB);
         }
-        for i in 0..column_tiles {
-            for j in 0..row_tiles {
-                let c = Tile::c(i, j);
-                tiles.zero(c);
-                tiles.dot(c);
-                tiles.store(c, bytemuck::cast_slice_mut(&mut sums.0[k][i][j]), B_COLSB);
-            }
-        }
+        multiply_into(tiles, column_tiles, row_tiles, &mut sums.0[k]);
     }
 }
 
@@ -371,7 +366,7 @@ fn float_steps<const KIND: u8, const K: usize>(
             let scaled = (column - place.first_scaled) % SCALE_COLUMNS;
             let (i, lane) = ((c / TILE_ROWS) & 1, c % TILE_ROWS);
             for k in 0..K {
-                let (rows, _) = sums.0[k % CHUNK][i][j].as_chunks::<16>();
+                let (rows, _) = sums.0[k % CHUNK][2 * i + j].as_chunks::<16>();
                 let Some(row) = rows.get(lane) else {
                     continue;
                 };

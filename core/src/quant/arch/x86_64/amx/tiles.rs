@@ -146,6 +146,29 @@ pub(super) trait Tiles {
     fn release(&mut self);
 }
 
+/// One block's accumulators as the kernels store them, by `2 · i + j` for `C<i><j>`: row `lane`
+/// holds the sixteen int32 of activation row `lane` against the weight tile's sixteen rows.
+pub(super) type BlockSums = [[i32; C_BYTES / 4]; 4];
+
+/// Every accumulator `C<i><j>` with `i < column_tiles` and `j < row_tiles` (both at most 2):
+/// zeroed, `A<i>` times `B<j>` into it, stored to `sums[2 · i + j]`.
+#[inline(always)]
+pub(super) fn multiply_into<T: Tiles>(
+    tiles: &mut T,
+    column_tiles: usize,
+    row_tiles: usize,
+    sums: &mut BlockSums,
+) {
+    for i in 0..column_tiles.min(2) {
+        for j in 0..row_tiles.min(2) {
+            let c = Tile::c(i, j);
+            tiles.zero(c);
+            tiles.dot(c);
+            tiles.store(c, bytemuck::cast_slice_mut(&mut sums[2 * i + j]), B_COLSB);
+        }
+    }
+}
+
 /// The tile instructions themselves, on a CPU that has them (the [`Amx`] token).
 pub(super) struct Hardware {
     _token: Amx,
