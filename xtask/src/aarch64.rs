@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::overflow::UNOPT_PROFILE;
+use crate::core_tests::UNOPT_PROFILE;
 use crate::CI_PROFILE;
 
 const TARGET: &str = "aarch64-unknown-linux-gnu";

@@ -4,18 +4,18 @@
 //! - `ci`: every step below as one dependency graph, two steps at a time (see `pipeline.rs`):
 //!   install what the tests need (rustup target, model files, ggml's C sources, a gguf-py venv),
 //!   fmt, clippy, rustdoc, `cargo check` with the declared `rust-version` (1.89), the no_std build
-//!   of `core` for `thumbv7em-none-eabihf`, one build of every test in the `ci` profile (release
-//!   with overflow checks) and its run (doctests included), then new-user, overflow, aarch64,
-//!   capi, firmware, scalar-only and fuzz; which kernel levels this CPU let the tests run is
+//!   of `core` for `thumbv7em-none-eabihf`, one build of every test but the core's in the `ci`
+//!   profile (release with overflow checks) and its run (doctests included), then core,
+//!   new-user, aarch64, capi, firmware, scalar-only and fuzz; which kernel levels this CPU let the tests run is
 //!   printed before them and at the end (see `levels.rs`), and each step's wall and CPU time with
 //!   the totals.
-//! - `test`: the test run of `ci` alone.
+//! - `test`: the test runs of `ci` alone (`tests`, then `core`).
 //! - `new-user`: `scripts/new-user.sh` against the CLI of the test build (part of `ci`).
 //! - `fetch`: only the installs and downloads.
 //! - `bench`: the header and kernel benchmarks against candle (prints tables; not a test).
 //! - `fuzz [SECONDS]`: every cargo-fuzz target for SECONDS each (see `fuzz.rs`).
-//! - `overflow`: the core's tests with its default features (no `std`) and overflow checks on
-//!   (part of `ci`).
+//! - `core`: the core's tests without `std` and with overflow checks on (see `core_tests.rs`;
+//!   part of `ci`).
 //! - `capi`: the C API: header current with cbindgen's, a C test program under ASan and UBSan
 //!   compared with the Rust API (see `capi.rs`; part of `ci`).
 //! - `firmware`: build the Cortex-M4F, Cortex-A and RISC-V images, run them in QEMU, print their
@@ -34,11 +34,11 @@
 mod aarch64;
 mod ab;
 mod capi;
+mod core_tests;
 mod firmware;
 mod firmware_model;
 mod miri;
 mod msrv;
-mod overflow;
 mod pipeline;
 mod scalar_only;
 
@@ -69,10 +69,10 @@ fn main() -> ExitCode {
         }
         "fetch" => fetch(),
         "check" => checks().and_then(|()| lints()),
-        "test" => tests(),
+        "test" => tests().and_then(|()| core_tests::tests()),
         "new-user" => new_user(),
         "bench" => bench(),
-        "overflow" => overflow::tests(),
+        "core" => core_tests::tests(),
         "capi" => capi::capi(),
         "firmware" => firmware::firmware(),
         "scalar-only" => scalar_only::run(),
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
             Some(Err(e)) => Err(format!("SECONDS: {e}")),
         },
         _ => {
-            eprintln!("usage: cargo xtask <ci|fetch|check|test|new-user|bench|overflow|scalar-only|aarch64 [count]|miri|levels|capi|firmware|fuzz [SECONDS]|ab REV ...>");
+            eprintln!("usage: cargo xtask <ci|fetch|check|test|new-user|bench|core|scalar-only|aarch64 [count]|miri|levels|capi|firmware|fuzz [SECONDS]|ab REV ...>");
             return ExitCode::from(2);
         }
     };
@@ -122,7 +122,7 @@ const CI_STEPS: [pipeline::Step; 13] = [
     // directory start after it (`~`: whether it passed or not).
     step("lints", lints, &["build", "tools"]),
     step("new-user", new_user, &["build"]),
-    step("overflow", overflow::tests, &["build", "~lints"]),
+    step("core", core_tests::tests, &["build", "~lints"]),
     // The host CLI from `build` makes the images' inputs. Before aarch64: the two longest last
     // steps, the longer first, so that the run does not end on one step alone.
     step("firmware", firmware::firmware, &["build", "tools"]),
@@ -296,11 +296,20 @@ fn no_std_build() -> Result<(), String> {
     )
 }
 
-/// Builds every test (and the CLI, which the CLI tests run) without running them.
+/// Builds every test but the core's (`core_tests.rs` builds those), and the CLI, which the CLI
+/// tests run, without running them.
 fn build() -> Result<(), String> {
     run(
         "cargo",
-        &["test", "--workspace", "--profile", CI_PROFILE, "--no-run"],
+        &[
+            "test",
+            "--workspace",
+            "--exclude",
+            "miniquant",
+            "--profile",
+            CI_PROFILE,
+            "--no-run",
+        ],
     )
 }
 
@@ -311,6 +320,8 @@ fn tests() -> Result<(), String> {
         &[
             "test",
             "--workspace",
+            "--exclude",
+            "miniquant",
             "--profile",
             CI_PROFILE,
             "--no-fail-fast",

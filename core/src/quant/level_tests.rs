@@ -143,42 +143,52 @@ struct Check {
 
 impl Visitor for Check {
     type Out = Vec<String>;
+    // Each input is made once and the scalar twin runs on it once; every other level is held to
+    // that result (the scalar side is most of the cost, above all under qemu).
     fn visit<B: Kernels>(self) -> Vec<String> {
         let mut failures = Vec::new();
         let mut rng = Rng(self.seed);
-        for level in available().filter(|&l| l != Level::Scalar) {
-            for n_blocks in block_counts::<B>() {
-                let n = n_blocks * B::VALUES;
-                for (r, row) in weight_rows::<B>(&mut rng, n_blocks).iter().enumerate() {
-                    let what = |op: &str| {
-                        format!("{} {op} at {level}, {n_blocks} blocks, row {r}", B::TYPE)
-                    };
-                    // dequantize
-                    let mut want = vec![0f32; n];
+        let levels: Vec<Level> = available().filter(|&l| l != Level::Scalar).collect();
+        for n_blocks in block_counts::<B>() {
+            let n = n_blocks * B::VALUES;
+            for (r, row) in weight_rows::<B>(&mut rng, n_blocks).iter().enumerate() {
+                let what = |op: &str, level: Level| {
+                    format!("{} {op} at {level}, {n_blocks} blocks, row {r}", B::TYPE)
+                };
+                // dequantize
+                let mut want = vec![0f32; n];
+                typed::dequantize_at::<B>(Level::Scalar, row, &mut want).unwrap();
+                for &level in &levels {
                     let mut got = vec![0f32; n];
-                    typed::dequantize_at::<B>(Level::Scalar, row, &mut want).unwrap();
                     typed::dequantize_at::<B>(level, row, &mut got).unwrap();
                     if !same_bits(&want, &got) {
-                        failures.push(what("dequantize"));
+                        failures.push(what("dequantize", level));
                     }
-                    // vec_dot against random, quantized and extreme activations
-                    if B::vec_dot_kernel(Level::Scalar).is_some() {
-                        for x in activation_rows::<B>(&mut rng, n_blocks) {
-                            let want = typed::vec_dot_at::<B>(Level::Scalar, row, &x).unwrap();
+                }
+                // vec_dot against random, quantized and extreme activations
+                if B::vec_dot_kernel(Level::Scalar).is_some() {
+                    for x in activation_rows::<B>(&mut rng, n_blocks) {
+                        let want = typed::vec_dot_at::<B>(Level::Scalar, row, &x).unwrap();
+                        for &level in &levels {
                             let got = typed::vec_dot_at::<B>(level, row, &x).unwrap();
                             if !same(want, got) {
-                                failures.push(format!("{}: {want:e} vs {got:e}", what("vec_dot")));
+                                failures.push(format!(
+                                    "{}: {want:e} vs {got:e}",
+                                    what("vec_dot", level)
+                                ));
                             }
                         }
                     }
                 }
-                // quantize: noisy data, specials, NaN and infinities
-                if B::quantize_kernel(Level::Scalar).is_some() {
-                    let size = core::mem::size_of::<B>() * n_blocks;
-                    for (i, x) in value_rows(&mut rng, n).iter().enumerate() {
-                        let mut want = vec![0u8; size];
+            }
+            // quantize: noisy data, specials, NaN and infinities
+            if B::quantize_kernel(Level::Scalar).is_some() {
+                let size = core::mem::size_of::<B>() * n_blocks;
+                for (i, x) in value_rows(&mut rng, n).iter().enumerate() {
+                    let mut want = vec![0u8; size];
+                    typed::quantize_at::<B>(Level::Scalar, x, &mut want).unwrap();
+                    for &level in &levels {
                         let mut got = vec![0u8; size];
-                        typed::quantize_at::<B>(Level::Scalar, x, &mut want).unwrap();
                         typed::quantize_at::<B>(level, x, &mut got).unwrap();
                         if want != got {
                             failures.push(format!(
@@ -651,12 +661,18 @@ impl MatmulCheck {
         };
         let row_blocks = 2;
         let cols = row_blocks * B::VALUES;
-        // Quantized rows where the type has a quantizer (else random bytes), one random-byte row.
+        // Quantized rows where the type has a quantizer (else random bytes), every fifth row of
+        // random bytes.
         let mut w: Vec<u8> = Vec::new();
         for r in 0..rows {
-            let mut rows_of = weight_rows::<B>(rng, row_blocks);
-            let pick = if r % 5 == 4 { 0 } else { rows_of.len() - 1 };
-            w.append(&mut rows_of.swap_remove(pick));
+            let quantized = if r % 5 == 4 {
+                None
+            } else {
+                quantized_rows::<B>(vec![rng.values(cols)]).pop()
+            };
+            w.append(
+                &mut quantized.unwrap_or_else(|| rng.bytes(core::mem::size_of::<B>() * row_blocks)),
+            );
         }
         let x = rng.values(n * cols);
         let per_column = typed::matvec_scratch_bytes::<B>(cols).unwrap();
@@ -768,71 +784,79 @@ struct MatmulKernelCheck {
 
 impl Visitor for MatmulKernelCheck {
     type Out = (Vec<String>, usize);
+    // The inputs are made once and each output's scalar vec_dot computed once; every level's
+    // kernel is held to them.
     fn visit<B: Kernels>(self) -> (Vec<String>, usize) {
         const UNTOUCHED: f32 = -7.25;
         let mut failures = Vec::new();
-        let mut kernels = 0;
         let Some(scalar) = B::vec_dot_kernel(Level::Scalar) else {
-            return (failures, kernels);
+            return (failures, 0);
         };
+        let kernels: Vec<_> = available()
+            .filter_map(|level| B::matmul_kernel(level).map(|kernel| (level, kernel)))
+            .collect();
+        if kernels.is_empty() {
+            return (failures, 0);
+        }
         let mut rng = Rng(self.seed);
-        for level in available() {
-            let Some(kernel) = B::matmul_kernel(level) else {
-                continue;
-            };
-            kernels += 1;
-            // 17 and 33 blocks: past one and two of the x86_64 VNNI tiles' chunks of 16 blocks;
-            // aarch64's tiles walk the blocks without chunks (and run under QEMU in CI).
-            let row_block_counts: &[usize] = if cfg!(target_arch = "aarch64") {
-                &[1, 3, 17]
-            } else {
-                &[1, 3, 17, 33]
-            };
-            // 131: past the x86_64 legacy tiles' group of 128 columns that share a decoded strip.
-            let column_counts: &[usize] = if cfg!(target_arch = "aarch64") {
-                &[1, 2, 5, 6, 7, 9, 13, 35]
-            } else {
-                &[1, 2, 5, 6, 7, 9, 13, 35, 131]
-            };
-            for &row_blocks in row_block_counts {
-                let mut pool = weight_rows::<B>(&mut rng, row_blocks);
-                pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
-                pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
-                let mut columns = activation_rows::<B>(&mut rng, row_blocks);
-                // Random quants of one sign and large magnitude (64..=127, -128..=-65): integer
-                // sums with many significant bits, so that products with the scales round.
-                for high in [0x40u8, 0x80] {
-                    let mut row = columns[0].clone();
-                    set_quants_with::<B::Activation>(&mut row, || high | (rng.next() as u8 & 0x3f));
-                    columns.push(row);
-                }
-                for rows in [1usize, 7, 8, 9, 15, 16, 17, 33] {
-                    for &n in column_counts {
-                        let w: Vec<u8> = (0..rows)
-                            .flat_map(|r| pool[(r * 5 + n) % pool.len()].iter().copied())
-                            .collect();
-                        let x: Vec<u8> = (0..n)
-                            .flat_map(|c| columns[(c + rows) % columns.len()].iter().copied())
-                            .collect();
-                        let (wb, xb) = (
-                            blocks::<B>(&w).unwrap(),
-                            blocks::<B::Activation>(&x).unwrap(),
-                        );
-                        let stride = rows + 3;
+        // 17 and 33 blocks: past one and two of the x86_64 VNNI tiles' chunks of 16 blocks;
+        // aarch64's tiles walk the blocks without chunks (and run under QEMU in CI).
+        let row_block_counts: &[usize] = if cfg!(target_arch = "aarch64") {
+            &[1, 3, 17]
+        } else {
+            &[1, 3, 17, 33]
+        };
+        // 131: past the x86_64 legacy tiles' group of 128 columns that share a decoded strip.
+        let column_counts: &[usize] = if cfg!(target_arch = "aarch64") {
+            &[1, 2, 5, 6, 7, 9, 13, 35]
+        } else {
+            &[1, 2, 5, 6, 7, 9, 13, 35, 131]
+        };
+        for &row_blocks in row_block_counts {
+            let mut pool = weight_rows::<B>(&mut rng, row_blocks);
+            pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
+            pool.extend(one_signed_rows::<B>(&mut rng, row_blocks));
+            let mut columns = activation_rows::<B>(&mut rng, row_blocks);
+            // Random quants of one sign and large magnitude (64..=127, -128..=-65): integer
+            // sums with many significant bits, so that products with the scales round.
+            for high in [0x40u8, 0x80] {
+                let mut row = columns[0].clone();
+                set_quants_with::<B::Activation>(&mut row, || high | (rng.next() as u8 & 0x3f));
+                columns.push(row);
+            }
+            for rows in [1usize, 7, 8, 9, 15, 16, 17, 33] {
+                for &n in column_counts {
+                    let w: Vec<u8> = (0..rows)
+                        .flat_map(|r| pool[(r * 5 + n) % pool.len()].iter().copied())
+                        .collect();
+                    let x: Vec<u8> = (0..n)
+                        .flat_map(|c| columns[(c + rows) % columns.len()].iter().copied())
+                        .collect();
+                    let (wb, xb) = (
+                        blocks::<B>(&w).unwrap(),
+                        blocks::<B::Activation>(&x).unwrap(),
+                    );
+                    let column_len = xb.len() / n;
+                    let want: Vec<f32> = xb
+                        .chunks_exact(column_len)
+                        .flat_map(|column| {
+                            wb.chunks_exact(row_blocks)
+                                .map(move |row| scalar(row, column))
+                        })
+                        .collect();
+                    let stride = rows + 3;
+                    for &(level, kernel) in &kernels {
                         let mut y = vec![UNTOUCHED; n * stride];
                         kernel(wb, row_blocks, xb, n, &mut y, stride);
-                        let column_len = xb.len() / n;
                         let mut wrong = 0;
-                        for (c, column) in xb.chunks_exact(column_len).enumerate() {
-                            for (r, row) in wb.chunks_exact(row_blocks).enumerate() {
-                                if !same(y[c * stride + r], scalar(row, column)) {
-                                    wrong += 1;
-                                }
-                            }
-                            if y[c * stride + rows..(c + 1) * stride]
+                        for (got, want) in y.chunks_exact(stride).zip(want.chunks_exact(rows)) {
+                            let (got, gap) = got.split_at(rows);
+                            wrong += got
                                 .iter()
-                                .any(|v| v.to_bits() != UNTOUCHED.to_bits())
-                            {
+                                .zip(want)
+                                .filter(|(g, w)| !same(**g, **w))
+                                .count();
+                            if gap.iter().any(|v| v.to_bits() != UNTOUCHED.to_bits()) {
                                 wrong += 1;
                             }
                         }
@@ -847,7 +871,7 @@ impl Visitor for MatmulKernelCheck {
                 }
             }
         }
-        (failures, kernels)
+        (failures, kernels.len())
     }
 }
 
