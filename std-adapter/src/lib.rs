@@ -64,6 +64,7 @@ pub mod tensor;
 pub mod tokenizer;
 pub mod validate;
 pub mod value;
+pub mod working_memory;
 pub mod writer;
 
 /// The README's Rust snippets, compiled and run as doctests.

@@ -15,6 +15,7 @@ use crate::bench::{
     bos_of, run_once, table_header, table_row, ModelSummary, Rates, Test, TokenIds,
 };
 use crate::model::{PackedWeights, Threaded, WithPacked};
+use crate::working_memory::{human_bytes, WorkingMemory};
 
 /// Most repetitions: far above any useful count, and a bound on what a typo can ask for.
 const MAX_REPETITIONS: u32 = 10_000;
@@ -98,10 +99,15 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
     // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
     crate::parallel::join_pool(most);
     let layout = Layout::with_threads(&model, context, batch, most).map_err(model_error)?;
-    let mut floats = vec![0f32; layout.floats];
-    let mut scratch = vec![0u8; layout.scratch_bytes];
-    let mut session =
-        Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
+    let mut memory = WorkingMemory::new(layout.floats, layout.scratch_bytes).map_err(|e| {
+        CliError::Message(format!(
+            "{e} for tests of {context} tokens ({} of it the KV cache): ask for shorter tests \
+             (-p, -n)",
+            human_bytes(layout.kv_cache_floats as u128 * 4)
+        ))
+    })?;
+    let (floats, scratch) = memory.parts();
+    let mut session = Session::new(&model, layout, floats, scratch).map_err(model_error)?;
     let mut logits = vec![0f32; model.config().vocab];
     let summary = ModelSummary::of(&file);
     let mut ids = TokenIds::new(model.config().vocab, bos_of(&file));

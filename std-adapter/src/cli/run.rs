@@ -18,6 +18,7 @@ use crate::model::{PackedWeights, Threaded, WithPacked};
 use crate::npy;
 use crate::sampling::Sampler;
 use crate::tokenizer::{TextStream, Tokenizer};
+use crate::working_memory::{human_bytes, WorkingMemory};
 
 /// `run`'s arguments.
 #[derive(Debug, Clone, ClapArgs)]
@@ -198,10 +199,15 @@ pub(super) fn run<O: Write, E: Write>(
     // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
     crate::parallel::join_pool(threads);
     let layout = Layout::with_threads(&model, context, batch, threads).map_err(model_error)?;
-    let mut floats = vec![0f32; layout.floats];
-    let mut scratch = vec![0u8; layout.scratch_bytes];
-    let mut session =
-        Session::new(&model, layout, &mut floats, &mut scratch).map_err(model_error)?;
+    let mut memory = WorkingMemory::new(layout.floats, layout.scratch_bytes).map_err(|e| {
+        CliError::Message(format!(
+            "{e} for a context of {context} tokens ({} of it the KV cache): ask for fewer \
+             tokens (-n) or give a shorter prompt",
+            human_bytes(layout.kv_cache_floats as u128 * 4)
+        ))
+    })?;
+    let (floats, scratch) = memory.parts();
+    let mut session = Session::new(&model, layout, floats, scratch).map_err(model_error)?;
     let threaded = Threaded {
         level: args.level.unwrap_or_else(level::current),
         threads,

@@ -296,3 +296,116 @@ fn bad_tokens_files_and_arguments_are_errors() {
     assert_eq!(run.code, 2);
     assert_eq!(run.stderr_lines(), ["error: the prompt has no tokens"]);
 }
+
+/// A llama of `layers` layers of width 64 (one head, one KV head) with zero Q8_0 weights, trained
+/// for the longest context the loader takes (2^24 tokens).
+fn long_context_llama(layers: u64) -> String {
+    use miniquant::gguf::Scalar;
+    use miniquant::GgmlType;
+    use miniquant_std::writer::GgufWriter;
+    const D: u64 = 64;
+    const VOCAB: u64 = 32;
+    let mut w = GgufWriter::new();
+    w.kv("general.architecture", "llama");
+    for (key, value) in [
+        ("llama.block_count", layers as u32),
+        ("llama.context_length", 1 << 24),
+        ("llama.embedding_length", D as u32),
+        ("llama.feed_forward_length", D as u32),
+        ("llama.attention.head_count", 1),
+        ("llama.attention.head_count_kv", 1),
+        ("llama.rope.dimension_count", D as u32),
+        ("llama.vocab_size", VOCAB as u32),
+    ] {
+        w.kv(key, Scalar::U32(value));
+    }
+    w.kv("llama.attention.layer_norm_rms_epsilon", Scalar::F32(1e-5));
+    let q8_0 = |rows: u64| vec![0u8; (rows * D / 32 * 34) as usize];
+    let ones = || 1f32.to_le_bytes().repeat(D as usize);
+    w.tensor(
+        "token_embd.weight",
+        GgmlType::Q8_0,
+        &[D, VOCAB],
+        q8_0(VOCAB),
+    );
+    w.tensor("output_norm.weight", GgmlType::F32, &[D], ones());
+    w.tensor("output.weight", GgmlType::Q8_0, &[D, VOCAB], q8_0(VOCAB));
+    for l in 0..layers {
+        for norm in ["attn_norm", "ffn_norm"] {
+            w.tensor(
+                &format!("blk.{l}.{norm}.weight"),
+                GgmlType::F32,
+                &[D],
+                ones(),
+            );
+        }
+        for matrix in [
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ] {
+            let name = format!("blk.{l}.{matrix}.weight");
+            w.tensor(&name, GgmlType::Q8_0, &[D, D], q8_0(D));
+        }
+    }
+    common::scratch_file(&format!("long-context-{layers}.gguf"), &w.to_bytes())
+}
+
+/// The bytes the system could give at most (RAM and swap), and whether Linux refuses a map past
+/// them (its heuristic and strict overcommit modes; mode 1 maps anything and faults later).
+fn refuses_maps_past(bytes: u128) -> bool {
+    let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kib = |key: &str| -> u128 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(u128::MAX / 4096)
+    };
+    matches!(overcommit.trim(), "0" | "2") && (kib("MemTotal:") + kib("SwapTotal:")) * 1024 < bytes
+}
+
+#[test]
+fn a_context_the_machine_cannot_hold_is_an_error_not_an_abort() {
+    let model = long_context_llama(64);
+    // The run works while its context fits.
+    let fits = miniquant(&[
+        "run",
+        &model,
+        "--prompt-ids",
+        "1 2 3",
+        "-n",
+        "2",
+        "--tokens",
+    ]);
+    assert_eq!(fits.code, 0, "{}", fits.stderr);
+    // 2^24 tokens: a KV cache of 2 · 64 layers · 2^24 · 64 floats, 512 GiB.
+    let kv_bytes = 2 * 64 * (1u128 << 24) * 64 * 4;
+    if !refuses_maps_past(kv_bytes) {
+        eprintln!("NOT RUN: this system would map {kv_bytes} bytes (overcommit or memory)");
+        return;
+    }
+    for args in [
+        &["run", &model, "--prompt-ids", "1 2 3", "-n", "16777216"][..],
+        &["bench", &model, "-p", "16777216", "-n", "0"][..],
+    ] {
+        let refused = miniquant(args);
+        common::assert_no_panic(&refused);
+        assert_eq!(refused.code, 1, "{args:?}: {}", refused.stderr);
+        let lines = refused.stderr_lines();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", refused.stderr);
+        assert!(
+            lines[0].starts_with("error: cannot reserve ")
+                && lines[0].contains(" of working memory (")
+                && lines[0].contains("512.0 GiB of it the KV cache"),
+            "{args:?}: {}",
+            lines[0]
+        );
+        assert!(refused.stdout.is_empty() || args[0] == "bench");
+    }
+}
