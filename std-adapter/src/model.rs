@@ -135,21 +135,25 @@ pub const PACKED_MATMUL_MAX_COLUMNS: usize = 32;
 pub const PACKED_BY_COLUMN_MAX_COLUMNS: usize = 16;
 
 /// A model's weight matrices packed for the one-column product (`miniquant::quant::packed`),
-/// each found by the address and length of its plain bytes in the file: the matrices of the
-/// types that `level` has a packed kernel for, up to [`PACK_MAX_BYTES`] each (others, and levels
-/// without a packed kernel, are not packed). The packed copy takes as much memory as the plain
-/// matrices it packs.
+/// each found by the address and length of its plain bytes in the file: the matrices of the types
+/// that `level` has a packed kernel for, up to [`PACK_MAX_BYTES`] each and a budget in all
+/// (others, and levels without a packed kernel, are not packed). The packed copy takes as much
+/// memory as the plain matrices it packs.
 #[derive(Debug, Default)]
 pub struct PackedWeights {
     matrices: HashMap<(usize, usize), Box<[u8]>>,
 }
 
 impl PackedWeights {
-    /// Packs `model`'s matrices for `level` on up to `threads` threads.
+    /// Packs `model`'s matrices for `level` on up to `threads` threads, in the forward pass's
+    /// order while their copies stay within `budget` bytes in all ([`pack_budget`]); a matrix
+    /// whose copy the allocator refuses stays plain. Which matrices are packed changes the speed
+    /// of a product, never its bits.
     pub fn of_model<const L: usize>(
         model: &Model<'_, L>,
         level: Level,
         threads: usize,
+        budget: usize,
     ) -> Result<PackedWeights, Error> {
         let mut weights: Vec<Weight<'_>> = model
             .layers()
@@ -163,13 +167,26 @@ impl PackedWeights {
         // A matrix given twice (a tied output head) is packed once.
         let mut seen = std::collections::HashSet::new();
         weights.retain(|w| seen.insert((w.data.as_ptr() as usize, w.data.len())));
+        let mut left = budget;
+        weights.retain(|w| match left.checked_sub(w.data.len()) {
+            Some(rest) => {
+                left = rest;
+                true
+            }
+            None => false,
+        });
         let packed: Vec<Mutex<Option<Box<[u8]>>>> =
             weights.iter().map(|_| Mutex::new(None)).collect();
         crate::parallel::for_each_piece(threads, weights.len(), |i| {
             let w = weights[i];
-            let mut out = vec![0u8; w.data.len()].into_boxed_slice();
+            let mut out = Vec::new();
+            if out.try_reserve_exact(w.data.len()).is_err() {
+                return Ok(());
+            }
+            out.resize(w.data.len(), 0u8);
             packed::pack(w.ggml_type, w.data, w.rows, w.cols, &mut out)?;
-            *packed[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+            *packed[i].lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(out.into_boxed_slice());
             Ok(())
         })?;
         let matrices = weights
@@ -203,6 +220,33 @@ impl PackedWeights {
     /// Bytes the packed copies take.
     pub fn bytes(&self) -> usize {
         self.matrices.values().map(|p| p.len()).sum()
+    }
+}
+
+/// The bytes packed copies may take on this machine beside `reserved` bytes of working memory:
+/// half of what Linux reports available (`MemAvailable`) less `reserved`, so that packing never
+/// pushes the run into swap or the OOM killer (the plain matrices stay in the page cache, which
+/// the kernel can drop); no limit where that cannot be read.
+pub fn pack_budget(reserved: usize) -> usize {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| mem_available(&info));
+    match available {
+        Some(bytes) => (bytes / 2).saturating_sub(reserved),
+        None => usize::MAX,
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(meminfo: &str) -> Option<usize> {
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let mut words = line.split_whitespace();
+    let kib: usize = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => kib.checked_mul(1024),
+        _ => None,
     }
 }
 
@@ -272,6 +316,24 @@ impl MatMul for WithPacked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mem_available_reads_the_kib_line_and_nothing_else() {
+        let info = "MemTotal:       24731400 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(mem_available(info), Some(20_000_000 * 1024));
+        assert_eq!(mem_available("MemFree: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: 5 MB\n"), None);
+        assert_eq!(mem_available("MemAvailable: x kB\n"), None);
+        assert_eq!(
+            mem_available(&format!("MemAvailable: {} kB\n", usize::MAX)),
+            None
+        );
+        // This machine's, where there is one.
+        if let Ok(info) = std::fs::read_to_string("/proc/meminfo") {
+            assert!(mem_available(&info).is_some_and(|b| b > 0), "{info}");
+            assert!(pack_budget(0) < usize::MAX && pack_budget(usize::MAX) == 0);
+        }
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Every chunk once, with its index and its own slice; a lane used by one call at a time; the

@@ -14,7 +14,7 @@ use super::{level_arg, open_gguf, threads_arg, CliError};
 use crate::bench::{
     bos_of, run_once, table_header, table_row, ModelSummary, Rates, Test, TokenIds,
 };
-use crate::model::{PackedWeights, Threaded, WithPacked};
+use crate::model::{pack_budget, PackedWeights, Threaded, WithPacked};
 use crate::working_memory::{human_bytes, WorkingMemory};
 
 /// Most repetitions: far above any useful count, and a bound on what a typo can ask for.
@@ -60,9 +60,10 @@ pub struct Args {
     pub level: Option<Level>,
     /// Run every product on the weights as stored. By default, the matrices of the types this
     /// kernel level has a packed kernel for (Q4_0, Q4_1, Q8_0 at avx2, avx512vnni and amx; up to
-    /// 64 MiB each) are also packed once at load, 16 rows interleaved, for generation and for
-    /// prompt batches under 16 (avx2) or 32 tokens (avx512vnni; every batch at amx): the same
-    /// logits, faster, and as much memory again as those matrices take.
+    /// 64 MiB each, and in all up to half the memory available beside the run's own) are also
+    /// packed once at load, 16 rows interleaved, for generation and for prompt batches under 16
+    /// (avx2) or 32 tokens (avx512vnni; every batch at amx): the same logits, faster, and as much
+    /// memory again as those matrices take.
     #[arg(long)]
     pub no_pack: bool,
 }
@@ -99,6 +100,7 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
     // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
     crate::parallel::join_pool(most);
     let layout = Layout::with_threads(&model, context, batch, most).map_err(model_error)?;
+    let reserved = layout.bytes();
     let mut memory = WorkingMemory::new(layout.floats, layout.scratch_bytes).map_err(|e| {
         CliError::Message(format!(
             "{e} for tests of {context} tokens ({} of it the KV cache): ask for shorter tests \
@@ -115,7 +117,8 @@ pub(super) fn run<O: Write>(args: &Args, out: &mut O) -> Result<(), CliError> {
     let packed = if args.no_pack {
         PackedWeights::default()
     } else {
-        PackedWeights::of_model(&model, level, most).map_err(CliError::from)?
+        PackedWeights::of_model(&model, level, most, pack_budget(reserved))
+            .map_err(CliError::from)?
     };
     let io = |e| CliError::io("cannot write the output", e);
     out.write_all(table_header().as_bytes()).map_err(io)?;

@@ -14,7 +14,7 @@ use miniquant::quant::{level, Level};
 use super::output::{refuse_aliases, FileOutput, Output};
 use super::progress::Progress;
 use super::{level_arg, open_gguf, threads_arg, CliError};
-use crate::model::{PackedWeights, Threaded, WithPacked};
+use crate::model::{pack_budget, PackedWeights, Threaded, WithPacked};
 use crate::npy;
 use crate::sampling::Sampler;
 use crate::tokenizer::{TextStream, Tokenizer};
@@ -68,9 +68,10 @@ pub struct Args {
     pub batch: usize,
     /// Run every product on the weights as stored. By default, the matrices of the types this
     /// kernel level has a packed kernel for (Q4_0, Q4_1, Q8_0 at avx2, avx512vnni and amx; up to
-    /// 64 MiB each) are also packed once at load, 16 rows interleaved, for generation and for
-    /// prompt batches under 16 (avx2) or 32 tokens (avx512vnni; every batch at amx): the same
-    /// logits, faster, and as much memory again as those matrices take.
+    /// 64 MiB each, and in all up to half the memory available beside the run's own) are also
+    /// packed once at load, 16 rows interleaved, for generation and for prompt batches under 16
+    /// (avx2) or 32 tokens (avx512vnni; every batch at amx): the same logits, faster, and as much
+    /// memory again as those matrices take.
     #[arg(long)]
     pub no_pack: bool,
     /// After the text, print the prompt's token ids on one line and the generated ones on another.
@@ -199,6 +200,7 @@ pub(super) fn run<O: Write, E: Write>(
     // This thread makes every product: as the pool's thread 0 its hand-offs cost less.
     crate::parallel::join_pool(threads);
     let layout = Layout::with_threads(&model, context, batch, threads).map_err(model_error)?;
+    let reserved = layout.bytes();
     let mut memory = WorkingMemory::new(layout.floats, layout.scratch_bytes).map_err(|e| {
         CliError::Message(format!(
             "{e} for a context of {context} tokens ({} of it the KV cache): ask for fewer \
@@ -215,7 +217,8 @@ pub(super) fn run<O: Write, E: Write>(
     let packed = if args.no_pack {
         PackedWeights::default()
     } else {
-        PackedWeights::of_model(&model, threaded.level, threads).map_err(CliError::from)?
+        PackedWeights::of_model(&model, threaded.level, threads, pack_budget(reserved))
+            .map_err(CliError::from)?
     };
     let mm = WithPacked {
         threaded,

@@ -133,6 +133,42 @@ fn logits_have_the_same_bits_at_every_level_thread_count_and_batch_size() {
     }
 }
 
+/// Packing within a budget: none at 0, every packable matrix without one, and in between only
+/// what fits; a model packed in part gives the same logit bits as one packed whole or not at all.
+#[test]
+fn packing_keeps_to_its_budget_and_any_part_packed_gives_the_same_logits() {
+    use miniquant_std::model::{PackedWeights, WithPacked};
+    let Some(file) = smollm2() else { return };
+    let model: Model<'_> = Model::from_gguf(file.bytes()).unwrap();
+    let level = level::current();
+    let plain = Threaded { level, threads: 2 };
+    let reference = run(&model, &plain, &PROMPT, 4, 3);
+    let all = PackedWeights::of_model(&model, level, 2, usize::MAX).unwrap();
+    if all.is_empty() {
+        eprintln!("NOT RUN: {level:?} packs no Q4_1 or Q8_0 matrix");
+        return;
+    }
+    assert!(PackedWeights::of_model(&model, level, 2, 0)
+        .unwrap()
+        .is_empty());
+    let budget = all.bytes() / 3;
+    let part = PackedWeights::of_model(&model, level, 2, budget).unwrap();
+    assert!(
+        !part.is_empty() && part.len() < all.len() && part.bytes() <= budget,
+        "{} of {} matrices, {} bytes for a budget of {budget}",
+        part.len(),
+        all.len(),
+        part.bytes()
+    );
+    for packed in [&all, &part] {
+        let mm = WithPacked {
+            threaded: plain,
+            packed,
+        };
+        assert!(same_bits(&run(&model, &mm, &PROMPT, 4, 3), &reference));
+    }
+}
+
 /// A prompt long enough that `Threaded` spreads its attention (and FFN activation) over the
 /// threads: the same bits as one thread, in one batch and in uneven batches.
 #[test]
