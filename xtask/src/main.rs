@@ -296,37 +296,29 @@ fn no_std_build() -> Result<(), String> {
     )
 }
 
-/// Builds every test but the core's (`core_tests.rs` builds those), and the CLI, which the CLI
-/// tests run, without running them.
+/// `cargo test` over every crate but the core (`core_tests.rs` tests it) in the `ci` profile,
+/// with `last` (`--no-run` or `--no-fail-fast`).
+fn workspace_tests(last: &str) -> Result<(), String> {
+    let args = [
+        "test",
+        "--workspace",
+        "--exclude",
+        "miniquant",
+        "--profile",
+        CI_PROFILE,
+        last,
+    ];
+    run("cargo", &args)
+}
+
+/// Builds every test but the core's, and the CLI, which the CLI tests run, without running them.
 fn build() -> Result<(), String> {
-    run(
-        "cargo",
-        &[
-            "test",
-            "--workspace",
-            "--exclude",
-            "miniquant",
-            "--profile",
-            CI_PROFILE,
-            "--no-run",
-        ],
-    )
+    workspace_tests("--no-run")
 }
 
 fn tests() -> Result<(), String> {
     levels::print();
-    run(
-        "cargo",
-        &[
-            "test",
-            "--workspace",
-            "--exclude",
-            "miniquant",
-            "--profile",
-            CI_PROFILE,
-            "--no-fail-fast",
-        ],
-    )
+    workspace_tests("--no-fail-fast")
 }
 
 /// `scripts/new-user.sh`: what a new user types, mistakes included, against the CLI the test
