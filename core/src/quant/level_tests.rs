@@ -148,7 +148,16 @@ impl Visitor for Check {
     fn visit<B: Kernels>(self) -> Vec<String> {
         let mut failures = Vec::new();
         let mut rng = Rng(self.seed);
-        let levels: Vec<Level> = available().filter(|&l| l != Level::Scalar).collect();
+        // A level whose kernel for an op is the scalar function itself runs the same code as the
+        // scalar level: it is not run again.
+        let own = |at: fn(Level) -> Option<usize>| -> Vec<Level> {
+            available()
+                .filter(|&l| l != Level::Scalar && at(l) != at(Level::Scalar))
+                .collect()
+        };
+        let dequantize_levels = own(|l| Some(B::dequantize_kernel(l) as usize));
+        let vec_dot_levels = own(|l| B::vec_dot_kernel(l).map(|k| k as usize));
+        let quantize_levels = own(|l| B::quantize_kernel(l).map(|k| k as usize));
         for n_blocks in block_counts::<B>() {
             let n = n_blocks * B::VALUES;
             for (r, row) in weight_rows::<B>(&mut rng, n_blocks).iter().enumerate() {
@@ -158,7 +167,7 @@ impl Visitor for Check {
                 // dequantize
                 let mut want = vec![0f32; n];
                 typed::dequantize_at::<B>(Level::Scalar, row, &mut want).unwrap();
-                for &level in &levels {
+                for &level in &dequantize_levels {
                     let mut got = vec![0f32; n];
                     typed::dequantize_at::<B>(level, row, &mut got).unwrap();
                     if !same_bits(&want, &got) {
@@ -166,10 +175,10 @@ impl Visitor for Check {
                     }
                 }
                 // vec_dot against random, quantized and extreme activations
-                if B::vec_dot_kernel(Level::Scalar).is_some() {
+                if B::vec_dot_kernel(Level::Scalar).is_some() && !vec_dot_levels.is_empty() {
                     for x in activation_rows::<B>(&mut rng, n_blocks) {
                         let want = typed::vec_dot_at::<B>(Level::Scalar, row, &x).unwrap();
-                        for &level in &levels {
+                        for &level in &vec_dot_levels {
                             let got = typed::vec_dot_at::<B>(level, row, &x).unwrap();
                             if !same(want, got) {
                                 failures.push(format!(
@@ -182,12 +191,12 @@ impl Visitor for Check {
                 }
             }
             // quantize: noisy data, specials, NaN and infinities
-            if B::quantize_kernel(Level::Scalar).is_some() {
+            if B::quantize_kernel(Level::Scalar).is_some() && !quantize_levels.is_empty() {
                 let size = core::mem::size_of::<B>() * n_blocks;
                 for (i, x) in value_rows(&mut rng, n).iter().enumerate() {
                     let mut want = vec![0u8; size];
                     typed::quantize_at::<B>(Level::Scalar, x, &mut want).unwrap();
-                    for &level in &levels {
+                    for &level in &quantize_levels {
                         let mut got = vec![0u8; size];
                         typed::quantize_at::<B>(level, x, &mut got).unwrap();
                         if want != got {
@@ -649,9 +658,45 @@ struct MatmulCheck {
     seed: u64,
 }
 
+/// Rows of [`MatmulCheck`]'s matrices (two blocks each): quantized rows where the type has a
+/// quantizer (else random bytes), and random bytes.
+struct RowPool {
+    quantized: Vec<Vec<u8>>,
+    random: Vec<Vec<u8>>,
+}
+
+impl RowPool {
+    fn of<B: Kernels>(rng: &mut Rng) -> RowPool {
+        let row_bytes = core::mem::size_of::<B>() * MatmulCheck::ROW_BLOCKS;
+        let random: Vec<Vec<u8>> = (0..5).map(|_| rng.bytes(row_bytes)).collect();
+        let mut quantized: Vec<Vec<u8>> = (0..12)
+            .filter_map(|_| {
+                quantized_rows::<B>(vec![rng.values(MatmulCheck::ROW_BLOCKS * B::VALUES)]).pop()
+            })
+            .collect();
+        if quantized.is_empty() {
+            quantized = (0..12).map(|_| rng.bytes(row_bytes)).collect();
+        }
+        RowPool { quantized, random }
+    }
+
+    /// Row `r` of a matrix: every fifth of random bytes, the others quantized; which one of each
+    /// kind also moves with `salt` (the shape), so that shapes differ.
+    fn row(&self, r: usize, salt: usize) -> &[u8] {
+        if r % 5 == 4 {
+            &self.random[(r / 5 + salt) % self.random.len()]
+        } else {
+            &self.quantized[(r + 7 * salt) % self.quantized.len()]
+        }
+    }
+}
+
 impl MatmulCheck {
+    /// Blocks a row of the checked matrices has.
+    const ROW_BLOCKS: usize = 2;
+
     /// The failures of one `rows × (2 blocks)` matrix against `n` columns, at every level.
-    fn shape<B: Kernels>(rng: &mut Rng, rows: usize, n: usize) -> Vec<String> {
+    fn shape<B: Kernels>(rng: &mut Rng, pool: &RowPool, rows: usize, n: usize) -> Vec<String> {
         let mut failures = Vec::new();
         let (Some(scalar), Some(quantize_x)) = (
             B::vec_dot_kernel(Level::Scalar),
@@ -659,21 +704,11 @@ impl MatmulCheck {
         ) else {
             return failures;
         };
-        let row_blocks = 2;
+        let row_blocks = Self::ROW_BLOCKS;
         let cols = row_blocks * B::VALUES;
-        // Quantized rows where the type has a quantizer (else random bytes), every fifth row of
-        // random bytes.
-        let mut w: Vec<u8> = Vec::new();
-        for r in 0..rows {
-            let quantized = if r % 5 == 4 {
-                None
-            } else {
-                quantized_rows::<B>(vec![rng.values(cols)]).pop()
-            };
-            w.append(
-                &mut quantized.unwrap_or_else(|| rng.bytes(core::mem::size_of::<B>() * row_blocks)),
-            );
-        }
+        let w: Vec<u8> = (0..rows)
+            .flat_map(|r| pool.row(r, rows * 31 + n).iter().copied())
+            .collect();
         let x = rng.values(n * cols);
         let per_column = typed::matvec_scratch_bytes::<B>(cols).unwrap();
         let mut xq = vec![0u8; per_column * n];
@@ -706,6 +741,7 @@ impl Visitor for MatmulCheck {
     fn visit<B: Kernels>(self) -> Vec<String> {
         let mut failures = Vec::new();
         let mut rng = Rng(self.seed);
+        let pool = RowPool::of::<B>(&mut rng);
         // On aarch64 (run under QEMU in CI) the tile edges only: its tiles' own tests
         // (`arch/aarch64/kernels/{matmul_tests,k_matmul_tests}`) cover every rows × columns in
         // 1..=17 against scalar.
@@ -716,11 +752,16 @@ impl Visitor for MatmulCheck {
         };
         for &rows in sizes {
             for &n in sizes {
-                failures.append(&mut MatmulCheck::shape::<B>(&mut rng, rows, n));
+                failures.append(&mut MatmulCheck::shape::<B>(&mut rng, &pool, rows, n));
             }
         }
         let tile_rows = typed::matmul_tile_rows(2 * core::mem::size_of::<B>());
-        failures.append(&mut MatmulCheck::shape::<B>(&mut rng, 2 * tile_rows + 3, 5));
+        failures.append(&mut MatmulCheck::shape::<B>(
+            &mut rng,
+            &pool,
+            2 * tile_rows + 3,
+            5,
+        ));
         failures
     }
 }
