@@ -223,19 +223,15 @@ impl Case<'_> {
         let Some(case) = self.packed_matrix(data, 2) else {
             return Ok(Vec::new());
         };
-        let PackedCase {
-            t,
-            rows,
-            cols,
-            plain: w,
-            packed: packed_w,
-        } = case?;
-        let x = activations(&w, (self.skewed)(cols));
+        let case = case?;
+        let (t, rows, cols, w, packed_w) =
+            (case.t, case.rows, case.cols, &case.plain, &case.packed);
+        let x = activations(w, (self.skewed)(cols));
         let mut scratch = vec![0u8; matvec::matvec_scratch_bytes(t, cols)?];
         let mut y = vec![0f32; rows];
-        packed::packed_matvec_at(l, t, &packed_w, rows, cols, &x, &mut scratch, &mut y)?;
+        packed::packed_matvec_at(l, t, packed_w, rows, cols, &x, &mut scratch, &mut y)?;
         let mut plain = vec![0f32; rows];
-        matvec::matvec_at(l, t, &w, rows, cols, &x, &mut scratch, &mut plain)?;
+        matvec::matvec_at(l, t, w, rows, cols, &x, &mut scratch, &mut plain)?;
         let (y, plain) = (bits(&y), bits(&plain));
         if let Some(i) = (0..rows).find(|&i| !same_bits(y[i], plain[i])) {
             panic!("packed {} differs from plain at row {i} of {rows}", t);
@@ -254,21 +250,17 @@ impl Case<'_> {
         let Some(case) = self.packed_matrix(data, 3) else {
             return Ok(Vec::new());
         };
-        let PackedCase {
-            t,
-            rows,
-            cols,
-            plain: w,
-            packed: packed_w,
-        } = case?;
+        let case = case?;
+        let (t, rows, cols, w, packed_w) =
+            (case.t, case.rows, case.cols, &case.plain, &case.packed);
         let n = 1 + usize::from(columns & 0x3f);
-        let x = activations(&w, (self.skewed)(cols * n));
+        let x = activations(w, (self.skewed)(cols * n));
         let mut scratch = vec![0u8; packed::packed_activation_bytes(t, cols, n)?];
         let mut y = vec![0f32; rows * n];
-        packed::packed_matmul_at(l, t, &packed_w, rows, cols, n, &x, &mut scratch, &mut y)?;
+        packed::packed_matmul_at(l, t, packed_w, rows, cols, n, &x, &mut scratch, &mut y)?;
         let mut scratch = vec![0u8; matvec::matmul_scratch_bytes(t, cols, n)?];
         let mut plain = vec![0f32; rows * n];
-        matvec::matmul(l, t, &w, rows, cols, n, &x, &mut scratch, &mut plain)?;
+        matvec::matmul(l, t, w, rows, cols, n, &x, &mut scratch, &mut plain)?;
         let (y, plain) = (bits(&y), bits(&plain));
         if let Some(i) = (0..y.len()).find(|&i| !same_bits(y[i], plain[i])) {
             panic!("packed matmul {t} differs from plain at output {i} of {rows} x {n}");

@@ -389,6 +389,34 @@ fn tokenize_and_run_in_a_terminal_finish() {
     assert_ok(&run, "19556 905");
 }
 
+/// A context the machine cannot hold, asked of `run` and `bench` in a terminal: one error line,
+/// exit 1, nothing else on the screen.
+#[test]
+fn a_context_the_machine_cannot_hold_is_one_line_in_a_terminal() {
+    use crate::run::{long_context_llama, refuses_maps_past, LONG_CONTEXT_KV_BYTES};
+    if !refuses_maps_past(LONG_CONTEXT_KV_BYTES) {
+        eprintln!("NOT RUN: this system would map {LONG_CONTEXT_KV_BYTES} bytes");
+        return;
+    }
+    let model = long_context_llama(64);
+    let dir = scratch_dir().join("pty-no-memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    for args in [
+        &["run", &model, "--prompt-ids", "1 2 3", "-n", "16777216"][..],
+        &["bench", &model, "-p", "16777216", "-n", "0"],
+    ] {
+        let run = run_in_terminal(&dir, args);
+        assert_eq!(run.code, 1, "{args:?}: {:?}", tail(&run.screen));
+        assert!(
+            run.screen.starts_with("error: cannot reserve ")
+                && run.screen.contains("512.0 GiB of it the KV cache")
+                && run.screen.trim_end().lines().count() == 1,
+            "{args:?}: {:?}",
+            run.screen
+        );
+    }
+}
+
 /// `bench` in a terminal prints llama-bench's table; interrupted (SIGINT, as Ctrl-C sends it)
 /// once the header is out, it dies of the signal with nothing but whole lines on the screen.
 #[test]

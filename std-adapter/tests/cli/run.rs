@@ -297,9 +297,13 @@ fn bad_tokens_files_and_arguments_are_errors() {
     assert_eq!(run.stderr_lines(), ["error: the prompt has no tokens"]);
 }
 
+/// The KV cache of [`long_context_llama`]`(64)` over its whole context of 2^24 tokens: 2 · 64
+/// layers · 2^24 · 64 floats, 512 GiB.
+pub(crate) const LONG_CONTEXT_KV_BYTES: u128 = 2 * 64 * (1 << 24) * 64 * 4;
+
 /// A llama of `layers` layers of width 64 (one head, one KV head) with zero Q8_0 weights, trained
 /// for the longest context the loader takes (2^24 tokens).
-fn long_context_llama(layers: u64) -> String {
+pub(crate) fn long_context_llama(layers: u64) -> String {
     use miniquant::gguf::Scalar;
     use miniquant::GgmlType;
     use miniquant_std::writer::GgufWriter;
@@ -357,7 +361,7 @@ fn long_context_llama(layers: u64) -> String {
 
 /// The bytes the system could give at most (RAM and swap), and whether Linux refuses a map past
 /// them (its heuristic and strict overcommit modes; mode 1 maps anything and faults later).
-fn refuses_maps_past(bytes: u128) -> bool {
+pub(crate) fn refuses_maps_past(bytes: u128) -> bool {
     let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kib = |key: &str| -> u128 {
@@ -384,8 +388,7 @@ fn a_context_the_machine_cannot_hold_is_an_error_not_an_abort() {
         "--tokens",
     ]);
     assert_eq!(fits.code, 0, "{}", fits.stderr);
-    // 2^24 tokens: a KV cache of 2 · 64 layers · 2^24 · 64 floats, 512 GiB.
-    let kv_bytes = 2 * 64 * (1u128 << 24) * 64 * 4;
+    let kv_bytes = LONG_CONTEXT_KV_BYTES;
     if !refuses_maps_past(kv_bytes) {
         eprintln!("NOT RUN: this system would map {kv_bytes} bytes (overcommit or memory)");
         return;
