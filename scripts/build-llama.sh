@@ -7,6 +7,9 @@
 #   LLAMA_JOBS       parallel compile jobs (default: nproc)
 #   LLAMA_AMX=1      on a CPU with AMX only: a second build, of ggml's libraries alone, with its AMX
 #                    kernels (the AMX buffer type), in its own directory; prints its binary directory
+#   LLAMA_AMX=unfused  the same, a third build, in which ggml's C++ kernels (its AMX ones among them)
+#                    take each fused multiply-add as a product and then a sum, as vec_dot's scalar
+#                    steps do: what ggml's AMX kernels cost with the float steps our bits need
 #
 # Built with -march=native but without AMX: on a CPU with AMX, llama.cpp built natively crashed in
 # ggml_backend_amx_mul_mat when loading a model (issue 26; the cause is GCC 12's _tile_loadconfig,
@@ -26,6 +29,9 @@ if [ -n "$amx" ]; then
     exit 1
   fi
   build="$cache/llama-build-amx-$version"
+  if [ "$amx" = unfused ]; then
+    build="$cache/llama-build-amx-unfused-$version"
+  fi
   targets=(ggml ggml-base ggml-cpu)
   built() { [ -e "$build/bin/libggml-cpu.so" ]; }
 else
@@ -76,8 +82,19 @@ if [ -n "$amx" ]; then
   # stores are kept in this build.
   native_flags="-fno-tree-dse -fno-dse"
 fi
+cxx_flags="$native_flags"
+if [ "$amx" = unfused ]; then
+  # Every _mm512_fmadd_ps of ggml's C++ sources (its AMX kernels' float step is one per block) as
+  # a product rounded and then a sum, and no contraction of them back into one.
+  mkdir -p "$build"
+  cat >"$build/unfused-fmadd.h" <<'HEADER'
+#include <immintrin.h>
+#define _mm512_fmadd_ps(a, b, c) _mm512_add_ps(_mm512_mul_ps((a), (b)), (c))
+HEADER
+  cxx_flags="$native_flags -ffp-contract=off -include $build/unfused-fmadd.h"
+fi
 "$cmake" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-  -DBUILD_SHARED_LIBS=ON -DCMAKE_C_FLAGS="$native_flags" -DCMAKE_CXX_FLAGS="$native_flags" >&2
+  -DBUILD_SHARED_LIBS=ON -DCMAKE_C_FLAGS="$native_flags" -DCMAKE_CXX_FLAGS="$cxx_flags" >&2
 "$cmake" --build "$build" -j "${LLAMA_JOBS:-$(nproc)}" --target "${targets[@]}" >&2
 echo "$bin"

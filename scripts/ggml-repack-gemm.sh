@@ -6,13 +6,19 @@
 #   scripts/ggml-repack-gemm.sh bits ROWS COLS N TYPE...
 #   scripts/ggml-repack-gemm.sh --build      (only build; prints the binary's path)
 # With GGML_EXTRA_BUFFER=AMX (a CPU with AMX only) it is built against ggml's AMX build
-# (LLAMA_AMX=1 scripts/build-llama.sh) and compares the AMX buffer type with the default one.
+# (LLAMA_AMX=1 scripts/build-llama.sh) and compares the AMX buffer type with the default one; with
+# GGML_AMX_UNFUSED=1 as well, against the build whose fused multiply-adds are a product and a sum
+# (LLAMA_AMX=unfused scripts/build-llama.sh).
 # The matmul bench (tests/benches/matmul.rs) runs it for its "ggml repack" and "ggml amx" columns.
 # Not part of CI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ "${GGML_EXTRA_BUFFER:-}" = "AMX" ]; then
-  bin="$(LLAMA_AMX=1 "$here/build-llama.sh")"
+  if [ -n "${GGML_AMX_UNFUSED:-}" ]; then
+    bin="$(LLAMA_AMX=unfused "$here/build-llama.sh")"
+  else
+    bin="$(LLAMA_AMX=1 "$here/build-llama.sh")"
+  fi
 else
   bin="$("$here/build-llama.sh")"
 fi

@@ -818,6 +818,9 @@ enum Extra {
     Repack,
     /// `AMX`: ggml's AMX kernels, in a build of ggml's libraries with them.
     Amx,
+    /// `AMX` from the build whose fused multiply-adds are a product and a sum
+    /// (`LLAMA_AMX=unfused scripts/build-llama.sh`).
+    AmxUnfused,
 }
 
 impl Extra {
@@ -826,6 +829,7 @@ impl Extra {
         match self {
             Extra::Repack => "repack",
             Extra::Amx => "amx",
+            Extra::AmxUnfused => "amx unfused",
         }
     }
 
@@ -834,6 +838,16 @@ impl Extra {
         match self {
             Extra::Repack => ("CPU_REPACK", "llama-build-0.3.36/bin/test-backend-ops"),
             Extra::Amx => ("AMX", "llama-build-amx-0.3.36/bin/libggml-cpu.so"),
+            Extra::AmxUnfused => ("AMX", "llama-build-amx-unfused-0.3.36/bin/libggml-cpu.so"),
+        }
+    }
+
+    /// The harness's `GGML_AMX_UNFUSED` (which AMX build it runs against).
+    fn unfused(self) -> &'static str {
+        if self == Extra::AmxUnfused {
+            "1"
+        } else {
+            ""
         }
     }
 }
@@ -851,6 +865,7 @@ fn ggml_extra_harness(extra: Extra) -> Result<PathBuf, String> {
         let how = match extra {
             Extra::Repack => "scripts/build-llama.sh",
             Extra::Amx => "LLAMA_AMX=1 scripts/build-llama.sh (a CPU with AMX only)",
+            Extra::AmxUnfused => "LLAMA_AMX=unfused scripts/build-llama.sh (a CPU with AMX only)",
         };
         return Err(format!("{} missing: run {how}", built.display()));
     }
@@ -858,6 +873,7 @@ fn ggml_extra_harness(extra: Extra) -> Result<PathBuf, String> {
     let output = Command::new(&script)
         .arg("--build")
         .env("GGML_EXTRA_BUFFER", buffer)
+        .env("GGML_AMX_UNFUSED", extra.unfused())
         .output()
         .map_err(|e| format!("{}: {e}", script.display()))?;
     if !output.status.success() {
@@ -893,6 +909,7 @@ fn ggml_extra_times(
         .args(["perf", &threads.to_string(), &REPACK_ROUNDS.to_string()])
         .args(&specs)
         .env("GGML_EXTRA_BUFFER", extra.buffer_and_build().0)
+        .env("GGML_AMX_UNFUSED", extra.unfused())
         .output()
         .map_err(|e| format!("{}: {e}", harness.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -956,15 +973,18 @@ fn repack_bits(grid: &Grid, amx: bool) {
     let mut buffers = Vec::new();
     match ggml_extra_harness(Extra::Repack) {
         Ok(h) => {
-            buffers.push(("repack", h.clone(), Extra::Repack));
-            buffers.push(("default", h, Extra::Repack));
+            buffers.push(("repack", "repack", h.clone(), Extra::Repack));
+            buffers.push(("default", "default", h, Extra::Repack));
         }
         Err(why) => println!("repack bits: not run ({why})"),
     }
     if amx {
-        match ggml_extra_harness(Extra::Amx) {
-            Ok(h) => buffers.push(("amx", h, Extra::Amx)),
-            Err(why) => println!("amx bits: not run ({why})"),
+        for extra in [Extra::Amx, Extra::AmxUnfused] {
+            let label = extra.label();
+            match ggml_extra_harness(extra) {
+                Ok(h) => buffers.push((label, "amx", h, extra)),
+                Err(why) => println!("{label} bits: not run ({why})"),
+            }
         }
     }
     if buffers.is_empty() {
@@ -1009,7 +1029,7 @@ fn repack_bits(grid: &Grid, amx: bool) {
         )
         .unwrap();
         for &threads in &grid.threads {
-            for (buffer, harness, extra) in &buffers {
+            for (label, buffer, harness, extra) in &buffers {
                 let _ = std::fs::remove_file(&yf);
                 let output = Command::new(harness)
                     .arg("run")
@@ -1018,6 +1038,7 @@ fn repack_bits(grid: &Grid, amx: bool) {
                     .arg(buffer)
                     .args([&wf, &xf, &yf])
                     .env("GGML_EXTRA_BUFFER", extra.buffer_and_build().0)
+                    .env("GGML_AMX_UNFUSED", extra.unfused())
                     .output()
                     .expect("run the repack harness");
                 let said = String::from_utf8_lossy(&output.stdout);
@@ -1044,7 +1065,7 @@ fn repack_bits(grid: &Grid, amx: bool) {
                     format!("{differ} of {} | {worst:.3e}", y.len())
                 };
                 println!(
-                    "| {} | {rows} × {cols} | {n} | {threads} | {buffer} | {verdict} |",
+                    "| {} | {rows} × {cols} | {n} | {threads} | {label} | {verdict} |",
                     t.name()
                 );
             }

@@ -6,7 +6,10 @@
 //! (activations quantized inside every call) alternated in rounds, best call of each, and counts
 //! the outputs whose bits differ from the plain matvec's (it must be 0). With `--ggml`, also
 //! `scripts/ggml-repack-gemm.sh` with `GGML_EXTRA_BUFFER=AMX` on the same shapes (a CPU with AMX
-//! and the AMX build of `scripts/build-llama.sh`).
+//! and the AMX build of `scripts/build-llama.sh`). With `--ggml-unfused` too, the several-column
+//! table also runs ggml's AMX buffer from the build whose fused multiply-adds are a product and a
+//! sum (`LLAMA_AMX=unfused scripts/build-llama.sh`): ggml's AMX kernels with the float steps our
+//! bits need (for Q8_0 those steps are vec_dot's own; for Q4_0 and Q4_1 as many, in another order).
 //!
 //! Run: `RUSTFLAGS="-C target-cpu=native" cargo bench -p miniquant-tests --bench packed [-- --ggml]`
 //! (a plain build measures each kernel as shipped: compiled for its own level only).
@@ -38,8 +41,9 @@ fn best_call(f: &mut dyn FnMut(), best: &mut Duration) {
 }
 
 /// ggml's best seconds per call with the weights in its AMX buffer, one thread, per shape (`None`
-/// where it has no kernel or the harness cannot run).
-fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize) -> Vec<Option<f64>> {
+/// where it has no kernel or the harness cannot run); `unfused`: from the build whose fused
+/// multiply-adds are a product and a sum.
+fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize, unfused: bool) -> Vec<Option<f64>> {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ggml-repack-gemm.sh");
     let name = t.name().to_lowercase();
@@ -51,6 +55,7 @@ fn ggml_amx(t: GgmlType, shapes: &[(usize, usize)], n: usize) -> Vec<Option<f64>
         .args(["perf", "1", "3"])
         .args(&cases)
         .env("GGML_EXTRA_BUFFER", "AMX")
+        .env("GGML_AMX_UNFUSED", if unfused { "1" } else { "" })
         .output();
     let Ok(output) = output else {
         return vec![None; shapes.len()];
@@ -74,7 +79,7 @@ const COLUMNS: [usize; 5] = [8, 16, 32, 128, 512];
 
 /// Our plain `matmul` against `packed_matmul_at` at the detected level, several columns (the
 /// activations quantized inside every call on both sides), with ggml's AMX buffer.
-fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
+fn matmul_table(with_ggml: bool, with_unfused: bool, gaussian: &mut dyn FnMut() -> f32) {
     let lvl = level::current();
     println!(
         "\none thread, n columns, GFLOP/s = 2 · rows · cols · n / best call, at {lvl}; plain = \
@@ -91,8 +96,8 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
             "NOT RUN (no AMX, or not granted)"
         }
     );
-    println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | packed amx | amx / plain | bits | ggml amx | packed / ggml amx | packed amx / ggml amx |");
-    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("| type | rows × cols | n | plain matmul | packed matmul | packed / plain | packed amx | amx / plain | bits | ggml amx | packed / ggml amx | packed amx / ggml amx | ggml amx unfused | packed amx / ggml unfused |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     // `--type NAME` and `--columns N` narrow the table (for profiling one case).
     let arg = |name: &str| {
         let args: Vec<String> = std::env::args().collect();
@@ -113,11 +118,17 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
             .filter(|&n| only_n.is_none_or(|o| o == n))
         {
             let ggml = if with_ggml {
-                ggml_amx(t, &MATMUL_SHAPES, n)
+                ggml_amx(t, &MATMUL_SHAPES, n, false)
             } else {
                 vec![None; MATMUL_SHAPES.len()]
             };
-            for (&(rows, cols), ggml) in MATMUL_SHAPES.iter().zip(ggml) {
+            let unfused = if with_unfused {
+                ggml_amx(t, &MATMUL_SHAPES, n, true)
+            } else {
+                vec![None; MATMUL_SHAPES.len()]
+            };
+            let shapes = MATMUL_SHAPES.iter().zip(ggml.into_iter().zip(unfused));
+            for (&(rows, cols), (ggml, unfused)) in shapes {
                 let values: Vec<f32> = (0..rows * cols).map(|_| gaussian()).collect();
                 let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
                 quant::quantize(t, &values, &mut w).unwrap();
@@ -229,8 +240,16 @@ fn matmul_table(with_ggml: bool, gaussian: &mut dyn FnMut() -> f32) {
                     }
                     None => "– | – | –".to_string(),
                 };
+                let unfused = match unfused {
+                    Some(s) if amx => {
+                        let g = flops / s / 1e9;
+                        format!("{g:.1} | {:.2}", a / g)
+                    }
+                    Some(s) => format!("{:.1} | –", flops / s / 1e9),
+                    None => "– | –".to_string(),
+                };
                 println!(
-                    "| {} | {rows} × {cols} | {n} | {p:.1} | {q:.1} | {:.2} | {amx_figures} | {} of {} | {ggml} |",
+                    "| {} | {rows} × {cols} | {n} | {p:.1} | {q:.1} | {:.2} | {amx_figures} | {} of {} | {ggml} | {unfused} |",
                     t.name(),
                     q / p,
                     differ(&plain_y) + differ(&packed_y) + amx_differ,
@@ -253,6 +272,7 @@ struct Side {
 fn main() {
     miniquant_std::amx::request();
     let with_ggml = std::env::args().any(|a| a == "--ggml");
+    let with_unfused = std::env::args().any(|a| a == "--ggml-unfused");
     let only_matmul = std::env::args().any(|a| a == "--matmul");
     let levels: Vec<Level> = level::available()
         .filter(|&l| l != Level::Scalar && l != Level::Amx)
@@ -286,7 +306,7 @@ fn main() {
         .filter(|_| !only_matmul)
     {
         let ggml = if with_ggml {
-            ggml_amx(t, &SHAPES, 1)
+            ggml_amx(t, &SHAPES, 1, false)
         } else {
             vec![None; SHAPES.len()]
         };
@@ -376,5 +396,5 @@ fn main() {
             }
         }
     }
-    matmul_table(with_ggml, &mut gaussian);
+    matmul_table(with_ggml, with_unfused, &mut gaussian);
 }
