@@ -15,8 +15,8 @@
 //! nor multiplied; within a tile, lanes past them are zero and not written out.
 
 use super::tiles::{
-    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG,
-    TILE_BYTES, TILE_ROWS,
+    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, KERNEL_CONFIG, TILE_BYTES,
+    TILE_ROWS,
 };
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::legacy::matmul::{
@@ -56,7 +56,9 @@ pub(super) struct Kit<W, X> {
     pub(super) term: fn(f32, i32, f32, f32, f32, f32) -> f32,
 }
 
-/// A strip's weights for one chunk, in weight-tile layout, with their rows' scales.
+/// A strip's weights for one chunk, in weight-tile layout, with their rows' scales (on whole
+/// cache lines, as [`BlockSums`]).
+#[repr(align(64))]
 struct Strip {
     tiles: [[[u8; TILE_BYTES]; 2]; CHUNK_BLOCKS],
     d: [[f32; STRIP_ROWS]; CHUNK_BLOCKS],
@@ -70,7 +72,8 @@ struct Scales {
 }
 
 /// A group's activations for one chunk in activation-tile layout, for a tile of fewer than 16
-/// columns (whole tiles are loaded from `x` itself: [`XTiles`]).
+/// columns (whole tiles are loaded from `x` itself: [`XTiles`]); on whole cache lines.
+#[repr(align(64))]
 struct Group {
     tiles: [[[u8; TILE_BYTES]; 2]; CHUNK_BLOCKS],
 }
@@ -322,7 +325,7 @@ fn run_chunk<T: Tiles, X>(
         }
     }
     // The accumulators as stored: row `lane` (a column) holds 16 int32 (rows), native order.
-    let mut sums: BlockSums = [[0; C_BYTES / 4]; 4];
+    let mut sums = BlockSums::ZERO;
     let scaled_at = place.first_column - place.first_scaled;
     for k in 0..place.chunk.min(CHUNK_BLOCKS) {
         for (i, tile) in [Tile::A0, Tile::A1]
@@ -349,7 +352,7 @@ fn run_chunk<T: Tiles, X>(
         let (dx, sx) = (&scales.d[k][scaled_at..], &scales.s[k][scaled_at..]);
         for i in 0..column_tiles {
             for j in 0..row_tiles {
-                let tile = &sums[2 * i + j];
+                let tile = &sums.0[2 * i + j];
                 for lane in 0..TILE_ROWS {
                     let c = TILE_ROWS * i + lane;
                     let row = &tile[lane * TILE_ROWS..(lane + 1) * TILE_ROWS];

@@ -20,8 +20,8 @@
 use core::arch::x86_64::*;
 
 use super::tiles::{
-    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, C_BYTES, KERNEL_CONFIG,
-    TILE_BYTES, TILE_ROWS,
+    multiply_into, BlockSums, Hardware, Tile, Tiles, A_COLSB, B_COLSB, KERNEL_CONFIG, TILE_BYTES,
+    TILE_ROWS,
 };
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::legacy::packed::{
@@ -47,7 +47,9 @@ const MIN_COLUMNS: usize = 16;
 
 const _: () = assert!(GROUP_ROWS == TILE_ROWS && SPAN.is_multiple_of(CHUNK));
 
-/// A strip's chunk of blocks as weight tiles, with its rows' `d` and `m` as f32.
+/// A strip's chunk of blocks as weight tiles, with its rows' `d` and `m` as f32 (on whole cache
+/// lines, as [`BlockSums`]).
+#[repr(align(64))]
 struct Staged {
     tiles: [[[u8; TILE_BYTES]; STRIP_GROUPS]; CHUNK],
     d: [[__m512; STRIP_GROUPS]; CHUNK],
@@ -67,7 +69,9 @@ struct Sums([BlockSums; CHUNK]);
 
 /// The activation tiles of a span of blocks for up to [`SCALE_COLUMNS`] columns, `[block][16
 /// columns]`, one block's quants a row (rows past the columns zero): copied once per span for
-/// every strip, so that a tile loads 512 contiguous bytes rather than 16 rows a column apart.
+/// every strip, so that a tile loads 512 contiguous bytes rather than 16 rows a column apart (on
+/// whole cache lines, as [`BlockSums`]).
+#[repr(align(64))]
 struct ActivationTiles([[[u8; TILE_BYTES]; SCALE_COLUMNS / TILE_ROWS]; SPAN]);
 
 /// Where a chunk of one (strip, column group) pair sits.
@@ -112,7 +116,7 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
         d: [[0.0; SCALE_COLUMNS]; SPAN],
         s: [[0.0; SCALE_COLUMNS]; SPAN],
     };
-    let mut sums = Sums([[[0; C_BYTES / 4]; 4]; CHUNK]);
+    let mut sums = Sums([BlockSums::ZERO; CHUNK]);
     let mut a_tiles = ActivationTiles([[[0; TILE_BYTES]; SCALE_COLUMNS / TILE_ROWS]; SPAN]);
     tiles.configure(&KERNEL_CONFIG);
     for first_scaled in (0..n).step_by(SCALE_COLUMNS) {
@@ -366,7 +370,7 @@ fn float_steps<const KIND: u8, const K: usize>(
             let scaled = (column - place.first_scaled) % SCALE_COLUMNS;
             let (i, lane) = ((c / TILE_ROWS) & 1, c % TILE_ROWS);
             for k in 0..K {
-                let (rows, _) = sums.0[k % CHUNK][2 * i + j].as_chunks::<16>();
+                let (rows, _) = sums.0[k % CHUNK].0[2 * i + j].as_chunks::<16>();
                 let Some(row) = rows.get(lane) else {
                     continue;
                 };

@@ -147,8 +147,16 @@ pub(super) trait Tiles {
 }
 
 /// One block's accumulators as the kernels store them, by `2 · i + j` for `C<i><j>`: row `lane`
-/// holds the sixteen int32 of activation row `lane` against the weight tile's sixteen rows.
-pub(super) type BlockSums = [[i32; C_BYTES / 4]; 4];
+/// holds the sixteen int32 of activation row `lane` against the weight tile's sixteen rows. On
+/// whole cache lines: a 64-byte row (a TILESTORED row, a vector load) that straddles two lines
+/// costs two accesses (docs/kernel-experiments.md, "AMX buffers on cache lines").
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct BlockSums(pub(super) [[i32; C_BYTES / 4]; 4]);
+
+impl BlockSums {
+    pub(super) const ZERO: BlockSums = BlockSums([[0; C_BYTES / 4]; 4]);
+}
 
 /// Every accumulator `C<i><j>` with `i < column_tiles` and `j < row_tiles` (both at most 2):
 /// zeroed, `A<i>` times `B<j>` into it, stored to `sums[2 · i + j]`.
@@ -164,7 +172,7 @@ pub(super) fn multiply_into<T: Tiles>(
             let c = Tile::c(i, j);
             tiles.zero(c);
             tiles.dot(c);
-            tiles.store(c, bytemuck::cast_slice_mut(&mut sums[2 * i + j]), B_COLSB);
+            tiles.store(c, bytemuck::cast_slice_mut(&mut sums.0[2 * i + j]), B_COLSB);
         }
     }
 }
