@@ -141,8 +141,28 @@ pub const PACKED_BY_COLUMN_MAX_COLUMNS: usize = 16;
 /// memory as the plain matrices it packs.
 #[derive(Debug, Default)]
 pub struct PackedWeights {
-    matrices: HashMap<(usize, usize), Box<[u8]>>,
+    matrices: HashMap<(usize, usize), PackedCopy>,
 }
+
+/// A packed copy on whole cache lines, and its length in bytes.
+#[derive(Debug)]
+struct PackedCopy {
+    lines: Box<[CacheLine]>,
+    len: usize,
+}
+
+impl PackedCopy {
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<CacheLine, u8>(&self.lines)[..self.len]
+    }
+}
+
+/// 64 bytes on a cache line: packed copies start on a line, so that the kernels' 64-byte loads of
+/// a group's block do not straddle two lines (a heap allocation this large starts 16 bytes into
+/// one: BENCHMARKS.md, "Packed copies on cache lines").
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+struct CacheLine([u8; 64]);
 
 impl PackedWeights {
     /// Packs `model`'s matrices for `level` on up to `threads` threads, in the forward pass's
@@ -175,16 +195,18 @@ impl PackedWeights {
             }
             None => false,
         });
-        let packed: Vec<Mutex<Option<Box<[u8]>>>> =
+        let packed: Vec<Mutex<Option<Box<[CacheLine]>>>> =
             weights.iter().map(|_| Mutex::new(None)).collect();
         crate::parallel::for_each_piece(threads, weights.len(), |i| {
             let w = weights[i];
+            let lines = w.data.len().div_ceil(64);
             let mut out = Vec::new();
-            if out.try_reserve_exact(w.data.len()).is_err() {
+            if out.try_reserve_exact(lines).is_err() {
                 return Ok(());
             }
-            out.resize(w.data.len(), 0u8);
-            packed::pack(w.ggml_type, w.data, w.rows, w.cols, &mut out)?;
+            out.resize(lines, CacheLine([0; 64]));
+            let bytes = &mut bytemuck::cast_slice_mut::<CacheLine, u8>(&mut out)[..w.data.len()];
+            packed::pack(w.ggml_type, w.data, w.rows, w.cols, bytes)?;
             *packed[i].lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(out.into_boxed_slice());
             Ok(())
@@ -194,7 +216,11 @@ impl PackedWeights {
             .zip(packed)
             .filter_map(|(w, p)| {
                 let p = p.into_inner().unwrap_or_else(PoisonError::into_inner)?;
-                Some(((w.data.as_ptr() as usize, w.data.len()), p))
+                let copy = PackedCopy {
+                    lines: p,
+                    len: w.data.len(),
+                };
+                Some(((w.data.as_ptr() as usize, w.data.len()), copy))
             })
             .collect();
         Ok(PackedWeights { matrices })
@@ -204,7 +230,7 @@ impl PackedWeights {
     pub fn get(&self, w: &[u8]) -> Option<&[u8]> {
         self.matrices
             .get(&(w.as_ptr() as usize, w.len()))
-            .map(|p| &p[..])
+            .map(PackedCopy::bytes)
     }
 
     /// Matrices packed.
@@ -219,7 +245,7 @@ impl PackedWeights {
 
     /// Bytes the packed copies take.
     pub fn bytes(&self) -> usize {
-        self.matrices.values().map(|p| p.len()).sum()
+        self.matrices.values().map(|p| p.len).sum()
     }
 }
 

@@ -30,6 +30,14 @@ const SHAPES: [(usize, usize); 7] = [
     (49152, 576),
 ];
 
+/// `len` bytes of `buffer` (grown to fit) starting on a cache line, as the std adapter's packed
+/// copies do.
+fn on_a_line(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    buffer.resize(len + 63, 0);
+    let skip = buffer.as_ptr().align_offset(64).min(63);
+    &mut buffer[skip..skip + len]
+}
+
 /// Calls `f` for 50 ms and keeps its fastest call in `best`.
 fn best_call(f: &mut dyn FnMut(), best: &mut Duration) {
     let start = Instant::now();
@@ -132,8 +140,10 @@ fn matmul_table(with_ggml: bool, with_unfused: bool, gaussian: &mut dyn FnMut() 
                 let values: Vec<f32> = (0..rows * cols).map(|_| gaussian()).collect();
                 let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
                 quant::quantize(t, &values, &mut w).unwrap();
-                let mut packed_w = vec![0u8; w.len()];
-                packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+                let mut packed_buffer = Vec::new();
+                let packed_w = on_a_line(&mut packed_buffer, w.len());
+                packed::pack(t, &w, rows, cols, packed_w).unwrap();
+                let packed_w = &*packed_w;
                 let x: Vec<f32> = (0..cols * n).map(|_| gaussian()).collect();
                 // n × matvec: the bits every column must have.
                 let mut want = vec![0f32; rows * n];
@@ -173,7 +183,7 @@ fn matmul_table(with_ggml: bool, with_unfused: bool, gaussian: &mut dyn FnMut() 
                         packed::packed_matmul_at(
                             lvl,
                             t,
-                            &packed_w,
+                            packed_w,
                             rows,
                             cols,
                             n,
@@ -195,7 +205,7 @@ fn matmul_table(with_ggml: bool, with_unfused: bool, gaussian: &mut dyn FnMut() 
                         packed::packed_matmul_at(
                             Level::Amx,
                             t,
-                            &packed_w,
+                            packed_w,
                             rows,
                             cols,
                             n,
@@ -314,8 +324,10 @@ fn main() {
             let values: Vec<f32> = (0..rows * cols).map(|_| gaussian()).collect();
             let mut w = vec![0u8; quant::bytes_for(t, rows * cols).unwrap()];
             quant::quantize(t, &values, &mut w).unwrap();
-            let mut packed_w = vec![0u8; w.len()];
-            packed::pack(t, &w, rows, cols, &mut packed_w).unwrap();
+            let mut packed_buffer = Vec::new();
+            let packed_w = on_a_line(&mut packed_buffer, w.len());
+            packed::pack(t, &w, rows, cols, packed_w).unwrap();
+            let packed_w = &*packed_w;
             let x: Vec<f32> = (0..cols).map(|_| gaussian()).collect();
             let scratch_bytes = quant::matvec::matvec_scratch_bytes(t, cols).unwrap();
             let mut sides: Vec<Side> = ran
@@ -338,7 +350,7 @@ fn main() {
                             packed::packed_matvec_at(
                                 level,
                                 t,
-                                &packed_w,
+                                packed_w,
                                 rows,
                                 cols,
                                 black_box(&x),

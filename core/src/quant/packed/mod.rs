@@ -185,6 +185,8 @@ fn matrix_bytes(t: GgmlType, rows: usize, cols: usize, found: usize) -> Result<u
 }
 
 /// Packs the row-major `rows × cols` matrix `w` of type `t` into `out` (the same length as `w`).
+/// Any `out` works; one that starts on a 64-byte boundary is read faster by the packed kernels
+/// (fewer of their 64-byte loads straddle two cache lines).
 ///
 /// Errors: [`Error::Unsupported`] if `t` is not [`packable`], [`Error::PartialBlock`] if `cols`
 /// is not a whole number of blocks, [`Error::LengthMismatch`] if `w` or `out` do not fit.
