@@ -275,27 +275,17 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     },
 });
 
-/// AMX (experimental: chosen only by name); kernels not set here fall back to the VNNI ones.
+/// AMX (experimental: chosen only by name): the tiles for the packed matmul; every other kernel
+/// is the VNNI level's (a plain-layout AMX matmul, decoding each row into tiles, ran at 0.2-0.7x
+/// the VNNI matmul and was dropped: docs/kernel-experiments.md).
 pub(crate) const AMX: ArchKernels = level_kernels!(Amx {
     q8_0: {
-        matmul: amx::matmul_q8_0,
         packed_matmul: amx::packed_matmul_q8_0,
     },
     q4_0: {
-        matmul: amx::matmul_q4_0,
         packed_matmul: amx::packed_matmul_q4_0,
     },
-    q5_0: {
-        matmul: amx::matmul_q5_0,
-    },
     q4_1: {
-        matmul: amx::matmul_q4_1,
         packed_matmul: amx::packed_matmul_q4_1,
-    },
-    q5_1: {
-        matmul: amx::matmul_q5_1,
-    },
-    iq4_nl: {
-        matmul: amx::matmul_iq4_nl,
     },
 });

@@ -1,32 +1,28 @@
-//! AMX int8 matmul kernels (the experimental `amx` level): `tdpbssd` multiplies a tile of sixteen
-//! activation blocks by a tile of sixteen weight blocks into sixteen × sixteen exact integer
-//! block sums, and each output then takes its scalar twin's float step per block, in block
-//! order, unfused. The integer sums are exact, so the outputs have `matvec`'s bits. `matmul`
-//! decodes plain weight rows into tiles; `packed` takes `quant::packed`'s layout, whose group
-//! blocks already are weight tiles.
+//! AMX int8 kernels (the experimental `amx` level): the packed matmul of Q8_0, Q4_0 and Q4_1
+//! (`quant::packed`'s layout, whose group blocks already are weight tiles). `tdpbssd` multiplies a
+//! tile of sixteen activation blocks by a tile of sixteen weight rows' blocks into sixteen ×
+//! sixteen exact integer block sums, and each output then takes its scalar twin's float step per
+//! block, in block order, unfused: the outputs have `matvec`'s bits. Every other product at the
+//! `amx` level is the VNNI level's (a plain-layout AMX matmul, which decoded each row into tiles,
+//! ran slower than the VNNI matmul everywhere it was measured and was dropped).
 //!
 //! The kernels are written over [`tiles::Tiles`], so that a scalar emulation of the instructions
 //! (`emulated`, tests only) runs them on any x86_64 CPU: on machines without AMX the tests check
 //! everything but the instruction encodings and the hardware's own semantics. Where AMX is
 //! present and granted the tests also run the real tiles against the scalar bits (they have, on
 //! Intel Xeons with AMX). The level stays experimental (`Level::is_experimental`): never chosen
-//! automatically, only by name, as its plain matmul is slower than the VNNI one where measured
-//! (its packed matmul is not).
+//! automatically, only by name.
 //!
 //! Using the tiles takes the OS's permission (`level::grant_amx`; on Linux the `std` adapter asks
 //! with `arch_prctl`). This crate's own tests ask themselves ([`request_for_tests`]).
 
 #[cfg(test)]
 mod emulated;
-mod matmul;
 mod packed;
 #[cfg(test)]
 mod tests;
 mod tiles;
 
-pub(super) use matmul::{
-    matmul_iq4_nl, matmul_q4_0, matmul_q4_1, matmul_q5_0, matmul_q5_1, matmul_q8_0,
-};
 pub(super) use packed::{packed_matmul_q4_0, packed_matmul_q4_1, packed_matmul_q8_0};
 
 /// In this crate's tests on Linux: asks the kernel once for the tile data permission

@@ -1,12 +1,12 @@
-//! The AMX matmul against the scalar vec_dot, output by output, bit for bit: on the emulated
-//! tiles everywhere, and on the real ones where this CPU has AMX and the OS granted it (else the
-//! test says the `amx` level was not run). Shapes: every row and column count of 1..=17 (one
-//! partial tile each), counts past a strip or group of 32 (33, 47), rows of 1, 8, 9 and 17
-//! blocks (one chunk) and of 33, 40 and 65 (a second and third chunk), columns past the 64 whose
-//! scales are converted at once (131, 145); weights and activations quantized from random
-//! values, of random bytes, and of extreme quants (-128 / 127, nibbles 0 / 15) with extreme finite
-//! scales (f16 65504, the smallest subnormal, both signs), infinities and NaN; outputs
-//! `y_stride = rows + 3` apart with the gaps checked untouched.
+//! The AMX packed matmul against the scalar vec_dot over the plain blocks, output by output, bit
+//! for bit: on the emulated tiles everywhere, and on the real ones (directly and through the
+//! kernel table) where this CPU has AMX and the OS granted it (else the test says so). Shapes: one
+//! to five groups of 16 rows (an odd count leaves a strip of one group), columns around the
+//! 16-column tiles, the 32-column groups and the 64 columns whose scales are converted at once
+//! (1-145), rows of 1-33 blocks (around the chunks of 4 and spans of 8); weights and activations
+//! quantized from random values, of random bytes, and of extreme quants (-128 / 127, nibbles
+//! 0 / 15) with extreme finite scales (f16 65504, the smallest subnormal, both signs),
+//! infinities and NaN; outputs `y_stride = rows + 3` apart with the gaps checked untouched.
 
 extern crate std;
 
@@ -16,16 +16,14 @@ use std::vec;
 use std::vec::Vec;
 
 use super::emulated::Emulated;
-use super::matmul::{gemm, Kit, IQ4_NL, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use super::packed::packed_gemm;
 use super::tiles::{Hardware, Tiles};
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::legacy::packed as p;
 use crate::quant::arch::x86_64::tokens::{Amx, Avx512Vnni};
-use crate::quant::iq::iq4_nl::{self, BlockIq4Nl};
-use crate::quant::legacy::{q4_0, q4_1, q5_0, q5_1, q8_0, q8_1};
-use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
-use crate::quant::level::{self, Level};
+use crate::quant::legacy::{q4_0, q4_1, q8_0, q8_1};
+use crate::quant::legacy::{BlockQ4_0, BlockQ4_1};
+use crate::quant::level::Level;
 use crate::quant::table::Kernels;
 
 /// xorshift64*: deterministic test data without a dependency.
@@ -121,49 +119,6 @@ fn q4_1_block(rng: &mut Rng, kind: usize) -> BlockQ4_1 {
     }
 }
 
-/// The fifth bits: random, all 0, all 1, alternating (with the nibbles' kind).
-fn high_bits(rng: &mut Rng, kind: usize) -> [u8; 4] {
-    match kind % 4 {
-        1 => (rng.next() as u32).to_le_bytes(),
-        2 => [0; 4],
-        3 => [0xff; 4],
-        _ => [0x55; 4],
-    }
-}
-
-fn q5_0_block(rng: &mut Rng, kind: usize) -> BlockQ5_0 {
-    if kind == 0 {
-        return q5_0::quantize_block(&rng.values());
-    }
-    BlockQ5_0 {
-        d: rng.scale(kind % 3),
-        qh: high_bits(rng, kind),
-        qs: nibble_bytes(rng, kind),
-    }
-}
-
-fn q5_1_block(rng: &mut Rng, kind: usize) -> BlockQ5_1 {
-    if kind == 0 {
-        return q5_1::quantize_block(&rng.values());
-    }
-    BlockQ5_1 {
-        d: rng.scale(kind % 3),
-        m: rng.scale(kind % 3),
-        qh: high_bits(rng, kind),
-        qs: nibble_bytes(rng, kind),
-    }
-}
-
-fn iq4_nl_block(rng: &mut Rng, kind: usize) -> BlockIq4Nl {
-    if kind == 0 {
-        return iq4_nl::quantize_block(&rng.values());
-    }
-    BlockIq4Nl {
-        d: rng.scale(kind % 3),
-        qs: nibble_bytes(rng, kind),
-    }
-}
-
 /// A maker of blocks of a kind (see [`q8_0_block`]).
 type Maker<B> = fn(&mut Rng, usize) -> B;
 
@@ -172,35 +127,6 @@ type Matmul<'a, W, X> = dyn FnMut(&[W], usize, &[X], usize, &mut [f32], usize) +
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
-}
-
-/// Runs `run` (a matmul on some tiles) on every shape against `scalar`; returns the failures.
-fn check<W: Copy, X: Copy>(
-    name: &str,
-    makers: (Maker<W>, Maker<X>),
-    scalar: fn(&[W], &[X]) -> f32,
-    run: &mut Matmul<W, X>,
-) -> Vec<String> {
-    let mut shapes = Vec::new();
-    for rows in 1..=17 {
-        for n in 1..=17 {
-            shapes.push((rows, n, [1, 9][(rows + n) % 2]));
-        }
-    }
-    for (rows, n) in [(33, 5), (5, 33), (47, 35), (32, 32), (16, 48)] {
-        for row_blocks in [1, 8, 17] {
-            shapes.push((rows, n, row_blocks));
-        }
-    }
-    shapes.extend([(33, 5, 40), (47, 35, 65), (3, 145, 33), (17, 131, 2)]);
-    check_shapes(
-        name,
-        Rng(0x616d_7800 + name.len() as u64),
-        &shapes,
-        makers,
-        scalar,
-        run,
-    )
 }
 
 /// Runs `run` on each `(rows, columns, blocks a row)` of `shapes` against `scalar`, output by
@@ -261,132 +187,6 @@ fn check_shapes<W: Copy, X: Copy>(
         }
     }
     failures
-}
-
-/// The matmul of `kit` on `tiles`, as a closure for [`check`].
-fn on<'k, T: Tiles, W, X: bytemuck::Pod>(
-    tiles: &'k mut T,
-    kit: &'k Kit<W, X>,
-) -> impl FnMut(&[W], usize, &[X], usize, &mut [f32], usize) + 'k {
-    move |w, row_blocks, x, n, y, stride| gemm(tiles, w, row_blocks, x, n, y, stride, kit)
-}
-
-/// `$f!(name, weight type, (weight maker, activation maker), scalar vec_dot, kit)` for every
-/// type the `amx` level has, the failures collected.
-macro_rules! for_every_type {
-    ($f:ident) => {{
-        let mut failures = Vec::new();
-        failures.extend($f!(
-            "Q8_0",
-            BlockQ8_0,
-            (q8_0_block, q8_0_block),
-            q8_0::vec_dot,
-            Q8_0
-        ));
-        failures.extend($f!(
-            "Q4_0",
-            BlockQ4_0,
-            (q4_0_block, q8_0_block),
-            q4_0::vec_dot,
-            Q4_0
-        ));
-        failures.extend($f!(
-            "Q5_0",
-            BlockQ5_0,
-            (q5_0_block, q8_0_block),
-            q5_0::vec_dot,
-            Q5_0
-        ));
-        failures.extend($f!(
-            "Q4_1",
-            BlockQ4_1,
-            (q4_1_block, q8_1_block),
-            q4_1::vec_dot,
-            Q4_1
-        ));
-        failures.extend($f!(
-            "Q5_1",
-            BlockQ5_1,
-            (q5_1_block, q8_1_block),
-            q5_1::vec_dot,
-            Q5_1
-        ));
-        failures.extend($f!(
-            "IQ4_NL",
-            BlockIq4Nl,
-            (iq4_nl_block, q8_0_block),
-            iq4_nl::vec_dot,
-            IQ4_NL
-        ));
-        failures
-    }};
-}
-
-/// Every type's matmul on `tiles`; returns the failures.
-fn check_all(tiles: &mut impl Tiles) -> Vec<String> {
-    macro_rules! on_tiles {
-        ($name:expr, $W:ty, $blocks:expr, $scalar:expr, $kit:expr) => {
-            check($name, $blocks, $scalar, &mut on(tiles, &$kit))
-        };
-    }
-    for_every_type!(on_tiles)
-}
-
-/// Every type's matmul through the kernel table at the `amx` level (as `typed` calls it).
-fn check_table() -> Vec<String> {
-    macro_rules! through_table {
-        ($name:expr, $W:ty, $blocks:expr, $scalar:expr, $kit:expr) => {
-            match <$W>::matmul_kernel(Level::Amx) {
-                Some(kernel) => check($name, $blocks, $scalar, &mut |w, rb, x, n, y, s| {
-                    kernel(w, rb, x, n, y, s)
-                }),
-                None => vec![format!("{}: no matmul at the amx level", $name)],
-            }
-        };
-    }
-    for_every_type!(through_table)
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn emulated_tiles_give_the_scalar_bits() {
-    let failures = check_all(&mut Emulated::new());
-    assert!(
-        failures.is_empty(),
-        "{} mismatches: {failures:#?}",
-        failures.len()
-    );
-}
-
-/// The same shapes on the real tiles and through the kernel table, where this CPU has AMX and
-/// the OS granted it; elsewhere the `amx` level is reported as not run.
-#[test]
-#[cfg_attr(miri, ignore)]
-fn real_tiles_give_the_scalar_bits_where_present() {
-    let Some(token) = Amx::try_new() else {
-        std::eprintln!(
-            "amx level NOT RUN: this CPU {} (its kernels were checked on emulated tiles only)",
-            if level::amx_supported() {
-                "has AMX but the OS refused the tile permission"
-            } else {
-                "has no AMX"
-            }
-        );
-        assert!(!Level::Amx.is_available());
-        return;
-    };
-    let mut failures = check_all(&mut Hardware::new(token));
-    // Through the table (few columns take the VNNI matmul).
-    failures.extend(check_table());
-    std::eprintln!(
-        "amx level run on the real tiles: {} mismatches",
-        failures.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches: {failures:#?}",
-        failures.len()
-    );
 }
 
 /// A packed matmul on some tiles: `(packed, row_blocks, x, n, y, y_stride)`.
