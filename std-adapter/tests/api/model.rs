@@ -151,6 +151,18 @@ fn packing_keeps_to_its_budget_and_any_part_packed_gives_the_same_logits() {
     assert!(PackedWeights::of_model(&model, level, 2, 0)
         .unwrap()
         .is_empty());
+    // Every packed copy starts on a cache line (the packed kernels' 64-byte loads).
+    let weights = model
+        .layers()
+        .iter()
+        .flat_map(|l| [l.q, l.k, l.v, l.o, l.gate, l.up, l.down])
+        .chain([model.output()]);
+    let copies: std::collections::HashSet<usize> = weights
+        .filter_map(|w| all.get(w.data))
+        .map(|c| c.as_ptr() as usize)
+        .collect();
+    assert_eq!(copies.len(), all.len());
+    assert!(copies.iter().all(|&at| at % 64 == 0), "{copies:x?}");
     let budget = all.bytes() / 3;
     let part = PackedWeights::of_model(&model, level, 2, budget).unwrap();
     assert!(

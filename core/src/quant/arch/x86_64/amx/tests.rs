@@ -3,7 +3,7 @@
 //! kernel table) where this CPU has AMX and the OS granted it (else the test says so). Shapes: one
 //! to five groups of 16 rows (an odd count leaves a strip of one group), columns around the
 //! 16-column tiles, the 32-column groups and the 64 columns whose scales are converted at once
-//! (1-145), rows of 1-33 blocks (around the chunks of 4 and spans of 8); weights and activations
+//! (1-131), rows of 1-33 blocks (around the chunks of 4 and spans of 8); weights and activations
 //! quantized from random values, of random bytes, and of extreme quants (-128 / 127, nibbles
 //! 0 / 15) with extreme finite scales (f16 65504, the smallest subnormal, both signs),
 //! infinities and NaN; outputs `y_stride = rows + 3` apart with the gaps checked untouched.
