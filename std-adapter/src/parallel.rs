@@ -30,6 +30,12 @@
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
 //!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
 //!   yields its core between checks after 10 µs, so a thread queued behind it on one core runs.
+//! - **One column on two threads by `join`.** From the joined thread, a one-column product of a
+//!   small matrix ([`HALVES_BYTES`]) on two threads skips the scope and the shares below: the rows
+//!   are cut where the shares would cut them, and the second half is handed over by
+//!   `rayon_core::join`, whose job the worker reads in a line or two from the caller's stack. The
+//!   general path's hand-off makes the worker fetch several more lines from the caller's core,
+//!   which costs most on a machine whose cores are far apart.
 //! - **The workers' path first.** A worker reaches its rows later than the caller (the hand-off
 //!   through rayon's queue, then the call's captures read from the caller's core), so a call
 //!   hands the workers their jobs before it splits the outputs, and for few activations (up to
@@ -108,6 +114,13 @@ pub const ALONE_VALUES: usize = 64 << 10;
 /// longer than the single-threaded work between two products of a forward pass (norms,
 /// attention of a short context), short enough that an idle process stops spinning at once.
 pub const LINGER: Duration = Duration::from_micros(500);
+
+/// Weight bytes up to which a one-column product on two threads from the joined thread is cut in
+/// two halves handed over by `rayon_core::join` (see the module's docs): past it the general
+/// path's hand-off costs under 2% of the call, and its waiting (spinning, then yielding the core,
+/// never asleep) is kept for the long calls, where the other half may end much later (rayon's
+/// `join` puts a waiting thread to sleep after a few dozen yields).
+pub const HALVES_BYTES: usize = 4 << 20;
 
 /// Pieces per thread a matmul aims at, so that the threads end close together.
 const PIECES_PER_THREAD: usize = 8;
@@ -415,6 +428,21 @@ fn product(
         // The first row of row piece `i` (pieces of whole groups of `multiple` rows, differing by
         // at most one group).
         let row_start = |i: usize| row_bound(rows, row_pieces, multiple, i);
+        let joined = pool.joined && pool.current_thread_index() == Some(0);
+        if threads == 2 && n == 1 && alone && w.len() <= HALVES_BYTES && joined {
+            // The two shares of the general path below, so that each thread keeps its rows.
+            let middle = row_start(Shares::bound(row_pieces, 2, 1));
+            // Before the half it hands over: a worker takes the lingering job first, then the
+            // half from inside it, and lingers for the next call.
+            linger_on(&pool, 1);
+            return halves(w, middle * row_bytes, y, middle, |w, y| {
+                with_buffer(&OWN, |own| {
+                    let own = at_least(own, scratch_bytes);
+                    let used = quantize_all(own)?;
+                    layout.run(level, t, w, y.len(), cols, 1, &own[..used], y)
+                })
+            });
+        }
         let per_column = scratch_bytes / n;
         let count = row_pieces * column_ranges;
         if column_ranges == 1 {
@@ -585,6 +613,35 @@ fn product(
             },
         )
     })
+}
+
+/// One column on two threads from the thread that joined the pool ([`join_pool`]): `half` on the
+/// weights and outputs before `bytes` and `rows`, and on the rest, the second half handed to the
+/// lingering worker by `rayon_core::join`. That hand-off is a job on this thread's own stack,
+/// whose captures a worker reads in a line or two and whose end it signals in a flag there; the
+/// general path's scope, shares, locks and split of `y` make the worker fetch several more lines
+/// from this thread's core, each a round trip between the cores, which on the models' small
+/// matrices is a large part of the call (docs/kernel-experiments.md, "One column on two threads
+/// by `join`"). A worker not there yet when this thread ends its half finds the second half still
+/// queued: this thread takes it back and computes it. The first error is returned.
+fn halves(
+    w: &[u8],
+    bytes: usize,
+    y: &mut [f32],
+    rows: usize,
+    half: impl Fn(&[u8], &mut [f32]) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    let (Some((w0, w1)), Some((y0, y1))) =
+        (w.split_at_checked(bytes), y.split_at_mut_checked(rows))
+    else {
+        return Err(Error::LengthMismatch {
+            expected: bytes as u64,
+            found: w.len() as u64,
+        });
+    };
+    let half = &half;
+    let (first, second) = rayon_core::join(|| half(w0, y0), || half(w1, y1));
+    first.and(second)
 }
 
 /// Whether a matmul of `n` columns over `weight_bytes` of weights on `threads` threads deals out
@@ -1914,6 +1971,63 @@ mod tests {
             }
             assert!(join_pool(2), "still its pool's thread 0");
             assert!(!join_pool(3), "a thread joins one pool only");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// One column on two threads from the joined thread goes through [`halves`]: every row, plain
+    /// and packed, at every level, call after call (the worker lingering, taking the second half
+    /// or leaving it to the caller), has the bits of the one-thread matvec; rows not a multiple
+    /// of the shares' groups.
+    #[test]
+    fn one_column_on_two_threads_by_join_keeps_the_bits() {
+        std::thread::spawn(|| {
+            assert!(join_pool(2));
+            let cols = 2048;
+            let x = values(cols, 17);
+            for rows in [16 * 19 + 5, 16 * 40 + 13] {
+                for t in [
+                    GgmlType::Q4_0,
+                    GgmlType::Q4_1,
+                    GgmlType::Q8_0,
+                    GgmlType::Q6_K,
+                ] {
+                    let w = matrix(t, rows, cols);
+                    assert!(w.len() / MIN_BYTES_PER_THREAD >= 2, "two threads' worth");
+                    assert!(w.len() <= HALVES_BYTES, "cut in halves");
+                    let mut packed_w = vec![0u8; w.len()];
+                    let packs = quant::packed::pack(t, &w, rows, cols, &mut packed_w).is_ok();
+                    for lvl in level::available() {
+                        let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
+                        let mut want = vec![0f32; rows];
+                        quant::matvec::matvec_at(
+                            lvl,
+                            t,
+                            &w,
+                            rows,
+                            cols,
+                            &x,
+                            &mut scratch,
+                            &mut want,
+                        )
+                        .unwrap();
+                        for call in 0..20 {
+                            let mut y = vec![f32::NAN; rows];
+                            if packs && call % 2 == 1 {
+                                matmul_packed(lvl, t, &packed_w, rows, cols, 1, &x, 2, &mut y)
+                            } else {
+                                matvec(lvl, t, &w, rows, cols, &x, 2, &mut y)
+                            }
+                            .unwrap();
+                            assert!(
+                                y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                                "{t}, {rows} rows at {lvl:?}, call {call}"
+                            );
+                        }
+                    }
+                }
+            }
         })
         .join()
         .unwrap();
