@@ -639,9 +639,17 @@ fn halves(
             found: w.len() as u64,
         });
     };
+    #[cfg(test)]
+    HALVES_TAKEN.with(|taken| taken.set(taken.get() + 1));
     let half = &half;
     let (first, second) = rayon_core::join(|| half(w0, y0), || half(w1, y1));
     first.and(second)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The calls [`halves`] took on this thread (the tests check which path a call took).
+    static HALVES_TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether a matmul of `n` columns over `weight_bytes` of weights on `threads` threads deals out
@@ -1272,6 +1280,7 @@ mod tests {
     use super::*;
     use miniquant::quant::matvec::matvec_scratch_bytes;
     use miniquant::quant::{self, level};
+    use std::cell::Cell;
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
@@ -1999,20 +2008,10 @@ mod tests {
                     let mut packed_w = vec![0u8; w.len()];
                     let packs = quant::packed::pack(t, &w, rows, cols, &mut packed_w).is_ok();
                     for lvl in level::available() {
-                        let mut scratch = vec![0u8; matvec_scratch_bytes(t, cols).unwrap()];
-                        let mut want = vec![0f32; rows];
-                        quant::matvec::matvec_at(
-                            lvl,
-                            t,
-                            &w,
-                            rows,
-                            cols,
-                            &x,
-                            &mut scratch,
-                            &mut want,
-                        )
-                        .unwrap();
-                        for call in 0..20 {
+                        let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
+                        let taken = HALVES_TAKEN.with(Cell::get);
+                        let calls = 20;
+                        for call in 0..calls {
                             let mut y = vec![f32::NAN; rows];
                             if packs && call % 2 == 1 {
                                 matmul_packed(lvl, t, &packed_w, rows, cols, 1, &x, 2, &mut y)
@@ -2020,11 +2019,11 @@ mod tests {
                                 matvec(lvl, t, &w, rows, cols, &x, 2, &mut y)
                             }
                             .unwrap();
-                            assert!(
-                                y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                                "{t}, {rows} rows at {lvl:?}, call {call}"
-                            );
+                            let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                            assert!(got == want, "{t}, {rows} rows at {lvl:?}, call {call}");
                         }
+                        let by_halves = HALVES_TAKEN.with(Cell::get) - taken;
+                        assert_eq!(by_halves, calls, "{t}, {rows} rows at {lvl:?}");
                     }
                 }
             }
