@@ -30,6 +30,8 @@
 //!   quantization's last part, by spinning, then yielding its core between checks: sleeping in
 //!   the scope and being woken costs a time slice on a loaded machine. A lingering worker too
 //!   yields its core between checks after 10 µs, so a thread queued behind it on one core runs.
+//!   (In the `join` below, a caller would sleep only if the worker's half ended dozens of
+//!   microseconds after its own, which the size limit [`HALVES_BYTES`] keeps unlikely.)
 //! - **One column on two threads by `join`.** From the joined thread, a one-column product of a
 //!   small matrix ([`HALVES_BYTES`]) on two threads skips the scope and the shares below: the rows
 //!   are cut where the shares would cut them, and the second half is handed over by
