@@ -633,14 +633,13 @@ fn halves(
     rows: usize,
     half: impl Fn(&[u8], &mut [f32]) -> Result<(), Error> + Sync,
 ) -> Result<(), Error> {
-    let (Some((w0, w1)), Some((y0, y1))) =
-        (w.split_at_checked(bytes), y.split_at_mut_checked(rows))
-    else {
-        return Err(Error::LengthMismatch {
-            expected: bytes as u64,
-            found: w.len() as u64,
-        });
+    let mismatch = |expected: usize, found: usize| Error::LengthMismatch {
+        expected: expected as u64,
+        found: found as u64,
     };
+    let (w0, w1) = w.split_at_checked(bytes).ok_or(mismatch(bytes, w.len()))?;
+    let found = y.len();
+    let (y0, y1) = y.split_at_mut_checked(rows).ok_or(mismatch(rows, found))?;
     #[cfg(test)]
     HALVES_TAKEN.with(|taken| taken.set(taken.get() + 1));
     let half = &half;

@@ -1,6 +1,6 @@
 //! The `miniquant` command line. Arguments are parsed by clap (a usage error exits with 2); each
 //! command is a function that writes to the `out` and `err` writers it is given, so that tests can
-//! capture what it prints. [`run`] returns the exit code: 0 on success, 1 on any failure.
+//! capture what it prints. [`run()`] returns the exit code: 0 on success, 1 on any failure.
 //!
 //! Failures print one line per problem on `err`: `error: <what>`, where a problem in a GGUF file
 //! ends with `at byte <offset>`; layouts ggml would refuse print `warning: ...` lines.
