@@ -372,8 +372,9 @@ fn an_input_truncated_before_a_tensor_copied_as_stored_is_the_same_clear_error()
     assert_eq!(names_in(&out), Vec::<String>::new());
 }
 
-/// `run` streams text and writes `--logits` only at the end: interrupted mid-generation it dies of
-/// the signal and leaves no logits file, named or temporary.
+/// `run` streams text and writes `--logits` only at the end: interrupted mid-generation (on two
+/// threads, so its one-column products are cut in halves between the caller and a worker) it dies
+/// of the signal and leaves no logits file, named or temporary.
 #[test]
 fn run_interrupted_while_generating_leaves_no_logits_file() {
     let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
@@ -385,7 +386,7 @@ fn run_interrupted_while_generating_leaves_no_logits_file() {
     let model = model.to_str().unwrap().to_owned();
     for sig in [Signal::INT, Signal::TERM, Signal::KILL] {
         let args: Vec<String> = args_of(&format!(
-            "run {model} --prompt-ids 1 -n 4000 --logits logits.npy"
+            "run {model} --prompt-ids 1 -n 4000 --threads 2 --logits logits.npy"
         ));
         let mut child = Command::new(env!("CARGO_BIN_EXE_miniquant"))
             .args(&args)

@@ -418,7 +418,8 @@ fn a_context_the_machine_cannot_hold_is_one_line_in_a_terminal() {
 }
 
 /// `bench` in a terminal prints llama-bench's table; interrupted (SIGINT, as Ctrl-C sends it)
-/// once the header is out, it dies of the signal with nothing but whole lines on the screen.
+/// once the header is out, on two threads (its generated tokens' products cut in halves between
+/// the caller and a worker), it dies of the signal with nothing but whole lines on the screen.
 #[test]
 fn bench_in_a_terminal_prints_its_table_and_stops_on_sigint() {
     let Some(model) = common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
@@ -431,7 +432,9 @@ fn bench_in_a_terminal_prints_its_table_and_stops_on_sigint() {
     assert_ok(&run, " pp8 |");
     assert!(run.screen.contains(" tg2 |"), "{}", run.screen);
     for sig in [Signal::INT, Signal::TERM] {
-        let args = ["bench", model, "-p", "16", "-n", "4", "-r", "10000"];
+        let args = [
+            "bench", model, "-p", "16", "-n", "4", "-r", "10000", "-t", "2",
+        ];
         let (status, screen) = interrupt_in_terminal(&dir, &args, "| -----", sig);
         assert_eq!(status.signal(), Some(sig.as_raw()), "{screen:?}");
         // A terminal turns each newline into CR LF.
