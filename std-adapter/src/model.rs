@@ -141,20 +141,8 @@ pub const PACKED_BY_COLUMN_MAX_COLUMNS: usize = 16;
 /// memory as the plain matrices it packs.
 #[derive(Debug, Default)]
 pub struct PackedWeights {
-    matrices: HashMap<(usize, usize), PackedCopy>,
-}
-
-/// A packed copy on whole cache lines, and its length in bytes.
-#[derive(Debug)]
-struct PackedCopy {
-    lines: Box<[CacheLine]>,
-    len: usize,
-}
-
-impl PackedCopy {
-    fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice::<CacheLine, u8>(&self.lines)[..self.len]
-    }
+    /// Each copy on whole cache lines, by its plain bytes' address and length (the copy's length).
+    matrices: HashMap<(usize, usize), Box<[CacheLine]>>,
 }
 
 /// 64 bytes on a cache line: packed copies start on a line, so that the kernels' 64-byte loads of
@@ -216,11 +204,7 @@ impl PackedWeights {
             .zip(packed)
             .filter_map(|(w, p)| {
                 let p = p.into_inner().unwrap_or_else(PoisonError::into_inner)?;
-                let copy = PackedCopy {
-                    lines: p,
-                    len: w.data.len(),
-                };
-                Some(((w.data.as_ptr() as usize, w.data.len()), copy))
+                Some(((w.data.as_ptr() as usize, w.data.len()), p))
             })
             .collect();
         Ok(PackedWeights { matrices })
@@ -228,9 +212,8 @@ impl PackedWeights {
 
     /// The packed copy of the matrix whose plain bytes are `w`, if there is one.
     pub fn get(&self, w: &[u8]) -> Option<&[u8]> {
-        self.matrices
-            .get(&(w.as_ptr() as usize, w.len()))
-            .map(PackedCopy::bytes)
+        let lines = self.matrices.get(&(w.as_ptr() as usize, w.len()))?;
+        bytemuck::cast_slice::<CacheLine, u8>(lines).get(..w.len())
     }
 
     /// Matrices packed.
@@ -245,7 +228,7 @@ impl PackedWeights {
 
     /// Bytes the packed copies take.
     pub fn bytes(&self) -> usize {
-        self.matrices.values().map(|p| p.len).sum()
+        self.matrices.keys().map(|&(_, len)| len).sum()
     }
 }
 
