@@ -123,8 +123,8 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
         let scaled = SCALE_COLUMNS.min(n - first_scaled);
         for first_span in (0..row_blocks).step_by(SPAN) {
             let span = SPAN.min(row_blocks - first_span);
-            gather_scales::<X, KIND>(&mut scales, x, row_blocks, first_scaled, scaled, first_span);
-            stage_activations(
+            stage_span::<X, KIND>(
+                &mut scales,
                 &mut a_tiles,
                 x,
                 row_blocks,
@@ -238,35 +238,13 @@ fn stage<const KIND: u8, const GBB: usize>(
     }
 }
 
-/// Converts the activation scales of the span's blocks for `scaled` columns from `first_scaled`.
+/// Converts the activation scales of the span's blocks and copies their quants into
+/// activation-tile layout, for `scaled` columns from `first_scaled`, a column at a time (its
+/// blocks are contiguous in `x`); rows past the columns or the row's blocks zero.
 #[inline]
-#[target_feature(enable = "f16c")]
-fn gather_scales<X: Column, const KIND: u8>(
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn stage_span<X: Column, const KIND: u8>(
     scales: &mut Scales,
-    x: &[X],
-    row_blocks: usize,
-    first_scaled: usize,
-    scaled: usize,
-    first_span: usize,
-) {
-    for c in 0..scaled.min(SCALE_COLUMNS) {
-        let first = (first_scaled + c)
-            .saturating_mul(row_blocks)
-            .saturating_add(first_span);
-        let blocks = x.get(first..).unwrap_or_default();
-        for (b, xb) in blocks.iter().take(SPAN).enumerate() {
-            scales.d[b][c] = f16_le(xb.d_half());
-            if KIND == Q4_1 {
-                scales.s[b][c] = f16_le(xb.s_half());
-            }
-        }
-    }
-}
-
-/// Copies the activation quants of the span's blocks for `scaled` columns from `first_scaled`
-/// into activation-tile layout; rows past the columns zero.
-#[inline(always)]
-fn stage_activations<X: Column>(
     a_tiles: &mut ActivationTiles,
     x: &[X],
     row_blocks: usize,
@@ -274,22 +252,33 @@ fn stage_activations<X: Column>(
     scaled: usize,
     first_span: usize,
 ) {
-    let bytes: &[u8] = bytemuck::cast_slice(x);
-    let size = core::mem::size_of::<X>();
-    for (b, block) in a_tiles.0.iter_mut().enumerate() {
-        for (i, tile) in block.iter_mut().enumerate() {
-            for (lane, row) in tile.chunks_exact_mut(A_COLSB).enumerate() {
-                let c = TILE_ROWS * i + lane;
-                let at = (first_scaled + c)
-                    .saturating_mul(row_blocks)
-                    .saturating_add(first_span + b)
-                    .saturating_mul(size)
-                    .saturating_add(X::QS_AT);
-                let quants = bytes.get(at..).and_then(|q| q.get(..A_COLSB));
-                match quants {
-                    Some(q) if c < scaled && first_span + b < row_blocks => row.copy_from_slice(q),
-                    _ => row.fill(0),
+    let span = SPAN.min(row_blocks.saturating_sub(first_span));
+    for c in 0..SCALE_COLUMNS {
+        let (i, lane) = (c / TILE_ROWS, c % TILE_ROWS);
+        let first = (first_scaled + c)
+            .saturating_mul(row_blocks)
+            .saturating_add(first_span);
+        let blocks: &[X] = if c < scaled {
+            match x.get(first..first.saturating_add(span)) {
+                Some(blocks) => blocks,
+                None => &[],
+            }
+        } else {
+            &[]
+        };
+        for b in 0..SPAN {
+            let Some(row) = a_tiles.0[b][i].get_mut(lane * A_COLSB..(lane + 1) * A_COLSB) else {
+                continue;
+            };
+            match blocks.get(b) {
+                Some(xb) => {
+                    row.copy_from_slice(bytemuck::cast_ref::<[i8; 32], [u8; 32]>(xb.qs()));
+                    scales.d[b][c] = f16_le(xb.d_half());
+                    if KIND == Q4_1 {
+                        scales.s[b][c] = f16_le(xb.s_half());
+                    }
                 }
+                None => row.fill(0),
             }
         }
     }
@@ -328,9 +317,9 @@ fn products<T: Tiles>(
     }
 }
 
-/// The float steps of one (strip, column group) pair over the chunk: per group of the strip and
-/// column, its 16 rows' `sumf` (zero at the first block, else from `y`) through the chunk's
-/// blocks in order, then back to `y`.
+/// The float steps of one (strip, column group) pair over the chunk: per column and group of the
+/// strip, its 16 rows' `sumf` (zero at the first block, else from `y`) through the chunk's
+/// blocks in order, then back to `y`. A column's groups share its place in `y` and its scales.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn float_steps<const KIND: u8, const K: usize>(
@@ -341,49 +330,58 @@ fn float_steps<const KIND: u8, const K: usize>(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    for j in 0..place.strip_groups.min(STRIP_GROUPS) {
-        let dw: [__m512; K] = core::array::from_fn(|k| staged.d[k % CHUNK][j]);
-        let mw: [__m512; K] = core::array::from_fn(|k| staged.m[k % CHUNK][j]);
-        let first_row = (place.first_group + j) * GROUP_ROWS;
-        for c in 0..place.columns.min(GROUP_COLUMNS) {
-            let column = place.first_column + c;
-            // (No `Option` combinators here: their closures are not inlined into this
-            // function's features, and a call per vector costs more than the vector.)
-            let Some(at) = column.checked_mul(y_stride) else {
-                continue;
-            };
-            let Some(at) = at.checked_add(first_row) else {
-                continue;
-            };
-            let Some(end) = at.checked_add(GROUP_ROWS) else {
-                continue;
-            };
-            let Some(out) = y.get_mut(at..end) else {
-                continue;
-            };
-            let mut sumf = if place.first_block == 0 {
+    let groups = place.strip_groups.min(STRIP_GROUPS);
+    let dw: [[__m512; K]; STRIP_GROUPS] =
+        core::array::from_fn(|j| core::array::from_fn(|k| staged.d[k % CHUNK][j]));
+    let mw: [[__m512; K]; STRIP_GROUPS] =
+        core::array::from_fn(|j| core::array::from_fn(|k| staged.m[k % CHUNK][j]));
+    let blocks: [usize; K] = core::array::from_fn(|k| (place.in_span + k) % SPAN);
+    let first_row = place.first_group * GROUP_ROWS;
+    let fresh = place.first_block == 0;
+    for c in 0..place.columns.min(GROUP_COLUMNS) {
+        let column = place.first_column + c;
+        // (No `Option` combinators here: their closures are not inlined into this
+        // function's features, and a call per vector costs more than the vector.)
+        let Some(at) = column.checked_mul(y_stride) else {
+            continue;
+        };
+        let Some(at) = at.checked_add(first_row) else {
+            continue;
+        };
+        let Some(end) = at.checked_add(groups * GROUP_ROWS) else {
+            continue;
+        };
+        let Some(out) = y.get_mut(at..end) else {
+            continue;
+        };
+        let scaled = (column - place.first_scaled) % SCALE_COLUMNS;
+        let (i, lane) = ((c / TILE_ROWS) & 1, c % TILE_ROWS);
+        // Broadcast once for both groups, from memory (a broadcast of a register would cost a
+        // shuffle a use).
+        let mut dx = [_mm512_setzero_ps(); K];
+        let mut sx = [_mm512_setzero_ps(); K];
+        for k in 0..K {
+            dx[k] = _mm512_set1_ps(scales.d[blocks[k]][scaled]);
+            if KIND == Q4_1 {
+                sx[k] = _mm512_set1_ps(scales.s[blocks[k]][scaled]);
+            }
+        }
+        let (out, _) = out.as_chunks_mut::<GROUP_ROWS>();
+        for (j, out) in out.iter_mut().enumerate().take(STRIP_GROUPS) {
+            let mut sumf = if fresh {
                 _mm512_setzero_ps()
             } else {
                 // SAFETY: `out` holds 16 f32; `loadu` has no alignment requirement.
                 unsafe { _mm512_loadu_ps(out.as_ptr()) }
             };
-            let scaled = (column - place.first_scaled) % SCALE_COLUMNS;
-            let (i, lane) = ((c / TILE_ROWS) & 1, c % TILE_ROWS);
             for k in 0..K {
-                let (rows, _) = sums.0[k % CHUNK].0[2 * i + j].as_chunks::<16>();
+                let (rows, _) = sums.0[k % CHUNK].0[(2 * i + j) & 3].as_chunks::<16>();
                 let Some(row) = rows.get(lane) else {
                     continue;
                 };
                 // SAFETY: `row` holds 16 i32; `loadu` has no alignment requirement.
                 let sumi = _mm512_cvtepi32_ps(unsafe { _mm512_loadu_si512(row.as_ptr().cast()) });
-                let b = (place.in_span + k) % SPAN;
-                let dx = _mm512_set1_ps(scales.d[b][scaled]);
-                let sx = if KIND == Q4_1 {
-                    _mm512_set1_ps(scales.s[b][scaled])
-                } else {
-                    _mm512_setzero_ps()
-                };
-                sumf = step::<KIND>(sumf, sumi, dw[k], mw[k], dx, sx);
+                sumf = step::<KIND>(sumf, sumi, dw[j][k], mw[j][k], dx[k], sx[k]);
             }
             // SAFETY: `out` holds 16 f32, borrowed exclusively; `storeu` has no alignment
             // requirement.

@@ -45,8 +45,6 @@ pub(in crate::quant::arch::x86_64) const MINS_AT: usize = GROUP_ROWS * 18;
 pub(in crate::quant::arch::x86_64) trait Column:
     bytemuck::Pod
 {
-    /// Where its 32 quants start in its bytes.
-    const QS_AT: usize;
     /// `d`, f16 little-endian.
     fn d_half(&self) -> [u8; 2];
     /// Q8_1's `s` (0 for Q8_0, unused).
@@ -61,7 +59,6 @@ pub(in crate::quant::arch::x86_64) trait Column:
 }
 
 impl Column for BlockQ8_0 {
-    const QS_AT: usize = core::mem::offset_of!(BlockQ8_0, qs);
     fn d_half(&self) -> [u8; 2] {
         self.d
     }
@@ -74,7 +71,6 @@ impl Column for BlockQ8_0 {
 }
 
 impl Column for BlockQ8_1 {
-    const QS_AT: usize = core::mem::offset_of!(BlockQ8_1, qs);
     fn d_half(&self) -> [u8; 2] {
         self.d
     }
