@@ -1,11 +1,42 @@
 //! The activation quantizers, the second operands of every vec_dot: Q8_0
 //! (`quantize_row_q8_0_ref`), Q8_1 and Q8_K (`quantize_row_q8_K_ref`) at AVX2, and Q8_0 and Q8_1
-//! at AVX-512 (sixteen blocks' scales at once; the VNNI level's Q8_K is AVX2's).
+//! at AVX-512 (sixteen blocks' scales at once; the VNNI level's Q8_K is AVX2's); and the sum of
+//! an activation block's quants that the packed kernels' starts are made of (SSE2, every level).
 
 use core::arch::x86_64::*;
 
 use super::tokens::{kernel, Avx2, Avx512Vnni};
 use crate::quant::activation::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+
+/// The sum of 32 signed bytes (an activation block's quants), by SSE2's sums of absolute
+/// differences, x86_64's baseline (no token): each byte offset by 128 to unsigned, summed into
+/// two 64-bit lanes, the offsets taken off. Its scalar twin is `packed::block_sum_scalar`.
+pub(crate) fn sum_signed_bytes(q: &[u8; 32]) -> i32 {
+    // SAFETY: SSE2 is part of the x86_64 baseline; every CPU this code runs on has it.
+    unsafe { sum_signed_bytes_sse2(q) }
+}
+
+#[inline]
+#[target_feature(enable = "sse2")]
+fn sum_signed_bytes_sse2(q: &[u8; 32]) -> i32 {
+    let (low, high) = q.split_at(16);
+    // SAFETY: each half holds 16 bytes; `loadu` has no alignment requirement.
+    let (low, high) = unsafe {
+        (
+            _mm_loadu_si128(low.as_ptr().cast()),
+            _mm_loadu_si128(high.as_ptr().cast()),
+        )
+    };
+    let top = _mm_set1_epi8(i8::MIN);
+    let zero = _mm_setzero_si128();
+    let sums = _mm_add_epi64(
+        _mm_sad_epu8(_mm_xor_si128(low, top), zero),
+        _mm_sad_epu8(_mm_xor_si128(high, top), zero),
+    );
+    // Each lane is at most 16 · 255 + 16 · 255, so its low 32 bits are the sum.
+    let biased = _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(sums, sums));
+    biased - 32 * 128
+}
 
 /// The low byte of each i32 lane of `v` (C's `(int8_t)` of an int), in order: 32 bytes.
 #[inline]
@@ -454,5 +485,47 @@ kernel! {
             }
         }
         quantize_q8_1(t.avx2(), rest, out_rest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sum_signed_bytes;
+    use crate::quant::packed::block_sum_scalar;
+
+    /// The SSE2 block sum against its scalar twin: each byte value alone and filling a block, the
+    /// extremes (all -128, all 127, alternating), and pseudo-random blocks.
+    #[test]
+    fn block_sum_is_its_scalar_twins() {
+        let mut blocks: std::vec::Vec<[u8; 32]> = std::vec![[0x80; 32], [0x7f; 32], [0; 32]];
+        blocks.push(core::array::from_fn(
+            |i| if i % 2 == 0 { 0x80 } else { 0x7f },
+        ));
+        for value in 0..=255u8 {
+            blocks.push(core::array::from_fn(|i| {
+                if i == usize::from(value) % 32 {
+                    value
+                } else {
+                    0
+                }
+            }));
+            blocks.push([value; 32]);
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1000 {
+            blocks.push(core::array::from_fn(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            }));
+        }
+        for block in &blocks {
+            assert_eq!(
+                sum_signed_bytes(block),
+                block_sum_scalar(block),
+                "{block:?}"
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@
 #![allow(unsafe_code)]
 
 mod activation;
+pub(crate) use activation::sum_signed_bytes;
 pub(crate) mod amx;
 pub(crate) mod detect;
 mod drivers;
