@@ -33,7 +33,7 @@ fn sum_signed_bytes_sse2(q: &[u8; 32]) -> i32 {
         _mm_sad_epu8(_mm_xor_si128(low, top), zero),
         _mm_sad_epu8(_mm_xor_si128(high, top), zero),
     );
-    // Each lane is at most 16 · 255 + 16 · 255, so its low 32 bits are the sum.
+    // Each 64-bit lane sums 16 bytes (eight of each half), at most 16 · 255.
     let biased = _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(sums, sums));
     biased - 32 * 128
 }
