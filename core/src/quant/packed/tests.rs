@@ -302,3 +302,33 @@ fn packed_matmul_lengths_are_checked() {
         packed_activation_bytes(t, 64, usize::MAX).map(|_| ())
     ));
 }
+
+/// Each activation block's start is its weight type's bias (the offset the packed weights are
+/// stored with: ggml's Q4_0 nibbles are `q + 8`, Q8_0's bytes here `q + 128`, Q4_1's nibbles
+/// unsigned as they are) times minus the sum of its 32 signed quants, its last 32 bytes.
+#[test]
+fn activation_starts_are_minus_the_bias_times_the_quants_sum() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for (t, bias, block_bytes) in [
+        (GgmlType::Q4_0, 8, 34),
+        (GgmlType::Q4_1, 0, 36),
+        (GgmlType::Q8_0, 128, 34),
+    ] {
+        for blocks in [0, 1, 2, 17, 100] {
+            let mut xq = rng.bytes(blocks * block_bytes);
+            if let Some(first) = xq.get_mut(block_bytes - 32..block_bytes) {
+                first.fill(0x7f);
+            }
+            let mut starts = vec![0xa5u8; 4 * blocks];
+            activation_starts(t, &xq, &mut starts).unwrap();
+            for (block, start) in xq.chunks(block_bytes).zip(starts.chunks(4)) {
+                let sum: i32 = block[block_bytes - 32..]
+                    .iter()
+                    .map(|&q| i32::from(q as i8))
+                    .sum();
+                let start = i32::from_le_bytes(start.try_into().unwrap());
+                assert_eq!(start, -bias * sum, "{t:?}, {blocks} blocks");
+            }
+        }
+    }
+}

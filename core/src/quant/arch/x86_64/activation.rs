@@ -175,18 +175,22 @@ kernel! {
     }
 }
 
-/// C's `roundf` converted to int, for lanes known to be below 2^22 in magnitude and not NaN (so
-/// neither the truncation nor the step can leave the i32 range): the scalar `c_round_i32` without
-/// its range check.
+/// C's `roundf` converted to int, for lanes below 2^23 in magnitude and not NaN: the truncation of
+/// `x` plus the largest float below one half, with `x`'s sign. Below one half because the add
+/// itself rounds: `0.49999997 + 0.5` would round up to 1, where `0.49999997 + 0.49999997` stays
+/// below it, and every `k + 0.5` and above still reaches `k + 1`. Four operations where
+/// truncating, measuring the dropped fraction and stepping took seven.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn c_round_small_i32x8(x: __m256) -> __m256i {
-    let truncated = _mm256_cvttps_epi32(x);
-    let fraction = _mm256_sub_ps(x, _mm256_cvtepi32_ps(truncated));
-    let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(fraction, _mm256_set1_ps(0.5)));
-    let down = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(fraction, _mm256_set1_ps(-0.5)));
-    _mm256_add_epi32(_mm256_sub_epi32(truncated, up), down)
+    let sign = _mm256_set1_ps(-0.0);
+    let below_half = _mm256_set1_ps(BELOW_HALF);
+    let offset = _mm256_or_ps(_mm256_and_ps(x, sign), below_half);
+    _mm256_cvttps_epi32(_mm256_add_ps(x, offset))
 }
+
+/// The largest float below one half.
+const BELOW_HALF: f32 = 0.499_999_97;
 
 /// `d` as f16 bits, rounded to nearest even as the scalar `f16_to_le` does (`d` is never NaN here).
 #[inline]
@@ -326,29 +330,34 @@ fn reduce_lanes<const ADD: bool>(m: [__m512i; GROUP]) -> __m512i {
     )
 }
 
-/// [`c_round_small_i32x8`] for sixteen lanes.
+/// [`c_round_small_i32x8`] for sixteen lanes (the sign and the offset in one `vpternlogd`).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn c_round_small_i32x16(x: __m512) -> __m512i {
-    let truncated = _mm512_cvttps_epi32(x);
-    let fraction = _mm512_sub_ps(x, _mm512_cvtepi32_ps(truncated));
-    let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
-    let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
-    let one = _mm512_set1_epi32(1);
-    let rounded = _mm512_mask_add_epi32(truncated, up, truncated, one);
-    _mm512_mask_sub_epi32(rounded, down, rounded, one)
+    let sign = _mm512_set1_epi32(i32::MIN);
+    let below_half = _mm512_set1_epi32(BELOW_HALF.to_bits() as i32);
+    // (x & sign) | below_half
+    let offset = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(x), sign, below_half);
+    _mm512_cvttps_epi32(_mm512_add_ps(x, _mm512_castsi512_ps(offset)))
 }
 
-/// Sixteen blocks of `quantize_row_q8_0_ref` with their scales computed together: the mask of the
-/// blocks [`q8_block`] would decline (a NaN or infinite value, or `1 / d` infinite: left to the
-/// scalar twin), `d` of each block as f16 bits, the quants, and with `SUMS` each block's `d · Σq`
-/// as f16 bits (Q8_1's `s`).
+/// The scales of sixteen blocks of `quantize_row_q8_0_ref`, computed together.
+struct Q8Scales {
+    /// The blocks [`q8_block`] would decline (a NaN or infinite value, or `1 / d` infinite): their
+    /// quants, `d` and sums here are meaningless, and the callers take the scalar twin's.
+    declined: u16,
+    /// Each block's `d` as f16 bits.
+    d: [u16; GROUP],
+    /// Each block's `d` as f32, lane `b` block `b`'s.
+    scale: __m512,
+    /// Each block's `1 / d` (0 where `d` is).
+    ids: [f32; GROUP],
+}
+
+/// [`Q8Scales`] of the sixteen blocks `x`.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
-fn q8_group<const SUMS: bool>(
-    x: &[[f32; 32]; GROUP],
-    qs: &mut [[i8; 32]; GROUP],
-) -> (u16, [u16; GROUP], [u16; GROUP]) {
+fn q8_scales(x: &[[f32; 32]; GROUP]) -> Q8Scales {
     let abs_mask = _mm512_set1_epi32(0x7fff_ffff);
     let mut largest = [_mm512_setzero_si512(); GROUP];
     for (m, block) in largest.iter_mut().zip(x) {
@@ -373,55 +382,101 @@ fn q8_group<const SUMS: bool>(
     let id = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0), d);
     let id_magnitude = _mm512_and_si512(_mm512_castps_si512(id), abs_mask);
     let id_infinite = _mm512_cmpeq_epi32_mask(id_magnitude, _mm512_set1_epi32(0x7f80_0000));
-    let declined = not_finite | id_infinite;
-    let mut d_f16 = [0u16; GROUP];
-    let mut ids = [0.0f32; GROUP];
-    // SAFETY: `d_f16` is 32 bytes, `ids` 64; `storeu` has no alignment requirement.
+    let mut scales = Q8Scales {
+        declined: not_finite | id_infinite,
+        d: [0; GROUP],
+        scale: d,
+        ids: [0.0; GROUP],
+    };
+    // SAFETY: `d` is 32 bytes, `ids` 64; `storeu` has no alignment requirement.
     unsafe {
         _mm256_storeu_si256(
-            d_f16.as_mut_ptr().cast(),
+            scales.d.as_mut_ptr().cast(),
             _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(d),
         );
-        _mm512_storeu_ps(ids.as_mut_ptr(), id);
+        _mm512_storeu_ps(scales.ids.as_mut_ptr(), id);
     }
+    scales
+}
+
+/// Sixteen blocks' quants, two blocks a vector (block `2k`'s 32 quants, then block `2k + 1`'s),
+/// and with `SUMS` each block's Σq in its lane.
+struct Q8Quants {
+    pairs: [__m512i; GROUP / 2],
+    sums: __m512i,
+}
+
+/// [`Q8Quants`] of the sixteen blocks `x` at their `1 / d`, `ids`.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn q8_quants<const SUMS: bool>(x: &[[f32; 32]; GROUP], ids: &[f32; GROUP]) -> Q8Quants {
+    let mut quants = Q8Quants {
+        pairs: [_mm512_setzero_si512(); GROUP / 2],
+        sums: _mm512_setzero_si512(),
+    };
+    // The pack below leaves dword `4j + k` of a pair's vector holding bytes `4j..4j + 4` of the
+    // k-th of (block 2p's first half, its second half, block 2p + 1's first, its second).
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     let mut sums = [_mm512_setzero_si512(); GROUP];
-    for (b, ((block, q), sum)) in x.iter().zip(qs.iter_mut()).zip(&mut sums).enumerate() {
-        if declined & (1 << b) != 0 {
-            continue;
+    let (pairs, _) = x.as_chunks::<2>();
+    let (id_pairs, _) = ids.as_chunks::<2>();
+    let (sum_pairs, _) = sums.as_chunks_mut::<2>();
+    for (((pair, ids), sums), out) in pairs
+        .iter()
+        .zip(id_pairs)
+        .zip(sum_pairs)
+        .zip(&mut quants.pairs)
+    {
+        let mut halves = [_mm512_setzero_si512(); 4];
+        for (b, (block, sum)) in pair.iter().zip(sums).enumerate() {
+            let id = _mm512_set1_ps(ids[b]);
+            // SAFETY: each half of `block` holds sixteen f32; `loadu` has no alignment
+            // requirement.
+            let (lo, hi) = unsafe {
+                (
+                    _mm512_loadu_ps(block.as_ptr()),
+                    _mm512_loadu_ps(block[16..].as_ptr()),
+                )
+            };
+            let lo = c_round_small_i32x16(_mm512_mul_ps(lo, id));
+            let hi = c_round_small_i32x16(_mm512_mul_ps(hi, id));
+            if SUMS {
+                *sum = _mm512_add_epi32(lo, hi);
+            }
+            halves[2 * b] = lo;
+            halves[2 * b + 1] = hi;
         }
-        let id = _mm512_set1_ps(ids[b]);
-        // SAFETY: each half of `block` holds sixteen f32; `loadu` has no alignment requirement.
-        let (lo, hi) = unsafe {
-            (
-                _mm512_loadu_ps(block.as_ptr()),
-                _mm512_loadu_ps(block[16..].as_ptr()),
-            )
-        };
-        let lo = c_round_small_i32x16(_mm512_mul_ps(lo, id));
-        let hi = c_round_small_i32x16(_mm512_mul_ps(hi, id));
-        if SUMS {
-            // Every quant is within ±127 here, so the sum of the i32 lanes is that of the bytes.
-            *sum = _mm512_add_epi32(lo, hi);
-        }
-        // SAFETY: `q` is 32 bytes; each store writes 16 (`vpmovdb` keeps each lane's low byte).
-        unsafe {
-            _mm_storeu_si128(q.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(lo));
-            _mm_storeu_si128(q[16..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(hi));
-        }
+        // Every quant of a block not declined is within ±127, so neither pack saturates it.
+        let [a, b, c, d] = halves;
+        let bytes = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
+        *out = _mm512_permutexvar_epi32(order, bytes);
     }
-    let mut s_f16 = [0u16; GROUP];
     if SUMS {
-        // Σq of block b in lane b (0 for a declined block, whose `s` the scalar twin makes).
-        let s = _mm512_mul_ps(_mm512_cvtepi32_ps(reduce_lanes::<true>(sums)), d);
-        // SAFETY: `s_f16` is 32 bytes; `storeu` has no alignment requirement.
-        unsafe {
-            _mm256_storeu_si256(
-                s_f16.as_mut_ptr().cast(),
-                _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(s),
-            )
-        };
+        quants.sums = reduce_lanes::<true>(sums);
     }
-    (declined, d_f16, s_f16)
+    quants
+}
+
+/// Each group of sixteen blocks of `groups` with its [`Q8Scales`] and [`Q8Quants`] to `emit`,
+/// with its sixteen blocks of `out`. The next group's scales are computed before this group's
+/// quants: from a group's values to its scales runs a long chain (a reduction, two divisions)
+/// that the previous group's rounding can then hide.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+fn quantize_groups<B, const SUMS: bool>(
+    groups: &[[[f32; 32]; GROUP]],
+    out: &mut [B],
+    mut emit: impl FnMut(&[[f32; 32]; GROUP], &Q8Scales, &Q8Quants, &mut [B]),
+) {
+    let mut next = groups.first().map(|x| q8_scales(x));
+    for (i, (x, out)) in groups.iter().zip(out.chunks_exact_mut(GROUP)).enumerate() {
+        let Some(scales) = next.take() else {
+            return;
+        };
+        next = groups.get(i + 1).map(|x| q8_scales(x));
+        let quants = q8_quants::<SUMS>(x, &scales.ids);
+        emit(x, &scales, &quants, out);
+    }
 }
 
 /// `values` (whole blocks of 32) in groups of [`GROUP`] blocks and the values after them, and
@@ -443,55 +498,168 @@ fn split_groups<'v, 'b, B>(
     (groups, rest.as_flattened(), out, out_rest)
 }
 
+/// Overwrites the blocks of `out` that `declined` marks with the scalar twin's `quantize` of
+/// their values.
+fn take_declined<B>(
+    declined: u16,
+    x: &[[f32; 32]; GROUP],
+    out: &mut [B],
+    quantize: fn(&[f32; 32]) -> B,
+) {
+    let mut left = declined;
+    while left != 0 {
+        let b = left.trailing_zeros() as usize;
+        left &= left - 1;
+        if let (Some(block), Some(x)) = (out.get_mut(b), x.get(b)) {
+            *block = quantize(x);
+        }
+    }
+}
+
 kernel! {
     /// `quantize_row_q8_0_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) fn quantize_q8_0_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_0]) {
         let (groups, rest, out, out_rest) = split_groups(values, blocks);
-        for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
-            let mut qs = [[0i8; 32]; GROUP];
-            let (declined, d, _) = q8_group::<false>(x, &mut qs);
-            for (b, (block, (q, d))) in out.iter_mut().zip(qs.iter().zip(d)).enumerate() {
-                if declined & (1 << b) != 0 {
-                    *block = crate::quant::legacy::q8_0::quantize_block(&x[b]);
-                } else {
-                    block.d = d.to_le_bytes();
-                    block.qs = *q;
+        quantize_groups::<_, false>(groups, out, |x, scales, quants, out| {
+            let (out_pairs, _) = out.as_chunks_mut::<2>();
+            let (d_pairs, _) = scales.d.as_chunks::<2>();
+            for ((pair, d), &quants) in out_pairs.iter_mut().zip(d_pairs).zip(&quants.pairs) {
+                let [first, second] = pair;
+                first.d = d[0].to_le_bytes();
+                second.d = d[1].to_le_bytes();
+                // SAFETY: each `qs` is 32 bytes; `storeu` has no alignment requirement.
+                unsafe {
+                    _mm256_storeu_si256(first.qs.as_mut_ptr().cast(), _mm512_castsi512_si256(quants));
+                    _mm256_storeu_si256(
+                        second.qs.as_mut_ptr().cast(),
+                        _mm512_extracti64x4_epi64::<1>(quants),
+                    );
                 }
             }
-        }
+            take_declined(scales.declined, x, out, crate::quant::legacy::q8_0::quantize_block);
+        });
         quantize_q8_0(t.avx2(), rest, out_rest);
     }
 
-    /// `quantize_row_q8_1_ref` sixteen blocks at a time ([`q8_group`]), the rest as at AVX2.
+    /// `quantize_row_q8_1_ref` sixteen blocks at a time ([`q8_group`], `s = d · Σq` of each
+    /// block's lane), the rest as at AVX2.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) fn quantize_q8_1_512(t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8_1]) {
         let (groups, rest, out, out_rest) = split_groups(values, blocks);
-        for (x, out) in groups.iter().zip(out.chunks_exact_mut(GROUP)) {
-            let mut qs = [[0i8; 32]; GROUP];
-            let (declined, d_f16, s_f16) = q8_group::<true>(x, &mut qs);
-            for (b, (block, ((q, d), s))) in out
+        quantize_groups::<_, true>(groups, out, |x, scales, quants, out| {
+            let s = _mm512_mul_ps(_mm512_cvtepi32_ps(quants.sums), scales.scale);
+            let mut s_f16 = [0u16; GROUP];
+            // SAFETY: `s_f16` is 32 bytes; `storeu` has no alignment requirement.
+            unsafe {
+                _mm256_storeu_si256(
+                    s_f16.as_mut_ptr().cast(),
+                    _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(s),
+                )
+            };
+            let (out_pairs, _) = out.as_chunks_mut::<2>();
+            let (d_pairs, _) = scales.d.as_chunks::<2>();
+            let (s_pairs, _) = s_f16.as_chunks::<2>();
+            for (((pair, d), s), &quants) in out_pairs
                 .iter_mut()
-                .zip(qs.iter().zip(d_f16).zip(s_f16))
-                .enumerate()
+                .zip(d_pairs)
+                .zip(s_pairs)
+                .zip(&quants.pairs)
             {
-                if declined & (1 << b) != 0 {
-                    *block = crate::quant::legacy::q8_1::quantize_block(&x[b]);
-                } else {
-                    block.d = d.to_le_bytes();
-                    block.s = s.to_le_bytes();
-                    block.qs = *q;
+                let [first, second] = pair;
+                first.d = d[0].to_le_bytes();
+                second.d = d[1].to_le_bytes();
+                first.s = s[0].to_le_bytes();
+                second.s = s[1].to_le_bytes();
+                // SAFETY: each `qs` is 32 bytes; `storeu` has no alignment requirement.
+                unsafe {
+                    _mm256_storeu_si256(first.qs.as_mut_ptr().cast(), _mm512_castsi512_si256(quants));
+                    _mm256_storeu_si256(
+                        second.qs.as_mut_ptr().cast(),
+                        _mm512_extracti64x4_epi64::<1>(quants),
+                    );
                 }
             }
-        }
+            take_declined(scales.declined, x, out, crate::quant::legacy::q8_1::quantize_block);
+        });
         quantize_q8_1(t.avx2(), rest, out_rest);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::sum_signed_bytes;
+    use super::super::tokens::{kernel, Avx2, Avx512Vnni};
+    use super::{c_round_small_i32x16, c_round_small_i32x8, sum_signed_bytes};
+    use crate::quant::float::c_round_i32;
     use crate::quant::packed::block_sum_scalar;
+    use core::arch::x86_64::*;
+    use std::vec::Vec;
+
+    kernel! {
+        #[target_feature(enable = "avx2")]
+        fn rounded_8(_t: Avx2, x: &[f32; 8]) -> [i32; 8] {
+            let mut out = [0i32; 8];
+            // SAFETY: `x` holds eight f32 and `out` eight i32; neither access needs alignment.
+            unsafe {
+                let r = c_round_small_i32x8(_mm256_loadu_ps(x.as_ptr()));
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), r);
+            }
+            out
+        }
+
+        #[target_feature(enable = "avx512f")]
+        fn rounded_16(_t: Avx512Vnni, x: &[f32; 16]) -> [i32; 16] {
+            let mut out = [0i32; 16];
+            // SAFETY: `x` holds sixteen f32 and `out` sixteen i32; neither access needs alignment.
+            unsafe {
+                let r = c_round_small_i32x16(_mm512_loadu_ps(x.as_ptr()));
+                _mm512_storeu_si512(out.as_mut_ptr().cast(), r);
+            }
+            out
+        }
+    }
+
+    /// Both vector roundings against the scalar `c_round_i32` on the range they are for (below
+    /// 2^23 in magnitude): every float within 300 steps of each integer and half-integer up to
+    /// ±300 (where the add's own rounding could carry a value below one half over), zeros,
+    /// subnormals, and every 1021st float of either sign.
+    #[test]
+    fn vector_roundings_are_c_roundf() {
+        let mut values: Vec<f32> = std::vec![0.0, -0.0, f32::MIN_POSITIVE, 1e-45, -1e-45];
+        for half_steps in -600i32..=600 {
+            let centre = (half_steps as f32 * 0.5).to_bits();
+            for step in 0..300 {
+                values.push(f32::from_bits(centre.wrapping_add(step)));
+                values.push(f32::from_bits(centre.wrapping_sub(step)));
+            }
+        }
+        for bits in (0..8_388_608f32.to_bits()).step_by(1021) {
+            values.push(f32::from_bits(bits));
+            values.push(-f32::from_bits(bits));
+        }
+        values.retain(|v| v.abs() < 8_388_608.0);
+        let want: Vec<i32> = values.iter().map(|&v| c_round_i32(v)).collect();
+        let (sixteens, _) = values.as_chunks::<16>();
+        let (want16, _) = want.as_chunks::<16>();
+        match Avx2::try_new() {
+            Some(t) => {
+                for (x, want) in sixteens.iter().zip(want16) {
+                    for (x, want) in x.as_chunks::<8>().0.iter().zip(want.as_chunks::<8>().0) {
+                        assert_eq!(rounded_8(t, x), *want, "{x:?}");
+                    }
+                }
+            }
+            None => std::println!("vector_roundings_are_c_roundf: no AVX2 here, not run"),
+        }
+        match Avx512Vnni::try_new() {
+            Some(t) => {
+                for (x, want) in sixteens.iter().zip(want16) {
+                    assert_eq!(rounded_16(t, x), *want, "{x:?}");
+                }
+            }
+            None => std::println!("vector_roundings_are_c_roundf: no AVX-512 VNNI here, not run"),
+        }
+    }
 
     /// The SSE2 block sum against its scalar twin: each byte value alone and filling a block, the
     /// extremes (all -128, all 127, alternating), and pseudo-random blocks.
