@@ -1,4 +1,4 @@
-//! The OS permission the experimental `amx` kernel level needs (Intel AMX tiles).
+//! The OS permission the `amx` kernel level needs (Intel AMX tiles).
 //!
 //! On Linux a process must ask before its first tile instruction, or that instruction faults
 //! (SIGILL): `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, the kernel's
@@ -7,9 +7,9 @@
 //! asks and tells. The `miniquant` binary calls it first thing, before the command line (and its
 //! `--level`) is read. It is only asked for where the CPU has AMX and the OS saves its state.
 //!
-//! The grant makes the level *available*, not the default: `amx` is experimental (it gives the
-//! scalar bits on real tiles but is slower than `avx512vnni` where measured) and runs only when
-//! named (`--level amx`, `MINIQUANT_LEVEL=amx`).
+//! The grant makes the level available and the automatic choice: the same bits as every level,
+//! its tiles run the packed matmul from 16 columns (faster than `avx512vnni`'s where measured),
+//! every other kernel is `avx512vnni`'s. A library user who wants it calls [`request`] too.
 
 use std::sync::OnceLock;
 
@@ -60,17 +60,23 @@ mod linux {
 mod tests {
     use miniquant::quant::level::{self, Level};
 
-    /// The request grants exactly where the CPU has AMX (and the kernel agrees); the automatic
-    /// level never becomes `amx`.
+    /// The request grants exactly where the CPU has AMX (and the kernel agrees); `amx` is then
+    /// the detected level and the one in effect (unless `MINIQUANT_LEVEL` names another), also
+    /// when both were resolved before the request (unless another test of this binary asked
+    /// first, as `parallel`'s may).
     #[test]
-    fn request_grants_only_where_amx_is() {
+    fn request_grants_only_where_amx_is_and_makes_it_the_automatic_level() {
+        let _detected_before = level::detect();
+        let _current_before = level::current();
         let granted = super::request();
         assert_eq!(granted, Level::Amx.is_available());
         if !level::amx_supported() {
             assert!(!granted);
             eprintln!("no AMX on this CPU: the amx level is not run");
         }
-        assert_ne!(level::detect(), Level::Amx);
+        assert_eq!(level::detect() == Level::Amx, granted);
+        let named = level::env_level().ok().flatten();
+        assert_eq!(level::current(), named.unwrap_or_else(level::detect));
         // Idempotent.
         assert_eq!(super::request(), granted);
     }

@@ -9,8 +9,8 @@ use miniquant_std::cli::{run, Cli};
 fn main() -> ExitCode {
     // First, so that no output can be interrupted before its temporary is watched.
     miniquant_std::signals::install();
-    // Before `--level` is read: the OS's permission for the AMX tiles, where the CPU has them
-    // (the experimental `amx` level is then available, never the default).
+    // Before `--level` is read and any level is detected: the OS's permission for the AMX tiles,
+    // where the CPU has them (the `amx` level is then available, and the automatic choice).
     miniquant_std::amx::request();
     // Usage errors print clap's message and exit with 2.
     let cli = Cli::parse();

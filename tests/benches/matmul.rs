@@ -221,7 +221,7 @@ fn best_time(mut f: impl FnMut()) -> Duration {
 }
 
 fn main() {
-    // Where the CPU has AMX: the OS's permission, so the experimental `amx` level is timed too.
+    // Where the CPU has AMX: the OS's permission, so the `amx` level is timed too.
     miniquant_std::amx::request();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let grid = Grid::from_args(&args);

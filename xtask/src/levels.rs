@@ -46,7 +46,7 @@ pub fn report() -> String {
         };
     }
     if amx_runs {
-        run += " (amx: opt-in only; the packed matmul on tiles, the rest avx512vnni's)";
+        run += " (amx: the packed matmul on tiles, the rest avx512vnni's)";
     }
     let amx_note = if skipped.contains(&Level::Amx) {
         "; amx checked on emulated tiles only"

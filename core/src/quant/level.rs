@@ -7,14 +7,14 @@
 //!    does not parse or a level this CPU lacks is ignored here, the CLI reports it as an error);
 //! 3. the best level the CPU has: known at compile time from `cfg(target_feature)` (bare metal,
 //!    `-C target-cpu`), else detected at run time once and cached in an atomic: on x86_64 in
-//!    every build (`cpuid`), on aarch64 under `std`. Experimental levels
-//!    ([`Level::is_experimental`]: `amx`) are never picked here, only by name.
+//!    every build (`cpuid`), on aarch64 under `std`.
 //!
 //! The `amx` level needs more than the CPU: the OS must let the process use the tile registers.
 //! Linux asks for a per-process request (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`), which
 //! this `no_std` crate cannot make; bare-metal firmware enables the tile state in XCR0 itself.
 //! Whoever did so says it with [`grant_amx`] (the `std` adapter does, after its request
-//! succeeded); without that grant `amx` is unavailable.
+//! succeeded); without that grant `amx` is unavailable, and with it `amx` is the detected level
+//! (a grant after the level was first detected takes effect from then on).
 //!
 //! Built with `--cfg miniquant_disable_simd`, only [`Level::Scalar`] exists at run time and no
 //! SIMD code is compiled.
@@ -138,8 +138,9 @@ static AMX_GRANTED: AtomicBool = AtomicBool::new(false);
 
 /// Declares that this process may execute AMX tile instructions, and returns whether the `amx`
 /// level is now available (the CPU has AMX-TILE and AMX-INT8, the OS saves the tile state, and
-/// this build has SIMD). Without this call the `amx` level is never available. The level stays
-/// experimental (not the automatic choice): name it to use it.
+/// this build has SIMD). Without this call the `amx` level is never available; with it, `amx` is
+/// the level [`detect`] gives and [`current`] uses unless a level was forced or named in
+/// `MINIQUANT_LEVEL`.
 ///
 /// # Safety
 /// The tile state must be enabled for this process, so that no tile instruction faults: on Linux,
@@ -149,6 +150,11 @@ static AMX_GRANTED: AtomicBool = AtomicBool::new(false);
 #[allow(unsafe_code)] // The contract is the caller's; this body has no unsafe operation.
 pub unsafe fn grant_amx() -> bool {
     AMX_GRANTED.store(true, Ordering::Relaxed);
+    // Detected again on the next call; the level in effect too, unless it was forced or named.
+    DETECTED.store(UNKNOWN, Ordering::Relaxed);
+    if CURRENT_IS_DETECTED.load(Ordering::Relaxed) {
+        CURRENT.store(UNKNOWN, Ordering::Relaxed);
+    }
     Level::Amx.is_available()
 }
 
@@ -212,8 +218,11 @@ const UNKNOWN: u8 = 0;
 static DETECTED: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// The level in effect (forced, from the environment, or detected), once resolved.
 static CURRENT: AtomicU8 = AtomicU8::new(UNKNOWN);
+/// Whether [`CURRENT`] holds the detected level (neither forced nor named in the environment).
+static CURRENT_IS_DETECTED: AtomicBool = AtomicBool::new(false);
 
-/// The best level this CPU and build have, experimental ones aside (detected once, then cached).
+/// The best level this CPU and build have (detected once, then cached; again after
+/// [`grant_amx`]).
 pub fn detect() -> Level {
     if let Some(level) = Level::from_u8(DETECTED.load(Ordering::Relaxed).wrapping_sub(1)) {
         return level;
@@ -221,7 +230,7 @@ pub fn detect() -> Level {
     let best = Level::ALL
         .into_iter()
         .rev()
-        .find(|l| !l.is_experimental() && l.is_available())
+        .find(|l| l.is_available())
         .unwrap_or(Level::Scalar);
     DETECTED.store(best as u8 + 1, Ordering::Relaxed);
     best
@@ -232,7 +241,9 @@ pub fn current() -> Level {
     if let Some(level) = Level::from_u8(CURRENT.load(Ordering::Relaxed).wrapping_sub(1)) {
         return level;
     }
-    let level = env_level().ok().flatten().unwrap_or_else(detect);
+    let named = env_level().ok().flatten();
+    let level = named.unwrap_or_else(detect);
+    CURRENT_IS_DETECTED.store(named.is_none(), Ordering::Relaxed);
     CURRENT.store(level as u8 + 1, Ordering::Relaxed);
     level
 }
@@ -242,6 +253,7 @@ pub fn set_level(level: Level) -> Result<(), LevelError> {
     if !level.is_available() {
         return Err(LevelError::unavailable(level));
     }
+    CURRENT_IS_DETECTED.store(false, Ordering::Relaxed);
     CURRENT.store(level as u8 + 1, Ordering::Relaxed);
     Ok(())
 }
@@ -317,14 +329,11 @@ mod tests {
         assert!(detect().is_available());
     }
 
-    /// `amx` is never the automatic choice, and exists only where the CPU has AMX.
+    /// `amx` exists only where the CPU has AMX (and, outside these tests, the OS's grant), and
+    /// is then the detected level.
     #[test]
-    fn amx_is_experimental_and_needs_the_cpu() {
-        assert!(Level::Amx.is_experimental());
-        assert!(Level::ALL
-            .into_iter()
-            .all(|l| l.is_experimental() == (l == Level::Amx)));
-        assert_ne!(detect(), Level::Amx);
+    fn amx_needs_the_cpu_and_is_detected_where_available() {
+        assert_eq!(detect() == Level::Amx, Level::Amx.is_available());
         if !amx_supported() {
             assert!(!Level::Amx.is_available());
             assert_eq!(

@@ -24,8 +24,9 @@ pub enum Level {
     /// x86_64 with AVX-512 F/BW/VL and VNNI (`vpdpbusd`), on top of AVX2.
     Avx512Vnni = 5,
     /// x86_64 with AMX-TILE and AMX-INT8 (`tdpbssd` on tiles), on top of AVX-512 VNNI; usable
-    /// only once the OS permission is granted (`level::grant_amx`). Experimental: never chosen
-    /// automatically, only by name, until an AMX machine has run its tests.
+    /// only once the OS permission is granted (`level::grant_amx`), and then the automatic
+    /// choice: its tiles run the packed matmul from 16 columns, every other kernel is
+    /// `avx512vnni`'s.
     Amx = 6,
 }
 
@@ -69,15 +70,6 @@ impl Level {
             Level::Avx512Vnni => Some(Level::Avx2),
             Level::Amx => Some(Level::Avx512Vnni),
         }
-    }
-
-    /// Whether the level is experimental: never the automatic choice
-    /// ([`level::detect`](super::level::detect) skips it), only taken when named (`--level`,
-    /// `MINIQUANT_LEVEL`, `set_level`). `amx` is: on real tiles it gives the scalar bits, but of
-    /// its kernels only the packed matmul is faster than `avx512vnni`'s on the AMX machines
-    /// measured; its plain matmul is slower (docs/kernel-experiments.md).
-    pub const fn is_experimental(self) -> bool {
-        matches!(self, Level::Amx)
     }
 }
 

@@ -53,8 +53,7 @@ pub struct Args {
     #[arg(short = 'b', long, value_name = "N", default_value_t = 512)]
     #[arg(value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
-    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
-    /// only when named).
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx.
     /// [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,

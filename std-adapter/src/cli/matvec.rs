@@ -25,8 +25,8 @@ pub struct MatvecOptions {
     /// of weights. Any count gives the same bytes.
     #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
     pub threads: Option<std::num::NonZeroUsize>,
-    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
-    /// only when named; a level this CPU lacks is an error). Every level gives the same bytes.
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (a level this
+    /// CPU lacks is an error). Every level gives the same bytes.
     /// [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,

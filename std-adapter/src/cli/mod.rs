@@ -197,26 +197,9 @@ pub enum Command {
 /// `lock()`): progress bars draw on stderr from worker threads, which would wait forever.
 pub fn run<O: Write, E: Write>(cli: &Cli, out: &mut O, err: &mut E) -> u8 {
     // MINIQUANT_LEVEL forces the kernel level of every command; a bad one is a usage error.
-    match miniquant::quant::level::env_level() {
-        Err(e) => {
-            let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
-            return EXIT_USAGE;
-        }
-        Ok(Some(level)) => {
-            if let Some(note) = level_arg::experimental_note(level, "MINIQUANT_LEVEL=") {
-                let _ = writeln!(err, "{note}");
-            }
-        }
-        Ok(None) => {}
-    }
-    let level_option = match &cli.command {
-        Command::Matvec { options, .. } => options.level,
-        Command::Run(args) => args.level,
-        Command::Bench(args) => args.level,
-        _ => None,
-    };
-    if let Some(note) = level_option.and_then(|l| level_arg::experimental_note(l, "--level ")) {
-        let _ = writeln!(err, "{note}");
+    if let Err(e) = miniquant::quant::level::env_level() {
+        let _ = writeln!(err, "error: MINIQUANT_LEVEL: {e}");
+        return EXIT_USAGE;
     }
     // MINIQUANT_NO_MMAP=1 is --no-mmap for every command; anything but 0 or 1 is a usage error.
     let no_mmap_env = std::env::var_os("MINIQUANT_NO_MMAP");

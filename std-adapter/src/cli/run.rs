@@ -58,9 +58,8 @@ pub struct Args {
     /// tokens and logits.
     #[arg(long, value_name = "N", value_parser = threads_arg::parse)]
     pub threads: Option<NonZeroUsize>,
-    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx (experimental:
-    /// only when named). Every level gives the same tokens and logits. [default: MINIQUANT_LEVEL,
-    /// else auto]
+    /// Kernel level: auto, scalar, neon, dotprod, i8mm, avx2, avx512vnni or amx. Every level
+    /// gives the same tokens and logits. [default: MINIQUANT_LEVEL, else auto]
     #[arg(long, value_name = "LEVEL", value_parser = level_arg::parse)]
     pub level: Option<Level>,
     /// Prompt tokens per batch (one matmul per weight per batch). Any size gives the same logits.

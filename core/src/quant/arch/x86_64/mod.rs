@@ -1,5 +1,5 @@
-//! x86_64 kernels: AVX2 (with F16C), AVX-512 VNNI (`vpdpbusd`, on top of AVX-512 F/BW/VL) and,
-//! experimental, AMX (`tdpbssd` tiles, on top of AVX-512 VNNI; the `amx` module).
+//! x86_64 kernels: AVX2 (with F16C), AVX-512 VNNI (`vpdpbusd`, on top of AVX-512 F/BW/VL) and
+//! AMX (`tdpbssd` tiles, on top of AVX-512 VNNI; the `amx` module).
 //!
 //! One module per block-type family, each with its vec_dot, multi-row (`rows`), dequantize and
 //! quantize kernels at every level; beside them the level-independent helpers (`vector`), the
@@ -276,7 +276,7 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     },
 });
 
-/// AMX (experimental: chosen only by name): the tiles for the packed matmul; every other kernel
+/// AMX: the tiles for the packed matmul; every other kernel
 /// is the VNNI level's (a plain-layout AMX matmul, decoding each row into tiles, ran at 0.2-0.7x
 /// the VNNI matmul and was dropped: docs/kernel-experiments.md).
 pub(crate) const AMX: ArchKernels = level_kernels!(Amx {

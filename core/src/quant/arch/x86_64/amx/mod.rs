@@ -1,4 +1,4 @@
-//! AMX int8 kernels (the experimental `amx` level): the packed matmul of Q8_0, Q4_0 and Q4_1
+//! AMX int8 kernels (the `amx` level): the packed matmul of Q8_0, Q4_0 and Q4_1
 //! (`quant::packed`'s layout, whose group blocks already are weight tiles). `tdpbssd` multiplies a
 //! tile of sixteen activation blocks by a tile of sixteen weight rows' blocks into sixteen ×
 //! sixteen exact integer block sums, and each output then takes its scalar twin's float step per
@@ -10,8 +10,7 @@
 //! (`emulated`, tests only) runs them on any x86_64 CPU: on machines without AMX the tests check
 //! everything but the instruction encodings and the hardware's own semantics. Where AMX is
 //! present and granted the tests also run the real tiles against the scalar bits (they have, on
-//! Intel Xeons with AMX). The level stays experimental (`Level::is_experimental`): never chosen
-//! automatically, only by name.
+//! Intel Xeons with AMX, in CI). Where granted, the level is the automatic choice.
 //!
 //! Using the tiles takes the OS's permission (`level::grant_amx`; on Linux the `std` adapter asks
 //! with `arch_prctl`). This crate's own tests ask themselves ([`request_for_tests`]).
