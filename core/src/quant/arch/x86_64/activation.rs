@@ -498,6 +498,21 @@ fn split_groups<'v, 'b, B>(
     (groups, rest.as_flattened(), out, out_rest)
 }
 
+/// A pair's vector of quants ([`Q8Quants::pairs`]) to its two blocks.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn store_pair(first: &mut [i8; 32], second: &mut [i8; 32], quants: __m512i) {
+    // SAFETY: each array is 32 bytes, borrowed exclusively; `storeu` has no alignment
+    // requirement.
+    unsafe {
+        _mm256_storeu_si256(first.as_mut_ptr().cast(), _mm512_castsi512_si256(quants));
+        _mm256_storeu_si256(
+            second.as_mut_ptr().cast(),
+            _mm512_extracti64x4_epi64::<1>(quants),
+        );
+    }
+}
+
 /// Overwrites the blocks of `out` that `declined` marks with the scalar twin's `quantize` of
 /// their values.
 fn take_declined<B>(
@@ -528,14 +543,7 @@ kernel! {
                 let [first, second] = pair;
                 first.d = d[0].to_le_bytes();
                 second.d = d[1].to_le_bytes();
-                // SAFETY: each `qs` is 32 bytes; `storeu` has no alignment requirement.
-                unsafe {
-                    _mm256_storeu_si256(first.qs.as_mut_ptr().cast(), _mm512_castsi512_si256(quants));
-                    _mm256_storeu_si256(
-                        second.qs.as_mut_ptr().cast(),
-                        _mm512_extracti64x4_epi64::<1>(quants),
-                    );
-                }
+                store_pair(&mut first.qs, &mut second.qs, quants);
             }
             take_declined(scales.declined, x, out, crate::quant::legacy::q8_0::quantize_block);
         });
@@ -571,14 +579,7 @@ kernel! {
                 second.d = d[1].to_le_bytes();
                 first.s = s[0].to_le_bytes();
                 second.s = s[1].to_le_bytes();
-                // SAFETY: each `qs` is 32 bytes; `storeu` has no alignment requirement.
-                unsafe {
-                    _mm256_storeu_si256(first.qs.as_mut_ptr().cast(), _mm512_castsi512_si256(quants));
-                    _mm256_storeu_si256(
-                        second.qs.as_mut_ptr().cast(),
-                        _mm512_extracti64x4_epi64::<1>(quants),
-                    );
-                }
+                store_pair(&mut first.qs, &mut second.qs, quants);
             }
             take_declined(scales.declined, x, out, crate::quant::legacy::q8_1::quantize_block);
         });
