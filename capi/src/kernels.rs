@@ -270,8 +270,9 @@ pub unsafe extern "C" fn mq_matvec(
 }
 
 /// The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): on x86_64 the best this CPU
-/// has (detected once with `cpuid`, no OS call), elsewhere the best the build's target features
-/// allow. Static, NUL-terminated.
+/// has (detected once with `cpuid`, no OS call; so never `"amx"`, which needs the OS's permission
+/// that this library does not ask for), elsewhere the best the build's target features allow.
+/// Static, NUL-terminated.
 #[no_mangle]
 pub extern "C" fn mq_kernel_level() -> *const c_char {
     c_str(match level::current() {
