@@ -567,8 +567,9 @@ int32_t mq_matvec(uint32_t code,
                   struct mq_error *err);
 
 // The kernel level in use (`"scalar"`, `"avx2"`, `"neon"`, ...): on x86_64 the best this CPU
-// has (detected once with `cpuid`, no OS call), elsewhere the best the build's target features
-// allow. Static, NUL-terminated.
+// has (detected once with `cpuid`, no OS call; so never `"amx"`, which needs the OS's permission
+// that this library does not ask for), elsewhere the best the build's target features allow.
+// Static, NUL-terminated.
 const char *mq_kernel_level(void);
 
 // The default limits: depth 8, strings and arrays up to 2^30, keys up to 65535 bytes, 2^20
