@@ -489,7 +489,7 @@ impl core::fmt::Display for Error {
                     f.write_str(" (ggml quantizes it only with an importance matrix or tables built at run time)")?;
                 }
                 if op == Op::Pack {
-                    f.write_str(" (rows are packed for Q4_0, Q4_1 and Q8_0)")?;
+                    f.write_str(" (rows are packed for Q4_0, Q4_1, Q5_0 and Q8_0)")?;
                 }
                 if op == Op::FromBigEndian {
                     f.write_str(" (gguf-convert-endian defines the big-endian layout of F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 and NVFP4 only)")?;

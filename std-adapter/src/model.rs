@@ -289,7 +289,7 @@ impl MatMul for WithPacked<'_> {
         y: &mut [f32],
     ) -> Result<(), Error> {
         let Threaded { level, threads } = self.threaded;
-        let most = if level == Level::Amx {
+        let most = if packed::has_tile_kernel(level, t) {
             // Its packed matmul runs on the tiles from 16 columns (BENCHMARKS.md, "AMX tiles
             // over packed rows").
             usize::MAX

@@ -115,7 +115,12 @@ fn matmul_table(with_ggml: bool, with_unfused: bool, gaussian: &mut dyn FnMut() 
     };
     let only_type = arg("--type");
     let only_n: Option<usize> = arg("--columns").and_then(|n| n.parse().ok());
-    let types = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+    let types = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+    ];
     for t in types.into_iter().filter(|t| {
         only_type
             .as_ref()
@@ -311,9 +316,14 @@ fn main() {
         let (u, v) = (next(), next());
         ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
     };
-    for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0]
-        .into_iter()
-        .filter(|_| !only_matmul)
+    for t in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+    ]
+    .into_iter()
+    .filter(|_| !only_matmul)
     {
         let ggml = if with_ggml {
             ggml_amx(t, &SHAPES, 1, false)
@@ -330,8 +340,10 @@ fn main() {
             let packed_w = &*packed_w;
             let x: Vec<f32> = (0..cols).map(|_| gaussian()).collect();
             let scratch_bytes = quant::matvec::matvec_scratch_bytes(t, cols).unwrap();
+            // Only the levels with a packed kernel for `t` (AVX2 has none for Q5_0).
             let mut sides: Vec<Side> = ran
                 .iter()
+                .filter(|&&level| packed::has_packed_kernel(level, t))
                 .flat_map(|&level| [(level, false), (level, true)])
                 .map(|(level, packed)| Side {
                     level,

@@ -66,11 +66,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub batch: usize,
     /// Run every product on the weights as stored. By default, the matrices of the types this
-    /// kernel level has a packed kernel for (Q4_0, Q4_1, Q8_0 at avx2, avx512vnni and amx; up to
-    /// 64 MiB each, and in all up to half the memory available beside the run's own) are also
-    /// packed once at load, 16 rows interleaved, for generation and for prompt batches under 16
-    /// (avx2) or 32 tokens (avx512vnni; every batch at amx): the same logits, faster, and as much
-    /// memory again as those matrices take.
+    /// kernel level has a packed kernel for (Q4_0, Q4_1, Q5_0, Q8_0 at avx2, avx512vnni and amx;
+    /// up to 64 MiB each, and in all up to half the memory available beside the run's own) are
+    /// also packed once at load, 16 rows interleaved, for generation and for prompt batches under
+    /// 16 (avx2) or 32 tokens (avx512vnni; at amx every batch of Q4_0, Q4_1, Q8_0): the same
+    /// logits, faster, and as much memory again as those matrices take.
     #[arg(long)]
     pub no_pack: bool,
     /// After the text, print the prompt's token ids on one line and the generated ones on another.

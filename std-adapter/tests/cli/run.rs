@@ -6,6 +6,7 @@ use crate::common;
 use std::path::Path;
 
 use common::{miniquant, scratch_dir};
+use miniquant::GgmlType;
 
 fn smollm2() -> Option<String> {
     common::cached_model("SmolLM2-135M-Instruct.Q4_1.gguf").map(|p| p.to_str().unwrap().to_owned())
@@ -202,10 +203,25 @@ fn logits_file_is_written_as_npy_or_raw() {
 /// logits of a generated token's step (a one-column product of every matrix) after a prompt of
 /// 20 tokens (a 20-column product: the packed matmul at avx512vnni, the tiles at amx), at every
 /// level with packed kernels (amx where this CPU has it and Linux grants it) and on one and two
-/// threads.
+/// threads: SmolLM2's Q4_1 matrices, and Gemma 3's 81 Q5_0 and 9 Q8_0 ones (its K-quant
+/// matrices and its 180 MB head stay plain).
 #[test]
 fn packed_and_plain_weights_give_the_same_logits() {
-    let Some(model) = smollm2() else { return };
+    if let Some(model) = smollm2() {
+        same_logits_packed_and_plain(&model, GgmlType::Q4_1, 49152, "211 matrices packed");
+    }
+    if let Some(model) = gemma3() {
+        same_logits_packed_and_plain(&model, GgmlType::Q5_0, 262144, "90 matrices packed");
+    }
+}
+
+fn gemma3() -> Option<String> {
+    common::cached_model("gemma-3-270m-q4_k_m.gguf").map(|p| p.to_str().unwrap().to_owned())
+}
+
+/// [`packed_and_plain_weights_give_the_same_logits`] for one model, at the levels with a packed
+/// kernel for `packed`, with as many matrices packed as `packed_note` says.
+fn same_logits_packed_and_plain(model: &str, packed: GgmlType, vocab: usize, packed_note: &str) {
     // So that `available()` below lists `amx` where the CPU has it (the binary asks itself).
     miniquant_std::amx::request();
     let dir = scratch_dir();
@@ -216,7 +232,7 @@ fn packed_and_plain_weights_give_the_same_logits() {
         let _ = std::fs::remove_file(&path);
         let mut args = vec![
             "run",
-            &model,
+            model,
             "--prompt-ids",
             &prompt,
             "-n",
@@ -230,18 +246,18 @@ fn packed_and_plain_weights_give_the_same_logits() {
         std::fs::read(&path).unwrap()
     };
     let want = logits(&["--no-pack", "--threads", "1"]);
-    assert_eq!(want.len(), 49152 * 4);
-    // The levels with packed kernels (the others pack nothing: the plain run above covers them,
-    // and the level tests hold every level to the scalar bits).
+    assert_eq!(want.len(), vocab * 4);
+    // The levels with packed kernels for the type (the others pack nothing: the plain run above
+    // covers them, and the level tests hold every level to the scalar bits).
     let levels: Vec<_> = miniquant::quant::level::available()
-        .filter(|&l| miniquant::quant::packed::has_packed_kernel(l, miniquant::GgmlType::Q4_1))
+        .filter(|&l| miniquant::quant::packed::has_packed_kernel(l, packed))
         .collect();
-    eprintln!("packed logits checked at {levels:?}");
+    eprintln!("{packed} packed logits checked at {levels:?}");
     for level in levels {
-        // Packed indeed: every layer matrix and the tied head (`bench` says how many).
+        // Packed indeed: every matrix of the type (`bench` says how many).
         let bench = miniquant(&[
             "bench",
-            &model,
+            model,
             "-p",
             "0",
             "-n",
@@ -253,7 +269,7 @@ fn packed_and_plain_weights_give_the_same_logits() {
         ]);
         assert_eq!(bench.code, 0, "{}", bench.stderr);
         assert!(
-            bench.stdout_text().contains("211 matrices packed"),
+            bench.stdout_text().contains(packed_note),
             "{}",
             bench.stdout_text()
         );

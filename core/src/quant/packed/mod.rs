@@ -16,10 +16,13 @@
 //! matrix of those rows, at the bytes the plain layout gives them. So a caller can split it across
 //! threads by groups. The last `rows % 16` rows stay plain (the rows kernel runs them).
 //!
-//! Q4_0, Q4_1 and Q8_0 are packed; Q8_0's quant bytes are stored `+ 128` (their top bit flipped),
-//! the unsigned operand `vpdpbusd` wants, and the kernels take `128 · Σ x` back out exactly. The
-//! layout is the same at every level, so a matrix packed once runs at any level; levels without a
-//! packed kernel ([`has_packed_kernel`]) run the scalar twin, slower than their plain kernels.
+//! Q4_0, Q4_1, Q5_0 and Q8_0 are packed; Q8_0's quant bytes are stored `+ 128` (their top bit
+//! flipped), the unsigned operand `vpdpbusd` wants, and the kernels take `128 · Σ x` back out
+//! exactly. Q5_0's fifth bits (`qh`, bit `v` for value `v`) are stored in another order, so that
+//! one shift of a row's 32 bits puts the fifth bits of a quant dword's four bytes at bit 4 of
+//! each ([`spread_fifth_bits`]). The layout is the same at every level, so a matrix packed once
+//! runs at any level; levels without a packed kernel ([`has_packed_kernel`]) run the scalar twin,
+//! slower than their plain kernels.
 
 #[cfg(test)]
 mod tests;
@@ -35,7 +38,7 @@ use crate::ggml_type::GgmlType;
 
 use super::activation::BlockQ8_0;
 #[cfg(feature = "legacy")]
-use super::legacy::{BlockQ4_0, BlockQ4_1};
+use super::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0};
 
 /// Rows a packed group interleaves: the f32 lanes of a 512-bit vector.
 pub const GROUP_ROWS: usize = 16;
@@ -43,13 +46,40 @@ pub const GROUP_ROWS: usize = 16;
 /// The largest block a packed type has (Q8_0's 34 bytes).
 const MAX_BLOCK: usize = 34;
 
-/// Where a block's bytes go in its group: a block is `head` bytes of f16 fields (`d`, and `m`),
-/// then `quants` bytes of quants, which are stored XOR `flip`.
+/// The largest head a packed type has (Q5_0's `d` and `qh`).
+const MAX_HEAD: usize = 6;
+
+/// Where a block's bytes go in its group: a block is `head` bytes of 16-bit fields (`d`, and
+/// `m` or Q5_0's `qh` as two halves), then `quants` bytes of quants, which are stored XOR `flip`;
+/// with `fifth_bits`, head bytes 2..6 are Q5_0's `qh`, stored spread ([`spread_fifth_bits`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Geometry {
     head: usize,
     quants: usize,
     flip: u8,
+    fifth_bits: bool,
+}
+
+/// Where Q5_0's `qh` sits in its block.
+const FIFTH_BITS: core::ops::Range<usize> = 2..6;
+
+/// The stored bit of Q5_0 value `v`'s fifth bit: byte `b`, bit `k` holds value `4k + b` for
+/// `k < 4` (the low nibbles of quant dword `k`) and `16 + 4(k - 4) + b` for `k >= 4` (its high
+/// nibbles). So quant dword `j`'s fifth bits are at bit 4 of each byte after a shift left by
+/// `4 - j` (low nibbles) or right by `j` (high nibbles).
+const fn spread_position(v: u32) -> u32 {
+    let (half, u) = (v / 16, v % 16);
+    8 * (u % 4) + 4 * half + u / 4
+}
+
+/// Q5_0's `qh` (bit `v` for value `v`) in the packed order.
+pub(crate) fn spread_fifth_bits(qh: u32) -> u32 {
+    (0..32).fold(0, |out, v| out | ((qh >> v) & 1) << spread_position(v))
+}
+
+/// [`spread_fifth_bits`] undone.
+fn gather_fifth_bits(stored: u32) -> u32 {
+    (0..32).fold(0, |out, v| out | ((stored >> spread_position(v)) & 1) << v)
 }
 
 impl Geometry {
@@ -97,6 +127,7 @@ impl Packable for BlockQ4_0 {
         head: 2,
         quants: 16,
         flip: 0,
+        fifth_bits: false,
     };
     const BIAS: i32 = 8;
 }
@@ -107,8 +138,20 @@ impl Packable for BlockQ4_1 {
         head: 4,
         quants: 16,
         flip: 0,
+        fifth_bits: false,
     };
     const BIAS: i32 = 0;
+}
+
+#[cfg(feature = "legacy")]
+impl Packable for BlockQ5_0 {
+    const GEOMETRY: Geometry = Geometry {
+        head: 6,
+        quants: 16,
+        flip: 0,
+        fifth_bits: true,
+    };
+    const BIAS: i32 = 16;
 }
 
 impl Packable for BlockQ8_0 {
@@ -116,6 +159,7 @@ impl Packable for BlockQ8_0 {
         head: 2,
         quants: 32,
         flip: 0x80,
+        fifth_bits: false,
     };
     const BIAS: i32 = 128;
 }
@@ -133,6 +177,11 @@ macro_rules! with_packed_type {
             #[cfg(feature = "legacy")]
             GgmlType::Q4_1 => {
                 type $B = BlockQ4_1;
+                $body
+            }
+            #[cfg(feature = "legacy")]
+            GgmlType::Q5_0 => {
+                type $B = BlockQ5_0;
                 $body
             }
             GgmlType::Q8_0 => {
@@ -164,6 +213,18 @@ pub fn has_packed_kernel(level: Level, t: GgmlType) -> bool {
 /// `t`; without one, [`packed_matmul_quantized`] runs the packed rows kernel column by column.
 pub fn has_packed_matmul_kernel(level: Level, t: GgmlType) -> bool {
     with_packed_type!(t, B => B::packed_matmul_kernel(level).is_some(), else false)
+}
+
+/// Whether `level` runs the packed matmul of `t` on AMX tiles (the `amx` level's own kernel, as
+/// against the VNNI one it falls back to for a type without one); that kernel stays ahead of the
+/// plain matmul at any number of columns.
+pub fn has_tile_kernel(level: Level, t: GgmlType) -> bool {
+    #[cfg(all(target_arch = "x86_64", not(miniquant_disable_simd)))]
+    if level == Level::Amx && level.is_available() && packable(t) {
+        return super::arch::x86_64::amx_has_packed_matmul(t);
+    }
+    let _ = (level, t);
+    false
 }
 
 fn unsupported(t: GgmlType) -> Error {
@@ -204,8 +265,24 @@ pub fn pack(t: GgmlType, w: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> 
             for (r, row) in w_group.chunks_exact(row_bytes).enumerate() {
                 let block = row.chunks_exact(bb).nth(b).unwrap_or_default();
                 let (head, block_quants) = block.split_at_checked(g.head).unwrap_or_default();
-                // The f16 fields: field `i` of row `r` at `32 i + 2 r` after the quants.
-                for (i, field) in head.chunks_exact(2).enumerate() {
+                let mut fields = [0u8; MAX_HEAD];
+                if let Some(to) = fields.get_mut(..head.len()) {
+                    to.copy_from_slice(head);
+                }
+                let head = &mut fields;
+                if g.fifth_bits {
+                    let qh = head.get_mut(FIFTH_BITS).unwrap_or_default();
+                    if let Ok(qh) = <&mut [u8; 4]>::try_from(qh) {
+                        *qh = spread_fifth_bits(u32::from_le_bytes(*qh)).to_le_bytes();
+                    }
+                }
+                // The 16-bit fields: field `i` of row `r` at `32 i + 2 r` after the quants.
+                for (i, field) in head
+                    .get(..g.head)
+                    .unwrap_or_default()
+                    .chunks_exact(2)
+                    .enumerate()
+                {
                     let at = 2 * GROUP_ROWS * i + 2 * r;
                     if let Some(to) = heads.get_mut(at..at + 2) {
                         to.copy_from_slice(field);
@@ -238,6 +315,13 @@ fn unpack_block(g: Geometry, group_block: &[u8], r: usize) -> [u8; MAX_BLOCK] {
     let mut block = [0u8; MAX_BLOCK];
     for (i, byte) in block.iter_mut().take(g.block_bytes()).enumerate() {
         *byte = group_block.get(g.position(r, i)).copied().unwrap_or(0) ^ g.mask(i);
+    }
+    if g.fifth_bits {
+        if let Some(qh) = block.get_mut(FIFTH_BITS) {
+            if let Ok(qh) = <&mut [u8; 4]>::try_from(qh) {
+                *qh = gather_fifth_bits(u32::from_le_bytes(*qh)).to_le_bytes();
+            }
+        }
     }
     block
 }

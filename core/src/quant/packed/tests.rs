@@ -11,7 +11,12 @@ use crate::quant::matvec::{matvec_at, matvec_quantized};
 use std::vec;
 use std::vec::Vec;
 
-const TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0];
+const TYPES: [GgmlType; 4] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+];
 const ROWS: [usize; 14] = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 64, 65, 80, 100];
 // 65 and 130: past the kernels' chunks of 64 activation blocks.
 const BLOCKS: [usize; 8] = [0, 1, 2, 3, 7, 9, 65, 130];
@@ -57,9 +62,10 @@ fn packing_reorders_the_blocks_and_keeps_the_tail() {
                     }
                 }
                 assert_eq!(packed[whole * blocks * bb..], w[whole * blocks * bb..]);
-                // A permutation of the bytes (Q8_0's quants flipped back first).
+                // A permutation of the bytes (Q8_0's quants flipped back first, Q5_0's fifth
+                // bits put back in order).
                 let mut sorted: Vec<u8> = packed.clone();
-                if g.flip != 0 {
+                if g.flip != 0 || g.fifth_bits {
                     sorted = (0..whole)
                         .flat_map(|r| {
                             let group = &packed[(r / GROUP_ROWS) * GROUP_ROWS * blocks * bb..];
@@ -171,7 +177,7 @@ fn bad_arguments_are_errors() {
     let w = vec![0u8; rows * 2 * 20];
     let mut out = vec![0u8; w.len()];
     assert!(matches!(
-        pack(GgmlType::Q5_0, &w, rows, cols, &mut out),
+        pack(GgmlType::Q5_1, &w, rows, cols, &mut out),
         Err(Error::Unsupported { op: Op::Pack, .. })
     ));
     assert!(!packable(GgmlType::Q4_K) && packable(t));
@@ -304,14 +310,15 @@ fn packed_matmul_lengths_are_checked() {
 }
 
 /// Each activation block's start is its weight type's bias (the offset the packed weights are
-/// stored with: ggml's Q4_0 nibbles are `q + 8`, Q8_0's bytes here `q + 128`, Q4_1's nibbles
-/// unsigned as they are) times minus the sum of its 32 signed quants, its last 32 bytes.
+/// stored with: ggml's Q4_0 nibbles are `q + 8`, Q5_0's five bits `q + 16`, Q8_0's bytes here
+/// `q + 128`, Q4_1's nibbles unsigned as they are) times minus the sum of its 32 signed quants, its last 32 bytes.
 #[test]
 fn activation_starts_are_minus_the_bias_times_the_quants_sum() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for (t, bias, block_bytes) in [
         (GgmlType::Q4_0, 8, 34),
         (GgmlType::Q4_1, 0, 36),
+        (GgmlType::Q5_0, 16, 34),
         (GgmlType::Q8_0, 128, 34),
     ] {
         for blocks in [0, 1, 2, 17, 100] {
@@ -328,6 +335,107 @@ fn activation_starts_are_minus_the_bias_times_the_quants_sum() {
                     .sum();
                 let start = i32::from_le_bytes(start.try_into().unwrap());
                 assert_eq!(start, -bias * sum, "{t:?}, {blocks} blocks");
+            }
+        }
+    }
+}
+
+/// Q5_0's stored fifth bits: each of the 32 bits goes where the kernels' shifts find it (the
+/// fifth bit of value `4j + b` at bit 4 of byte `b` after a shift left by `4 - j`, of value
+/// `16 + 4j + b` after a shift right by `j`), and packing keeps every `qh`.
+#[test]
+fn q5_0_fifth_bits_are_where_the_kernels_shift_them_from() {
+    for v in 0..32u32 {
+        let stored = spread_fifth_bits(1 << v);
+        assert_eq!(stored.count_ones(), 1, "value {v}");
+        let (j, b) = ((v % 16) / 4, v % 4);
+        let moved = if v < 16 {
+            stored << (4 - j)
+        } else {
+            stored >> j
+        };
+        assert_eq!(moved, 1 << (8 * b + 4), "value {v}");
+    }
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    for _ in 0..1000 {
+        let qh = rng.next() as u32;
+        assert_eq!(gather_fifth_bits(spread_fifth_bits(qh)), qh);
+    }
+}
+
+/// The largest integer sums the kernels can meet: every weight quant at its largest (or, for
+/// Q8_0, its smallest) stored value against activations all -128 or all 127, one and several
+/// columns, at every level (the AVX2 kernels sum products in i16 lanes before widening them).
+#[test]
+fn extreme_quants_give_the_plain_scalar_bits() {
+    let (rows, blocks, n) = (33, 9, 5);
+    let cols = blocks * 32;
+    let levels: Vec<Level> = available().collect();
+    for t in TYPES {
+        let g = geometry(t).unwrap();
+        for weight_quants in [0xffu8, 0x80, 0x7f, 0x00] {
+            // Scales (and Q4_1's `m`) 1.0 in f16; Q5_0's fifth bits all set.
+            let mut block = vec![weight_quants; g.block_bytes()];
+            for field in block[..g.head].chunks_exact_mut(2) {
+                field.copy_from_slice(&[0x00, 0x3c]);
+            }
+            if g.fifth_bits {
+                block[FIFTH_BITS].fill(0xff);
+            }
+            let w: Vec<u8> = block.repeat(rows * blocks);
+            let mut packed = vec![0u8; w.len()];
+            pack(t, &w, rows, cols, &mut packed).unwrap();
+            let column_bytes = matvec_scratch_bytes(t, cols).unwrap();
+            let activation_block = column_bytes / blocks;
+            for x_quant in [0x80u8, 0x7f] {
+                // `d` (and Q8_1's `s`) 1.0, then the 32 quants.
+                let mut xb = vec![x_quant; activation_block];
+                for field in xb[..activation_block - 32].chunks_exact_mut(2) {
+                    field.copy_from_slice(&[0x00, 0x3c]);
+                }
+                let mut xqs = xb.repeat(blocks * n);
+                let mut expected = vec![0.0f32; rows];
+                matvec_quantized(
+                    Level::Scalar,
+                    t,
+                    &w,
+                    rows,
+                    cols,
+                    &xqs[..column_bytes],
+                    &mut expected,
+                )
+                .unwrap();
+                assert!(expected.iter().all(|y| y.is_finite()));
+                let quantized = xqs.len();
+                xqs.resize(packed_activation_bytes(t, cols, n).unwrap(), 0);
+                let (xq, starts) = xqs.split_at_mut(quantized);
+                activation_starts(t, xq, starts).unwrap();
+                for &level in &levels {
+                    let mut y = vec![f32::NAN; rows];
+                    packed_matvec_quantized(
+                        level,
+                        t,
+                        &packed,
+                        rows,
+                        cols,
+                        &xqs[..column_bytes],
+                        &mut y,
+                    )
+                    .unwrap();
+                    assert!(
+                        same_bits(&y, &expected),
+                        "{t} {weight_quants:#x} x {x_quant:#x} at {level}"
+                    );
+                    let mut y = vec![f32::NAN; rows * n];
+                    packed_matmul_quantized(level, t, &packed, rows, cols, n, &xqs, &mut y)
+                        .unwrap();
+                    for column in y.chunks(rows) {
+                        assert!(
+                            same_bits(column, &expected),
+                            "{t} {weight_quants:#x} x {x_quant:#x}, {n} columns, at {level}"
+                        );
+                    }
+                }
             }
         }
     }

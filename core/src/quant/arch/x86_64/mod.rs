@@ -111,6 +111,7 @@ pub(crate) const AVX2: ArchKernels = {
             quantize: legacy::quantize_q5_0,
             rows: legacy::rows::rows_q5_0,
             matmul: legacy::matmul::matmul_q5_0,
+            packed_rows: legacy::packed::packed_q5_0,
         },
         q5_1: {
             vec_dot: legacy::vec_dot_q5_1,
@@ -220,6 +221,8 @@ pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
     q5_0: {
         rows: legacy::rows::rows_q5_0_vnni,
         matmul: legacy::matmul::matmul_q5_0_vnni,
+        packed_rows: legacy::packed::packed_q5_0_vnni,
+        packed_matmul: legacy::packed::packed_matmul_q5_0_vnni,
     },
     q5_1: {
         rows: legacy::rows::rows_q5_1_vnni,
@@ -290,3 +293,16 @@ pub(crate) const AMX: ArchKernels = level_kernels!(Amx {
         packed_matmul: amx::packed_matmul_q4_1,
     },
 });
+
+/// Whether the AMX level has a packed matmul of its own for `t` (tiles), rather than the VNNI
+/// one its chain falls back to.
+pub(crate) fn amx_has_packed_matmul(t: crate::GgmlType) -> bool {
+    use crate::GgmlType;
+    match t {
+        GgmlType::Q4_0 => AMX.q4_0.packed_matmul.is_some(),
+        GgmlType::Q4_1 => AMX.q4_1.packed_matmul.is_some(),
+        GgmlType::Q5_0 => AMX.q5_0.packed_matmul.is_some(),
+        GgmlType::Q8_0 => AMX.q8_0.packed_matmul.is_some(),
+        _ => false,
+    }
+}

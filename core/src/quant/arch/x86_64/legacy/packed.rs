@@ -1,14 +1,16 @@
 //! The packed-rows kernels (`Ops::packed_rows` at AVX2 and AVX-512 VNNI, `Ops::packed_matmul` at
-//! AVX-512 VNNI: Q4_0, Q4_1, Q8_0 in the layout of `quant::packed`): 16 rows' outputs in the
-//! lanes of one AVX-512 vector (two AVX2 vectors), the quant dwords of a group's block multiplied
-//! against the broadcast activation dwords, so no sum is ever reduced across lanes.
+//! AVX-512 VNNI: Q4_0, Q4_1, Q5_0 and Q8_0 in the layout of `quant::packed`):
+//! 16 rows' outputs in the lanes of one AVX-512 vector (two AVX2 vectors), the quant dwords of a
+//! group's block multiplied against the broadcast activation dwords, so no sum is ever reduced
+//! across lanes.
 //!
 //! Integer sums are exact for every byte: AVX-512 `vpdpbusd` of the unsigned nibbles (Q4_0,
-//! Q4_1) or of Q8_0's quants stored `+ 128`, against the signed activations, with `-8 · Σ x`
-//! (Q4_0) or `-128 · Σ x` (Q8_0) as the sum's start; AVX2 `maddubs` of 4-bit values (Q8_0's
-//! stored byte split into its two nibbles), at most 8 · 2 · 15 · 128 in an i16 lane, then one
-//! `madd` into each row's i32 lane. The float steps are the scalar twin's, lane by lane, blocks
-//! in order, unfused.
+//! Q4_1), of Q5_0's nibbles with their fifth bits (`q + 16`), or of Q8_0's quants stored `+ 128`,
+//! against the signed activations, with `-8 · Σ x` (Q4_0), `-16 · Σ x` (Q5_0) or `-128 · Σ x`
+//! (Q8_0) as the sum's start; AVX2 `maddubs` of 4-bit values (Q8_0's stored byte split into its
+//! two nibbles), at most 8 · 2 · 15 · 128 in an i16 lane, then one `madd` into each row's i32
+//! lane (Q5_0's 5-bit values: two lanes of at most 4 · 2 · 31 · 128). The float steps are the
+//! scalar twin's, lane by lane, blocks in order, unfused.
 
 // The matmul entries take the token and `PackedMatmulFn`'s seven arguments.
 #![allow(clippy::too_many_arguments)]
@@ -25,11 +27,13 @@ use crate::quant::packed::GROUP_ROWS;
 pub(in crate::quant::arch::x86_64) const Q4_0: u8 = 0;
 pub(in crate::quant::arch::x86_64) const Q4_1: u8 = 1;
 pub(in crate::quant::arch::x86_64) const Q8_0: u8 = 2;
+pub(in crate::quant::arch::x86_64) const Q5_0: u8 = 3;
 
 /// Bytes of one packed block of a group's 16 rows, by type.
 pub(in crate::quant::arch::x86_64) const Q4_0_GROUP_BLOCK: usize = GROUP_ROWS * 18;
 pub(in crate::quant::arch::x86_64) const Q4_1_GROUP_BLOCK: usize = GROUP_ROWS * 20;
 pub(in crate::quant::arch::x86_64) const Q8_0_GROUP_BLOCK: usize = GROUP_ROWS * 34;
+pub(in crate::quant::arch::x86_64) const Q5_0_GROUP_BLOCK: usize = GROUP_ROWS * 22;
 
 /// Where the rows' f16 `d` start in a group's block (after the quant dwords), and their `m`.
 pub(in crate::quant::arch::x86_64) const fn scales_at(kind: u8) -> usize {
@@ -40,6 +44,8 @@ pub(in crate::quant::arch::x86_64) const fn scales_at(kind: u8) -> usize {
     }
 }
 pub(in crate::quant::arch::x86_64) const MINS_AT: usize = GROUP_ROWS * 18;
+/// Where Q5_0's stored fifth bits start: the rows' low halves, then their high halves.
+const FIFTH_BITS_AT: usize = GROUP_ROWS * 18;
 
 /// An activation block as the kernels read it.
 pub(in crate::quant::arch::x86_64) trait Column:
@@ -89,6 +95,7 @@ impl Column for BlockQ8_1 {
 fn start<const KIND: u8>(qs: &[i8; 32]) -> i32 {
     let bias = match KIND {
         Q4_0 => 8,
+        Q5_0 => 16,
         Q8_0 => 128,
         _ => return 0,
     };
@@ -120,12 +127,90 @@ pub(in crate::quant::arch::x86_64) fn step<const KIND: u8>(
             _mm512_mul_ps(_mm512_mul_ps(dw, dx), sumi),
             _mm512_mul_ps(mw, sx),
         ),
-        // `sumi · (d_w · d_x)`
-        Q8_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
+        // `sumi · (d_w · d_x)` (Q5_0's `(d_w · d_x) · sumi`: the same product)
+        Q8_0 | Q5_0 => _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
         // `sumi · d_w · d_x`
         _ => _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
     };
     _mm512_add_ps(sumf, term)
+}
+
+/// The 16 rows' stored Q5_0 fifth bits (`quant::packed`'s spread order), a row a lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn fifth_bits(bytes: &[u8; Q5_0_GROUP_BLOCK]) -> __m512i {
+    // Low half `r` at word `r`, high half at word `16 + r`: interleave them into dword `r`.
+    const HALVES: [i16; 32] = {
+        let mut words = [0i16; 32];
+        let mut r = 0;
+        while r < 16 {
+            words[2 * r] = r as i16;
+            words[2 * r + 1] = 16 + r as i16;
+            r += 1;
+        }
+        words
+    };
+    // SAFETY: the array holds 32 words; `loadu` has no alignment requirement.
+    let order = unsafe { _mm512_loadu_si512(HALVES.as_ptr().cast()) };
+    _mm512_permutexvar_epi16(order, load64(part(bytes, FIFTH_BITS_AT)))
+}
+
+/// The stored Q5_0 fifth bits of rows `8 · half ..` of a group, a row a lane (AVX2).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fifth_bits_ymm<const GBB: usize>(bytes: &[u8; GBB], half: usize) -> __m256i {
+    let at = FIFTH_BITS_AT + 16 * half;
+    let low = _mm256_cvtepu16_epi32(load16(part(bytes, at)));
+    let high = _mm256_cvtepu16_epi32(load16(part(bytes, at + 32)));
+    _mm256_or_si256(low, _mm256_slli_epi32::<16>(high))
+}
+
+/// Q5_0's quant dword `j` of 16 rows (`v`) as its eight unsigned 5-bit weights a row: the low
+/// nibbles (activation dword `j`) and the high ones (dword `4 + j`), each byte's fifth bit from
+/// `fifth` ([`fifth_bits`]) put at bit 4.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn q5_0_weights<const J: u32>(v: __m512i, fifth: __m512i) -> (__m512i, __m512i) {
+    let nibble = _mm512_set1_epi8(0x0f);
+    let bit4 = _mm512_set1_epi8(0x10);
+    let low_bits = _mm512_and_si512(
+        _mm512_sll_epi32(fifth, _mm_cvtsi32_si128(4 - J as i32)),
+        bit4,
+    );
+    let high_bits = _mm512_and_si512(_mm512_srl_epi32(fifth, _mm_cvtsi32_si128(J as i32)), bit4);
+    // `(a & b) | c`, bit by bit.
+    const AND_OR: i32 = 0xea;
+    (
+        _mm512_ternarylogic_epi32::<AND_OR>(v, nibble, low_bits),
+        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_srli_epi16::<4>(v), nibble, high_bits),
+    )
+}
+
+/// A block's eight weight vectors of 16 rows, vector `i` for activation dword `i`: Q4_0's and
+/// Q4_1's nibbles, Q5_0's 5-bit weights, or Q8_0's stored bytes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn weight_vectors<const KIND: u8, const GBB: usize>(bytes: &[u8; GBB]) -> [__m512i; 8] {
+    if KIND == Q8_0 {
+        return core::array::from_fn(|i| load64(part(bytes, 64 * i)));
+    }
+    let v: [__m512i; 4] = core::array::from_fn(|j| load64(part(bytes, 64 * j)));
+    if KIND == Q5_0 {
+        let fifth = fifth_bits(part(bytes, 0));
+        let (l0, h0) = q5_0_weights::<0>(v[0], fifth);
+        let (l1, h1) = q5_0_weights::<1>(v[1], fifth);
+        let (l2, h2) = q5_0_weights::<2>(v[2], fifth);
+        let (l3, h3) = q5_0_weights::<3>(v[3], fifth);
+        return [l0, l1, l2, l3, h0, h1, h2, h3];
+    }
+    let nibble = _mm512_set1_epi8(0x0f);
+    core::array::from_fn(|i| {
+        if i < 4 {
+            _mm512_and_si512(v[i], nibble)
+        } else {
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v[i - 4]), nibble)
+        }
+    })
 }
 
 /// How far ahead in its group's run of blocks a kernel asks for weights.
@@ -226,7 +311,6 @@ fn groups_zmm<X: Column, const KIND: u8, const G: usize, const GBB: usize>(
     out: &mut [f32],
 ) {
     let group_bytes = GBB * row_blocks;
-    let nibble = _mm512_set1_epi8(0x0f);
     let mut sumf = [_mm512_setzero_ps(); G];
     if run.resume {
         for (sumf, out) in sumf.iter_mut().zip(out.chunks_exact(GROUP_ROWS)) {
@@ -250,21 +334,10 @@ fn groups_zmm<X: Column, const KIND: u8, const G: usize, const GBB: usize>(
             );
             // Two chains (integer sums: any split is exact), joined after.
             let (mut even, mut odd) = (start, _mm512_setzero_si512());
-            if KIND == Q8_0 {
-                for j in 0..4 {
-                    let v0 = load64(part(bytes, 128 * j));
-                    let v1 = load64(part(bytes, 128 * j + 64));
-                    even = _mm512_dpbusd_epi32(even, v0, xv[2 * j]);
-                    odd = _mm512_dpbusd_epi32(odd, v1, xv[2 * j + 1]);
-                }
-            } else {
-                for j in 0..4 {
-                    let v = load64(part(bytes, 64 * j));
-                    let low = _mm512_and_si512(v, nibble);
-                    let high = _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble);
-                    even = _mm512_dpbusd_epi32(even, low, xv[j]);
-                    odd = _mm512_dpbusd_epi32(odd, high, xv[4 + j]);
-                }
+            let w = weight_vectors::<KIND, GBB>(bytes);
+            for j in 0..4 {
+                even = _mm512_dpbusd_epi32(even, w[2 * j], xv[2 * j]);
+                odd = _mm512_dpbusd_epi32(odd, w[2 * j + 1], xv[2 * j + 1]);
             }
             let sumi = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
             // f16 to f32 is exact.
@@ -317,7 +390,32 @@ fn group_ymm<X: Column, const KIND: u8, const GBB: usize>(
             GBB,
         );
         for (half, sumf) in sumf.iter_mut().enumerate() {
-            let sumi = if KIND == Q8_0 {
+            let sumi = if KIND == Q5_0 {
+                // Four 5-bit products a pair sum at most 4 · 2 · 31 · 128 in an i16 lane.
+                let fifth = fifth_bits_ymm(bytes, half);
+                let bit4 = _mm256_set1_epi8(0x10);
+                let (mut low_pairs, mut high_pairs) =
+                    (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for j in 0..4 {
+                    let v = load32(part(bytes, 64 * j + 32 * half));
+                    let low_bits = _mm256_sll_epi32(fifth, _mm_cvtsi32_si128(4 - j as i32));
+                    let high_bits = _mm256_srl_epi32(fifth, _mm_cvtsi32_si128(j as i32));
+                    let low = _mm256_or_si256(
+                        _mm256_and_si256(v, nibble),
+                        _mm256_and_si256(low_bits, bit4),
+                    );
+                    let high = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble),
+                        _mm256_and_si256(high_bits, bit4),
+                    );
+                    low_pairs = _mm256_add_epi16(low_pairs, _mm256_maddubs_epi16(low, xv[j]));
+                    high_pairs =
+                        _mm256_add_epi16(high_pairs, _mm256_maddubs_epi16(high, xv[4 + j]));
+                }
+                let low = _mm256_madd_epi16(low_pairs, ones);
+                let high = _mm256_madd_epi16(high_pairs, ones);
+                _mm256_add_epi32(_mm256_add_epi32(low, high), start)
+            } else if KIND == Q8_0 {
                 // Each stored byte `q + 128` as `16 · high + low`, both 4-bit.
                 let (mut low_pairs, mut high_pairs) =
                     (_mm256_setzero_si256(), _mm256_setzero_si256());
@@ -352,7 +450,7 @@ fn group_ymm<X: Column, const KIND: u8, const GBB: usize>(
                         _mm256_mul_ps(mw, _mm256_set1_ps(sx)),
                     )
                 }
-                Q8_0 => _mm256_mul_ps(sumi, _mm256_mul_ps(dw, _mm256_set1_ps(dx))),
+                Q8_0 | Q5_0 => _mm256_mul_ps(sumi, _mm256_mul_ps(dw, _mm256_set1_ps(dx))),
                 _ => _mm256_mul_ps(_mm256_mul_ps(sumi, dw), _mm256_set1_ps(dx)),
             };
             *sumf = _mm256_add_ps(*sumf, term);
@@ -463,23 +561,11 @@ fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    let nibble = _mm512_set1_epi8(0x0f);
     let mut sumf = [_mm512_setzero_ps(); C];
     for b in 0..row_blocks {
         let bytes: &[u8; GBB] = part(group, b * GBB);
         // Weight vector `i` goes with activation dword `i`.
-        let w: [__m512i; 8] = if KIND == Q8_0 {
-            core::array::from_fn(|i| load64(part(bytes, 64 * i)))
-        } else {
-            let v: [__m512i; 4] = core::array::from_fn(|j| load64(part(bytes, 64 * j)));
-            core::array::from_fn(|i| {
-                if i < 4 {
-                    _mm512_and_si512(v[i], nibble)
-                } else {
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(v[i - 4]), nibble)
-                }
-            })
-        };
+        let w = weight_vectors::<KIND, GBB>(bytes);
         let dw = _mm512_cvtph_ps(load32(part(bytes, scales_at(KIND))));
         let mw = if KIND == Q4_1 {
             _mm512_cvtph_ps(load32(part(bytes, MINS_AT)))
@@ -567,6 +653,24 @@ kernel! {
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(crate) fn packed_matmul_q4_1_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
         matmul_zmm::<_, Q4_1, Q4_1_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    }
+
+    /// Packed Q5_0 rows against Q8_0 activations, AVX2.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(crate) fn packed_q5_0(_token: Avx2, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+        rows_ymm::<_, Q5_0, Q5_0_GROUP_BLOCK>(packed, row_blocks, x, out)
+    }
+
+    /// Packed Q5_0 rows against Q8_0 activations, AVX-512 VNNI.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn packed_q5_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], out: &mut [f32]) {
+        rows_zmm::<_, Q5_0, Q5_0_GROUP_BLOCK>(packed, row_blocks, x, out)
+    }
+
+    /// Packed Q5_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn packed_matmul_q5_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+        matmul_zmm::<_, Q5_0, Q5_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
     }
 
     /// Packed Q8_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
