@@ -20,7 +20,7 @@
 //! flipped), the unsigned operand `vpdpbusd` wants, and the kernels take `128 · Σ x` back out
 //! exactly. Q5_0's fifth bits (`qh`, bit `v` for value `v`) are stored in another order, so that
 //! one shift of a row's 32 bits puts the fifth bits of a quant dword's four bytes at bit 4 of
-//! each ([`spread_fifth_bits`]). The layout is the same at every level, so a matrix packed once
+//! each (`spread_fifth_bits`). The layout is the same at every level, so a matrix packed once
 //! runs at any level; levels without a packed kernel ([`has_packed_kernel`]) run the scalar twin,
 //! slower than their plain kernels.
 
@@ -80,6 +80,16 @@ pub(crate) fn spread_fifth_bits(qh: u32) -> u32 {
 /// [`spread_fifth_bits`] undone.
 fn gather_fifth_bits(stored: u32) -> u32 {
     (0..32).fold(0, |out, v| out | ((stored >> spread_position(v)) & 1) << v)
+}
+
+/// Q5_0's `qh` in `block` (a block's bytes from its start) through `f`.
+fn map_fifth_bits(block: &mut [u8], f: fn(u32) -> u32) {
+    if let Some(qh) = block
+        .get_mut(FIFTH_BITS)
+        .and_then(|qh| <&mut [u8; 4]>::try_from(qh).ok())
+    {
+        *qh = f(u32::from_le_bytes(*qh)).to_le_bytes();
+    }
 }
 
 impl Geometry {
@@ -269,15 +279,11 @@ pub fn pack(t: GgmlType, w: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> 
                 if let Some(to) = fields.get_mut(..head.len()) {
                     to.copy_from_slice(head);
                 }
-                let head = &mut fields;
                 if g.fifth_bits {
-                    let qh = head.get_mut(FIFTH_BITS).unwrap_or_default();
-                    if let Ok(qh) = <&mut [u8; 4]>::try_from(qh) {
-                        *qh = spread_fifth_bits(u32::from_le_bytes(*qh)).to_le_bytes();
-                    }
+                    map_fifth_bits(&mut fields, spread_fifth_bits);
                 }
                 // The 16-bit fields: field `i` of row `r` at `32 i + 2 r` after the quants.
-                for (i, field) in head
+                for (i, field) in fields
                     .get(..g.head)
                     .unwrap_or_default()
                     .chunks_exact(2)
@@ -317,11 +323,7 @@ fn unpack_block(g: Geometry, group_block: &[u8], r: usize) -> [u8; MAX_BLOCK] {
         *byte = group_block.get(g.position(r, i)).copied().unwrap_or(0) ^ g.mask(i);
     }
     if g.fifth_bits {
-        if let Some(qh) = block.get_mut(FIFTH_BITS) {
-            if let Ok(qh) = <&mut [u8; 4]>::try_from(qh) {
-                *qh = gather_fifth_bits(u32::from_le_bytes(*qh)).to_le_bytes();
-            }
-        }
+        map_fifth_bits(&mut block, gather_fifth_bits);
     }
     block
 }

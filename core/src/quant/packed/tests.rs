@@ -440,3 +440,17 @@ fn extreme_quants_give_the_plain_scalar_bits() {
         }
     }
 }
+
+/// The packed matmul runs on AMX tiles only at the `amx` level, where the CPU has it, and only for
+/// the types with an AMX kernel (Q5_0 has none: it runs the VNNI one there).
+#[test]
+fn only_the_amx_level_has_tile_kernels_and_not_for_q5_0() {
+    for level in available() {
+        for t in TYPES {
+            let expected = level == Level::Amx && t != GgmlType::Q5_0;
+            assert_eq!(has_tile_kernel(level, t), expected, "{t} at {level}");
+        }
+        assert!(!has_tile_kernel(level, GgmlType::Q4_K));
+    }
+    assert!(!has_tile_kernel(Level::Avx512Vnni, GgmlType::Q8_0));
+}
