@@ -63,23 +63,26 @@ pub(crate) struct Geometry {
 /// Where Q5_0's `qh` sits in its block.
 const FIFTH_BITS: core::ops::Range<usize> = 2..6;
 
-/// The stored bit of Q5_0 value `v`'s fifth bit: byte `b`, bit `k` holds value `4k + b` for
-/// `k < 4` (the low nibbles of quant dword `k`) and `16 + 4(k - 4) + b` for `k >= 4` (its high
-/// nibbles). So quant dword `j`'s fifth bits are at bit 4 of each byte after a shift left by
-/// `4 - j` (low nibbles) or right by `j` (high nibbles).
-const fn spread_position(v: u32) -> u32 {
-    let (half, u) = (v / 16, v % 16);
-    8 * (u % 4) + 4 * half + u / 4
-}
-
-/// Q5_0's `qh` (bit `v` for value `v`) in the packed order.
+/// Q5_0's `qh` (bit `v` for value `v`) in the packed order: byte `b`, bit `k` holds value
+/// `4k + b` for `k < 4` (the low nibbles of quant dword `k`) and `16 + 4(k - 4) + b` for `k >= 4`
+/// (its high nibbles). So quant dword `j`'s fifth bits are at bit 4 of each byte after a shift
+/// left by `4 - j` (low nibbles) or right by `j` (high nibbles).
 pub(crate) fn spread_fifth_bits(qh: u32) -> u32 {
-    (0..32).fold(0, |out, v| out | ((qh >> v) & 1) << spread_position(v))
+    // Bit `b` of a nibble to bit `8b`.
+    let spread =
+        |nibble: u32| (nibble & 1) | (nibble & 2) << 7 | (nibble & 4) << 14 | (nibble & 8) << 21;
+    (0..4).fold(0, |out, k| {
+        out | spread((qh >> (4 * k)) & 0xf) << k | spread((qh >> (16 + 4 * k)) & 0xf) << (4 + k)
+    })
 }
 
 /// [`spread_fifth_bits`] undone.
 fn gather_fifth_bits(stored: u32) -> u32 {
-    (0..32).fold(0, |out, v| out | ((stored >> spread_position(v)) & 1) << v)
+    // Bits `8b` to bit `b` of a nibble.
+    let gather = |bits: u32| (bits & 1) | (bits >> 7) & 2 | (bits >> 14) & 4 | (bits >> 21) & 8;
+    (0..4).fold(0, |out, k| {
+        out | gather(stored >> k) << (4 * k) | gather(stored >> (4 + k)) << (16 + 4 * k)
+    })
 }
 
 /// Q5_0's `qh` in `block` (a block's bytes from its start) through `f`.
