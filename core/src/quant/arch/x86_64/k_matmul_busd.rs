@@ -1,5 +1,7 @@
-//! The Q4_K/Q5_K matmul tiles on 512-bit vectors with `vpdpbusd` (AVX-512 VNNI with VBMI): four
-//! weight rows × four activation columns, each output with its vec_dot's bits.
+//! The Q4_K/Q5_K matmul tiles on 512-bit vectors with `vpdpbusd` (AVX-512 VNNI with VBMI): eight
+//! (or four) weight rows × four activation columns, each output with its vec_dot's bits. Eight rows
+//! share each column's activations in dword order and its bsum pairs, the tile's shuffles that do
+//! not depend on the weights.
 //!
 //! Layout ("dword order"): a pair of 32-value sub-blocks `A` (values `64v..64v+32`) and `B` (the
 //! next 32) is one zmm; 128-bit lane `k` holds the dwords `A[2k], B[2k], A[2k+1], B[2k+1]`, where
@@ -29,7 +31,8 @@ use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::q4_k::scales_and_mins;
 
 /// Super-blocks per row these tiles take (rows of up to 10,240 values); longer rows take the
-/// rows kernel. The decoded rows of a group live on the stack (about 1.9 KB per super-block).
+/// rows kernel. The decoded rows live on the stack (about 1.9 KB per super-block of four rows):
+/// one group of rows this long, or two of half the length.
 pub(super) const BUSD_MAX_BLOCKS: usize = 40;
 
 /// The `vpermb` indices that put 64 raw bytes (`A` then `B`) in dword order (module docs).
@@ -254,22 +257,29 @@ fn bsums(x: &BlockQ8K) -> __m256i {
     unsafe { _mm256_loadu_si256(x.bsums.as_ptr().cast()) }
 }
 
-/// Four rows (`groups[k]` is their super-block `k`) against the columns `columns`: all four for
-/// `CP = 2`, the first two for `CP = 1` (the others then repeat those and their outputs are not
-/// used). `out[r][c]` has the bits of row `r`'s vec_dot with column `c`.
+/// `G` groups of four rows (`groups[i][k]` is group `i`'s super-block `k`) against the columns
+/// `columns`: all four for `CP = 2`, the first two for `CP = 1` (the others then repeat those and
+/// their outputs are not used). `out[i][r][c]` has the bits of row `4i + r`'s vec_dot with
+/// column `c`. Two groups share each column's activations in dword order and bsum pairs.
 #[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-fn tile<const CP: usize>(groups: &[GroupBlock], columns: [&[BlockQ8K]; 4]) -> [[f32; 4]; 4] {
-    const { assert!(CP == 1 || CP == 2) };
+fn tile<const CP: usize, const G: usize>(
+    groups: [&[GroupBlock]; G],
+    columns: [&[BlockQ8K]; 4],
+) -> [[[f32; 4]; 4]; G] {
+    const { assert!((CP == 1 || CP == 2) && (G == 1 || G == 2)) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
     // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
     let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
-    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
-    let mut sumf = _mm512_setzero_ps();
-    for (k, g) in groups.iter().enumerate() {
+    let mut sums = [[[_mm512_setzero_ps(); CP]; 4]; G];
+    let mut sumf = [_mm512_setzero_ps(); G];
+    let blocks = groups.iter().map(|g| g.len()).min().unwrap_or(0);
+    let zero_group = GroupBlock::zero();
+    for k in 0..blocks {
+        let g: [&GroupBlock; G] = core::array::from_fn(|i| groups[i].get(k).unwrap_or(&zero_group));
         let x: [&BlockQ8K; 4] = core::array::from_fn(|c| columns[c].get(k).unwrap_or(&zero_column));
-        let mut acc = [[_mm512_setzero_si512(); CP]; 4];
+        let mut acc = [[[_mm512_setzero_si512(); CP]; 4]; G];
         for v in 0..4 {
             let xv: [__m512i; 4] = core::array::from_fn(|c| {
                 if c < 2 * CP {
@@ -279,11 +289,13 @@ fn tile<const CP: usize>(groups: &[GroupBlock], columns: [&[BlockQ8K]; 4]) -> [[
                     _mm512_setzero_si512()
                 }
             });
-            for r in 0..4 {
-                let w = g.quants[r][v];
-                let s = _mm512_set1_epi32(g.scales[r][v]);
-                for cp in 0..CP {
-                    acc[r][cp] = pair_step(acc[r][cp], w, xv[2 * cp], xv[2 * cp + 1], s);
+            for (i, group) in g.iter().enumerate() {
+                for r in 0..4 {
+                    let w = group.quants[r][v];
+                    let s = _mm512_set1_epi32(group.scales[r][v]);
+                    for cp in 0..CP {
+                        acc[i][r][cp] = pair_step(acc[i][r][cp], w, xv[2 * cp], xv[2 * cp + 1], s);
+                    }
                 }
             }
         }
@@ -293,44 +305,53 @@ fn tile<const CP: usize>(groups: &[GroupBlock], columns: [&[BlockQ8K]; 4]) -> [[
             _mm512_broadcast_f32x4(_mm_unpacklo_ps(dx, dx)),
             _mm512_broadcast_f32x4(_mm_unpackhi_ps(dx, dx)),
         ];
-        for r in 0..4 {
-            let d = _mm512_set1_ps(g.d[r]);
-            for cp in 0..CP {
-                // `d·dx` per output, then `sums += (d·dx)·lane`: the scalar twin's steps.
-                let scale = _mm512_mul_ps(d, dx_pairs[cp]);
-                let lanes = _mm512_cvtepi32_ps(acc[r][cp]);
-                sums[r][cp] = _mm512_add_ps(sums[r][cp], _mm512_mul_ps(scale, lanes));
+        for (i, group) in g.iter().enumerate() {
+            for r in 0..4 {
+                let d = _mm512_set1_ps(group.d[r]);
+                for cp in 0..CP {
+                    // `d·dx` per output, then `sums += (d·dx)·lane`: the scalar twin's steps.
+                    let scale = _mm512_mul_ps(d, dx_pairs[cp]);
+                    let lanes = _mm512_cvtepi32_ps(acc[i][r][cp]);
+                    sums[i][r][cp] = _mm512_add_ps(sums[i][r][cp], _mm512_mul_ps(scale, lanes));
+                }
             }
         }
-        // `Σ bsums·mins`, exact, for the 16 outputs (dword `4r + c`).
+        // `Σ bsums·mins`, exact, for each group's 16 outputs (dword `4r + c`).
         let low = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(bsums(x[0])), bsums(x[1]));
         let high = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(bsums(x[2])), bsums(x[3]));
-        let mut sumi = _mm512_setzero_si512();
+        let mut sumi = [_mm512_setzero_si512(); G];
         for q in 0..8 {
             // SAFETY: each index table holds sixteen u32; `loadu` has no alignment requirement.
             let idx = unsafe { _mm512_loadu_si512(BSUM_INDICES[q].as_ptr().cast()) };
             let pairs = _mm512_permutex2var_epi32(low, idx, high);
-            sumi = dpwssd(sumi, pairs, g.mins[q]);
+            for (i, group) in g.iter().enumerate() {
+                sumi[i] = dpwssd(sumi[i], pairs, group.mins[q]);
+            }
         }
-        let dmin_dx = _mm512_mul_ps(g.dmin, _mm512_broadcast_f32x4(dx));
-        sumf = _mm512_sub_ps(sumf, _mm512_mul_ps(dmin_dx, _mm512_cvtepi32_ps(sumi)));
+        let dx4 = _mm512_broadcast_f32x4(dx);
+        for (i, group) in g.iter().enumerate() {
+            let dmin_dx = _mm512_mul_ps(group.dmin, dx4);
+            sumf[i] = _mm512_sub_ps(sumf[i], _mm512_mul_ps(dmin_dx, _mm512_cvtepi32_ps(sumi[i])));
+        }
     }
-    let mut sumf_out = [0.0f32; 16];
-    // SAFETY: `sumf_out` holds sixteen f32; `storeu` has no alignment requirement.
-    unsafe { _mm512_storeu_ps(sumf_out.as_mut_ptr(), sumf) };
-    let mut out = [[0.0f32; 4]; 4];
-    for r in 0..4 {
-        for cp in 0..CP {
-            let mut lanes = [0.0f32; 16];
-            // SAFETY: `lanes` holds sixteen f32; `storeu` has no alignment requirement.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), sums[r][cp]) };
-            for half in 0..2 {
-                let c = 2 * cp + half;
-                let mut total = sumf_out[4 * r + c];
-                for l in 0..8 {
-                    total += lanes[4 * (l / 2) + 2 * half + l % 2];
+    let mut out = [[[0.0f32; 4]; 4]; G];
+    for i in 0..G {
+        let mut sumf_out = [0.0f32; 16];
+        // SAFETY: `sumf_out` holds sixteen f32; `storeu` has no alignment requirement.
+        unsafe { _mm512_storeu_ps(sumf_out.as_mut_ptr(), sumf[i]) };
+        for r in 0..4 {
+            for cp in 0..CP {
+                let mut lanes = [0.0f32; 16];
+                // SAFETY: `lanes` holds sixteen f32; `storeu` has no alignment requirement.
+                unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), sums[i][r][cp]) };
+                for half in 0..2 {
+                    let c = 2 * cp + half;
+                    let mut total = sumf_out[4 * r + c];
+                    for l in 0..8 {
+                        total += lanes[4 * (l / 2) + 2 * half + l % 2];
+                    }
+                    out[i][r][c] = total;
                 }
-                out[r][c] = total;
             }
         }
     }
@@ -338,8 +359,8 @@ fn tile<const CP: usize>(groups: &[GroupBlock], columns: [&[BlockQ8K]; 4]) -> [[
 }
 
 /// Every whole group of four rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each, every column
-/// of `x` that long) against every column of `x`, four columns at a time (then two, then one);
-/// returns the rows done.
+/// of `x` that long) against every column of `x`, four columns at a time (then two, then one),
+/// two groups at once where the decoded rows' buffer holds both; returns the rows done.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(super) fn mins_four_row_groups<W>(
@@ -353,6 +374,58 @@ pub(super) fn mins_four_row_groups<W>(
 ) -> usize {
     // SAFETY: the token proves every feature the body enables.
     unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, y_stride, parts) }
+}
+
+/// `G` groups of decoded rows (the first is row `first_row` of `y`) against every column of `x`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn groups_against_columns<const G: usize>(
+    groups: [&[GroupBlock]; G],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut [f32],
+    y_stride: usize,
+    first_row: usize,
+) {
+    let n = x.len() / row_blocks.max(1);
+    let column = |c: usize| {
+        let start = c.saturating_mul(row_blocks);
+        x.get(start..start.saturating_add(row_blocks))
+            .unwrap_or(&[])
+    };
+    let mut store = |c: usize, row: usize, v: f32| {
+        let at = c.saturating_mul(y_stride).saturating_add(first_row + row);
+        if let Some(slot) = y.get_mut(at) {
+            *slot = v;
+        }
+    };
+    let mut first = 0;
+    while first + 4 <= n {
+        let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
+        let out = tile::<2, G>(groups, cols);
+        for (i, out_i) in out.iter().enumerate() {
+            for (r, out_r) in out_i.iter().enumerate() {
+                for (c, &v) in out_r.iter().enumerate() {
+                    store(first + c, 4 * i + r, v);
+                }
+            }
+        }
+        first += 4;
+    }
+    while first < n {
+        let (a, b) = (column(first), column((first + 1).min(n - 1)));
+        let out = tile::<1, G>(groups, [a, b, a, b]);
+        let count = (n - first).min(2);
+        for (i, out_i) in out.iter().enumerate() {
+            for (r, out_r) in out_i.iter().enumerate() {
+                for (c, &v) in out_r.iter().take(count).enumerate() {
+                    store(first + c, 4 * i + r, v);
+                }
+            }
+        }
+        first += count;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -371,49 +444,39 @@ fn mins_four_row_groups_body<W>(
         return 0;
     }
     let mut storage = [GroupBlock::zero(); BUSD_MAX_BLOCKS];
-    let n = x.len() / row_blocks;
-    let column = |c: usize| {
-        let start = c.saturating_mul(row_blocks);
-        x.get(start..start.saturating_add(row_blocks))
-            .unwrap_or(&[])
-    };
-    let mut first_row = 0;
-    for group in w.chunks_exact(4 * row_blocks) {
+    let fill = |storage: &mut [GroupBlock], group: &[W]| {
         for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
             let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
             if let [Some(a), Some(b), Some(c), Some(d)] = rows {
                 slot.fill([parts(a), parts(b), parts(c), parts(d)]);
             }
         }
-        let groups = storage.get(..row_blocks).unwrap_or(&[]);
-        let mut store = |c: usize, r: usize, v: f32| {
-            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
-            if let Some(slot) = y.get_mut(at) {
-                *slot = v;
-            }
+    };
+    // Two groups at once where the stack buffer holds both (rows of up to half its blocks).
+    let pairs_len = if 2 * row_blocks <= BUSD_MAX_BLOCKS {
+        w.len() / (8 * row_blocks) * (8 * row_blocks)
+    } else {
+        0
+    };
+    let (paired, rest) = w.split_at_checked(pairs_len).unwrap_or((&[], w));
+    let mut first_row = 0;
+    for pair in paired.chunks_exact(8 * row_blocks) {
+        let (Some((a, b)), Some((first, second))) = (
+            pair.split_at_checked(4 * row_blocks),
+            storage.split_at_mut_checked(row_blocks),
+        ) else {
+            break;
         };
-        let mut first = 0;
-        while first + 4 <= n {
-            let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
-            let out = tile::<2>(groups, cols);
-            for (r, out_r) in out.iter().enumerate() {
-                for (i, &v) in out_r.iter().enumerate() {
-                    store(first + i, r, v);
-                }
-            }
-            first += 4;
-        }
-        while first < n {
-            let (a, b) = (column(first), column((first + 1).min(n - 1)));
-            let out = tile::<1>(groups, [a, b, a, b]);
-            let count = (n - first).min(2);
-            for (r, out_r) in out.iter().enumerate() {
-                for (i, &v) in out_r.iter().take(count).enumerate() {
-                    store(first + i, r, v);
-                }
-            }
-            first += count;
-        }
+        fill(first, a);
+        fill(second, b);
+        let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
+        groups_against_columns::<2>(groups, row_blocks, x, y, y_stride, first_row);
+        first_row += 8;
+    }
+    for group in rest.chunks_exact(4 * row_blocks) {
+        let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
+        fill(first, group);
+        groups_against_columns::<1>([&*first], row_blocks, x, y, y_stride, first_row);
         first_row += 4;
     }
     first_row

@@ -1,6 +1,7 @@
 //! The K-quant (and IQ4_XS) matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
 //! x86_64 level (and at VNNI without VBMI): rows of 1 to 16 super-blocks (the 512-bit tiles'
-//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tile's 4,
+//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tiles' 4
+//! and 8 (the `vpdpbusd` tiles take eight rows at once up to 20 super-blocks, four beyond),
 //! column counts of 8 (the fewest the tiles take) and more around its 2 and 4 (and fewer: the
 //! fallback), quantized rows, random-byte rows, rows of extreme bytes with finite scales, and activations of
 //! all -128, all 127, alternating extremes and extreme `bsums`.
@@ -204,6 +205,8 @@ fn check_type<B: Kernels<Activation = BlockQ8K>>(
         (7, 3, 5),
         (4, 18, 6),
         (9, 17, 35),
+        (20, 20, 9),
+        (16, 21, 8),
     ] {
         failures.append(&mut check::<B>(
             &mut rng,
