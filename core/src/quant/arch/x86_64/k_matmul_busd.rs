@@ -267,6 +267,7 @@ fn bsums(x: &BlockQ8K) -> __m256i {
 fn tile<const CP: usize, const G: usize>(
     groups: [&[GroupBlock]; G],
     columns: [&[BlockQ8K]; 4],
+    zero_group: &GroupBlock,
 ) -> [[[f32; 4]; 4]; G] {
     const { assert!((CP == 1 || CP == 2) && (G == 1 || G == 2)) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
@@ -275,9 +276,8 @@ fn tile<const CP: usize, const G: usize>(
     let mut sums = [[[_mm512_setzero_ps(); CP]; 4]; G];
     let mut sumf = [_mm512_setzero_ps(); G];
     let blocks = groups.iter().map(|g| g.len()).min().unwrap_or(0);
-    let zero_group = GroupBlock::zero();
     for k in 0..blocks {
-        let g: [&GroupBlock; G] = core::array::from_fn(|i| groups[i].get(k).unwrap_or(&zero_group));
+        let g: [&GroupBlock; G] = core::array::from_fn(|i| groups[i].get(k).unwrap_or(zero_group));
         let x: [&BlockQ8K; 4] = core::array::from_fn(|c| columns[c].get(k).unwrap_or(&zero_column));
         let mut acc = [[[_mm512_setzero_si512(); CP]; 4]; G];
         for v in 0..4 {
@@ -376,11 +376,13 @@ pub(super) fn mins_four_row_groups<W>(
     unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, y_stride, parts) }
 }
 
-/// `G` groups of decoded rows (the first is row `first_row` of `y`) against every column of `x`.
+/// `G` groups of decoded rows (the first is row `first_row` of `y`) against every column of `x`
+/// (`zero_group`: a zeroed block, which the tiles need only to index without a panic path).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn groups_against_columns<const G: usize>(
+    zero_group: &GroupBlock,
     groups: [&[GroupBlock]; G],
     row_blocks: usize,
     x: &[BlockQ8K],
@@ -403,7 +405,7 @@ fn groups_against_columns<const G: usize>(
     let mut first = 0;
     while first + 4 <= n {
         let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
-        let out = tile::<2, G>(groups, cols);
+        let out = tile::<2, G>(groups, cols, zero_group);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().enumerate() {
@@ -415,7 +417,7 @@ fn groups_against_columns<const G: usize>(
     }
     while first < n {
         let (a, b) = (column(first), column((first + 1).min(n - 1)));
-        let out = tile::<1, G>(groups, [a, b, a, b]);
+        let out = tile::<1, G>(groups, [a, b, a, b], zero_group);
         let count = (n - first).min(2);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
@@ -444,6 +446,7 @@ fn mins_four_row_groups_body<W>(
         return 0;
     }
     let mut storage = [GroupBlock::zero(); BUSD_MAX_BLOCKS];
+    let zero = GroupBlock::zero();
     let fill = |storage: &mut [GroupBlock], group: &[W]| {
         for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
             let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
@@ -470,13 +473,13 @@ fn mins_four_row_groups_body<W>(
         fill(first, a);
         fill(second, b);
         let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
-        groups_against_columns::<2>(groups, row_blocks, x, y, y_stride, first_row);
+        groups_against_columns::<2>(&zero, groups, row_blocks, x, y, y_stride, first_row);
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
         let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
         fill(first, group);
-        groups_against_columns::<1>([&*first], row_blocks, x, y, y_stride, first_row);
+        groups_against_columns::<1>(&zero, [&*first], row_blocks, x, y, y_stride, first_row);
         first_row += 4;
     }
     first_row
