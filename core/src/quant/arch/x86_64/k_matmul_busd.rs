@@ -18,10 +18,10 @@
 //! four `vpdpbusd`, two `vpackssdw`, two `vpdpwssd` (against four `vpmaddubsw` and four
 //! `vpdpwssd` in the tiles of [`k_matmul_zmm`](super::k_matmul_zmm)).
 //!
-//! The mins: `Σ bsums·mins` of the tile's 16 outputs in one zmm (output `4r + c` in dword `4r +
-//! c`), eight `vpdpwssd` of the columns' bsum pairs (gathered by `vpermt2d`) against the rows'
-//! doubled mins (laid out when the rows are decoded), exact in i32; then `sumf -= (dmin·dx)·sumi`
-//! for the 16 outputs at once.
+//! The mins: `Σ bsums·mins` of a group of four rows' 16 outputs in one zmm (output `4r + c` in
+//! dword `4r + c`), eight `vpdpwssd` of the columns' bsum pairs (gathered by `vpermt2d`, once for
+//! both groups of an eight-row tile) against the rows' doubled mins (laid out when the rows are
+//! decoded), exact in i32; then `sumf -= (dmin·dx)·sumi` for the 16 outputs at once.
 
 use core::arch::x86_64::*;
 
