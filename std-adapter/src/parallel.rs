@@ -77,13 +77,14 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use miniquant::quant::matvec::{
-    matmul_quantized, matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations,
+    matmul_quantized, matmul_quantized_into, matmul_scratch_bytes, matvec_scratch_bytes,
+    quantize_activations,
 };
 use miniquant::quant::packed::{
-    activation_starts, packed_activation_bytes, packed_matmul_quantized, packed_matvec_quantized,
-    quantize_packed_activations,
+    activation_starts, packed_activation_bytes, packed_matmul_quantized,
+    packed_matmul_quantized_into, packed_matvec_quantized, quantize_packed_activations,
 };
-use miniquant::quant::{bytes_for, typed, Level};
+use miniquant::quant::{bytes_for, typed, Level, OutputColumns};
 use miniquant::{Error, GgmlType};
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
 
@@ -303,6 +304,29 @@ impl Layout {
             Layout::Packed => packed_matmul_quantized(level, t, w, rows, cols, n, xq, y),
         }
     }
+
+    /// [`Layout::run`] into the columns of `y` (`rows` rows of each of the `n` columns).
+    #[allow(clippy::too_many_arguments)]
+    fn run_into(
+        self,
+        level: Level,
+        t: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        n: usize,
+        xq: &[u8],
+        y: &mut OutputColumns<'_, '_>,
+    ) -> Result<(), Error> {
+        match self {
+            Layout::Plain => matmul_quantized_into(level, t, w, rows, cols, n, xq, y),
+            Layout::Packed if n == 1 => {
+                let y = y.column(0).unwrap_or_default();
+                packed_matvec_quantized(level, t, w, rows, cols, xq, y)
+            }
+            Layout::Packed => packed_matmul_quantized_into(level, t, w, rows, cols, n, xq, y),
+        }
+    }
 }
 
 /// [`matmul`] over weights in `layout`.
@@ -466,20 +490,28 @@ fn product(
                 move || {
                     let _guard = guard;
                     let y = y;
-                    // Each share's length once, not once per column (its bounds take divisions).
-                    let lens: Vec<usize> = (0..threads).map(|s| share_rows(s).len()).collect();
-                    let mut split: Vec<_> = (0..threads)
-                        .map(|_| Padded(Mutex::new(Vec::with_capacity(n))))
+                    // Each share's rows once, not once per column (its bounds take divisions).
+                    let shares: Vec<Range<usize>> = (0..threads).map(share_rows).collect();
+                    let mut split: Vec<_> = shares
+                        .iter()
+                        .map(|share| {
+                            Padded(Mutex::new(ShareColumns {
+                                rest: Vec::with_capacity(n),
+                                front: share.start,
+                                spare: Vec::with_capacity(n),
+                            }))
+                        })
                         .collect();
                     for column in y.chunks_exact_mut(rows) {
                         let mut rest = column;
-                        for (len, out) in lens.iter().zip(split.iter_mut()) {
+                        for (share, out) in shares.iter().zip(split.iter_mut()) {
                             let (mine, after) = std::mem::take(&mut rest)
-                                .split_at_mut_checked(*len)
+                                .split_at_mut_checked(share.len())
                                 .unwrap_or_default();
                             out.0
                                 .get_mut()
                                 .unwrap_or_else(PoisonError::into_inner)
+                                .rest
                                 .push(mine);
                             rest = after;
                         }
@@ -499,19 +531,48 @@ fn product(
                 let out = outs.get().and_then(|outs| outs.get(owner));
                 let out = out.ok_or(mismatch(rows, 0))?;
                 let lock = || out.0.lock().unwrap_or_else(PoisonError::into_inner);
-                let base = share_rows(owner).start;
                 let first = row_start(claim.start);
                 let end = row_start(claim.end);
-                if owner == mine && n == 1 {
-                    // Its own rows of one column: straight into `y`.
-                    let mut out = lock();
-                    let to = out
-                        .get_mut(0)
-                        .and_then(|column| column.get_mut(first - base..end - base))
-                        .ok_or(mismatch(end, rows))?;
+                // Its own rows, the next from the front of its share (an owner claims them in
+                // order): split off every column under the lock, then computed straight into
+                // them, unlocked.
+                let own_columns = || {
+                    let mut columns = lock();
+                    let ShareColumns { rest, front, spare } = &mut *columns;
+                    if *front != first {
+                        return None;
+                    }
+                    let mut claimed = std::mem::take(spare);
+                    claimed.clear();
+                    for column in rest.iter_mut() {
+                        let (claimed_rows, after) = std::mem::take(column)
+                            .split_at_mut_checked(end - first)
+                            .unwrap_or_default();
+                        claimed.push(claimed_rows);
+                        *column = after;
+                    }
+                    *front = end;
+                    Some(claimed)
+                };
+                let claimed = if owner == mine { own_columns() } else { None };
+                if let Some(mut claimed) = claimed {
+                    // One kernel call: an owner claims a run of pieces (all of them for one
+                    // column, see [`OwnClaim::Whole`]).
                     let w = &w[first * row_bytes..end * row_bytes];
-                    return layout.run(level, t, w, end - first, cols, 1, xq, to);
+                    let result = match claimed.first_mut() {
+                        Some(to) if n == 1 => layout.run(level, t, w, end - first, cols, 1, xq, to),
+                        _ => {
+                            let mut to = OutputColumns::split(&mut claimed, 0, end - first);
+                            layout.run_into(level, t, w, end - first, cols, n, xq, &mut to)
+                        }
+                    };
+                    // The vector back for the next claim (its capacity, not its slices).
+                    claimed.clear();
+                    lock().spare = claimed;
+                    return result;
                 }
+                // Another thread's rows (from the back of its share): computed into a buffer,
+                // then copied into the rows its owner has left in `y`.
                 for piece in claim.clone().step_by(call_pieces) {
                     let first = row_start(piece);
                     let end = row_start((piece + call_pieces).min(claim.end));
@@ -519,11 +580,12 @@ fn product(
                     with_buffer(&PIECE_OUT, |piece| {
                         let piece = at_least(piece, (end - first) * n);
                         layout.run(level, t, w, end - first, cols, n, xq, piece)?;
-                        let mut out = lock();
+                        let mut columns = lock();
+                        let at = first.checked_sub(columns.front).ok_or(mismatch(first, 0))?;
                         let parts = piece.chunks_exact(end - first);
-                        for (column, part) in out.iter_mut().zip(parts) {
+                        for (column, part) in columns.rest.iter_mut().zip(parts) {
                             column
-                                .get_mut(first - base..end - base)
+                                .get_mut(at..at + (end - first))
                                 .ok_or(mismatch(end, rows))?
                                 .copy_from_slice(part);
                         }
@@ -849,9 +911,20 @@ fn row_bound(rows: usize, row_pieces: usize, multiple: usize, i: usize) -> usize
         .min(rows)
 }
 
-/// A share's run of rows of every column of `y`, locked by its owner and by a thread that steals
-/// from it.
-type ShareOutputs<'y> = Padded<Mutex<Vec<&'y mut [f32]>>>;
+/// A share's run of rows of every column of `y`, locked by its owner to split off the rows it
+/// claims and by a thread that steals from it to copy its outputs in.
+type ShareOutputs<'y> = Padded<Mutex<ShareColumns<'y>>>;
+
+/// The rows of a share's columns that its owner has not claimed yet.
+struct ShareColumns<'y> {
+    /// Of every column, the rows from `front` to the share's end.
+    rest: Vec<&'y mut [f32]>,
+    /// The first row (of the matrix) in `rest`.
+    front: usize,
+    /// An empty vector of as many columns, which the owner fills with the rows it claims (its
+    /// capacity kept from claim to claim).
+    spare: Vec<&'y mut [f32]>,
+}
 
 /// What is left of one share of a [`Shares`], `start..end`.
 type ShareLock = Padded<Mutex<(usize, usize)>>;

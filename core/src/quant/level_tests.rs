@@ -9,6 +9,7 @@ extern crate std;
 
 use super::cast::{blocks, blocks_mut, Block};
 use super::level::{available, Level};
+use super::output_columns::OutputColumns;
 use super::table::{visit, Kernels, Visitor};
 use super::typed;
 use crate::ggml_type::GgmlType;
@@ -817,8 +818,9 @@ fn one_signed_rows<B: Kernels>(rng: &mut Rng, n_blocks: usize) -> Vec<Vec<u8>> {
 /// around their column tiles (4k ± 1, past a group of 32 and, on x86_64, of 128 columns), rows of
 /// 1 to 33 blocks (past a chunk of blocks), weights of random bytes, quantized data, repeated
 /// special bytes and one-signed blocks, activations of random bytes, quantized data, all quants
-/// -128 or 127 and random quants of large magnitude; outputs `y_stride = rows + 3` apart, the gaps
-/// checked untouched. Returns the failures and how many kernels ran.
+/// -128 or 127 and random quants of large magnitude; outputs `rows + 3` apart in one slice, and in
+/// a slice per column from its third value, the gaps checked untouched. Returns the failures and
+/// how many kernels ran.
 struct MatmulKernelCheck {
     seed: u64,
 }
@@ -888,7 +890,13 @@ impl Visitor for MatmulKernelCheck {
                     let stride = rows + 3;
                     for &(level, kernel) in &kernels {
                         let mut y = vec![UNTOUCHED; n * stride];
-                        kernel(wb, row_blocks, xb, n, &mut y, stride);
+                        kernel(
+                            wb,
+                            row_blocks,
+                            xb,
+                            n,
+                            &mut OutputColumns::strided(&mut y, stride, rows),
+                        );
                         let mut wrong = 0;
                         for (got, want) in y.chunks_exact(stride).zip(want.chunks_exact(rows)) {
                             let (got, gap) = got.split_at(rows);
@@ -898,6 +906,27 @@ impl Visitor for MatmulKernelCheck {
                                 .filter(|(g, w)| !same(**g, **w))
                                 .count();
                             if gap.iter().any(|v| v.to_bits() != UNTOUCHED.to_bits()) {
+                                wrong += 1;
+                            }
+                        }
+                        // The same into a slice per column (as threads that split the rows
+                        // hand it), the view's rows 2 from each slice's start and 3 before its
+                        // end.
+                        let mut split = vec![vec![UNTOUCHED; rows + 5]; n];
+                        let mut columns: Vec<&mut [f32]> =
+                            split.iter_mut().map(|c| &mut c[..]).collect();
+                        let mut view = OutputColumns::split(&mut columns, 2, rows);
+                        kernel(wb, row_blocks, xb, n, &mut view);
+                        for (got, want) in split.iter().zip(want.chunks_exact(rows)) {
+                            let (before, rest) = got.split_at(2);
+                            let (got, after) = rest.split_at(rows);
+                            wrong += got
+                                .iter()
+                                .zip(want)
+                                .filter(|(g, w)| !same(**g, **w))
+                                .count();
+                            let mut gaps = before.iter().chain(after);
+                            if gaps.any(|v| v.to_bits() != UNTOUCHED.to_bits()) {
                                 wrong += 1;
                             }
                         }

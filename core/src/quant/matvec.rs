@@ -8,7 +8,9 @@
 //! bits [`matvec`] gives it. Callers that split the rows across threads quantize once with
 //! [`quantize_activations`] and call [`matvec_quantized`] per range of rows.
 
+use super::blockwise::same_len;
 use super::level::{self, Level};
+use super::output_columns::OutputColumns;
 use super::table::{visit, Kernels, Visitor};
 use super::typed::{self, check_level};
 use super::{bytes_for, vec_dot_type};
@@ -219,19 +221,42 @@ pub fn matmul_quantized(
     xq: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    struct Run<'a> {
+    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
+        expected: u64::MAX,
+        found: y.len() as u64,
+    })?;
+    same_len(outputs, y.len())?;
+    let mut y = OutputColumns::strided(y, rows, rows);
+    matmul_quantized_into(level, t, w, rows, cols, n, xq, &mut y)
+}
+
+/// [`matmul_quantized`] into the columns of `y`, which holds `rows` rows of each of the `n`
+/// columns: a run of rows of a larger output, so that threads that split the rows write their
+/// pieces straight into its columns ([`OutputColumns::split`]).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_quantized_into(
+    level: Level,
+    t: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xq: &[u8],
+    y: &mut OutputColumns<'_, '_>,
+) -> Result<()> {
+    struct Run<'a, 'y, 'c> {
         level: Level,
         w: &'a [u8],
         rows: usize,
         cols: usize,
         n: usize,
         xq: &'a [u8],
-        y: &'a mut [f32],
+        y: &'a mut OutputColumns<'y, 'c>,
     }
-    impl Visitor for Run<'_> {
+    impl Visitor for Run<'_, '_, '_> {
         type Out = Result<()>;
         fn visit<B: Kernels>(self) -> Result<()> {
-            typed::matmul_quantized_at::<B>(
+            typed::matmul_quantized_into_at::<B>(
                 self.level, self.w, self.rows, self.cols, self.n, self.xq, self.y,
             )
         }

@@ -48,12 +48,14 @@ pub(crate) mod level_id;
 mod level_tests;
 pub mod matvec;
 pub mod misc;
+pub mod output_columns;
 pub mod packed;
 pub mod table;
 pub mod typed;
 pub mod validate;
 
 pub use level::Level;
+pub use output_columns::OutputColumns;
 
 use crate::error::{Error, Op, Result};
 use crate::ggml_type::GgmlType;

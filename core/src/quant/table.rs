@@ -31,6 +31,7 @@ use super::misc::{
     mxfp4::BlockMxfp4, nvfp4::BlockNvfp4, q1_0::BlockQ1_0, q2_0::BlockQ2_0, tq1_0::BlockTq1_0,
     tq2_0::BlockTq2_0,
 };
+use super::output_columns::OutputColumns;
 #[allow(unused_imports)]
 use super::{iq, k_quants, legacy, misc};
 use crate::ggml_type::GgmlType;
@@ -51,11 +52,11 @@ pub type RowsFn<W, X> = fn(w: &[W], row_blocks: usize, x: &[X], out: &mut [f32])
 pub type VecDot2x2Fn<W, X> = fn(w0: &[W], w1: &[W], x0: &[X], x1: &[X]) -> [f32; 4];
 /// A matmul kernel: every row of `w` (`row_blocks` blocks each, one after another) against every
 /// one of the `n` activation columns in `x` (one after another, `x.len() / n` blocks each),
-/// writing row `r` of column `c` to `y[c * y_stride + r]`, each output with vec_dot's bits. It
+/// writing row `r` of column `c` to `y.get_mut(c, r)`, each output with vec_dot's bits. It
 /// lets a SIMD level keep a tile of rows × columns in registers, decoding each weight block once
 /// for several columns; the rows and columns left over by its tiles are its own to finish.
 pub type MatmulFn<W, X> =
-    fn(w: &[W], row_blocks: usize, x: &[X], n: usize, y: &mut [f32], y_stride: usize);
+    fn(w: &[W], row_blocks: usize, x: &[X], n: usize, y: &mut OutputColumns<'_, '_>);
 /// A packed-rows kernel: `out[r]` = vec_dot of row `r` of the whole groups of rows in `packed`
 /// (the layout of [`super::packed`], `row_blocks` blocks a row) against `x`, for every
 /// `r < out.len()` (a multiple of [`super::packed::GROUP_ROWS`]), with vec_dot's bits.
@@ -63,15 +64,14 @@ pub type PackedRowsFn<X> = fn(packed: &[u8], row_blocks: usize, x: &[X], out: &m
 /// A packed matmul kernel: the whole groups of rows in `packed` (as [`PackedRowsFn`]'s) against
 /// the `n` activation columns in `x` (`row_blocks` blocks each), with each activation block's
 /// integer start in `starts` (little-endian i32, [`super::packed`]'s), writing row `r` of column
-/// `c` to `y[c * y_stride + r]`, each output with vec_dot's bits.
+/// `c` to `y.get_mut(c, r)`, each output with vec_dot's bits.
 pub type PackedMatmulFn<X> = fn(
     packed: &[u8],
     row_blocks: usize,
     x: &[X],
     starts: &[[u8; 4]],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 );
 
 /// One block type's kernels at one level; `None` means "not at this level" (the next lower level

@@ -10,6 +10,7 @@
 use super::blockwise::same_len;
 use super::cast::{blocks, blocks_mut, Block};
 use super::level::{self, Level, LevelError};
+use super::output_columns::{check_holds, OutputColumns};
 use super::table::{Kernels, VecDot2x2Fn, VecDotFn};
 use crate::error::{Error, Op, Result};
 
@@ -302,14 +303,38 @@ pub fn matmul_quantized_at<B: Kernels>(
     xq: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    check_level(level)?;
-    let kernel = B::vec_dot_kernel(level).ok_or(unsupported::<B>(Op::VecDot))?;
-    same_len(matmul_scratch_bytes::<B>(cols, n)?, xq.len())?;
     let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
         expected: u64::MAX,
         found: y.len() as u64,
     })?;
     same_len(outputs, y.len())?;
+    matmul_quantized_into_at::<B>(
+        level,
+        w,
+        rows,
+        cols,
+        n,
+        xq,
+        &mut OutputColumns::strided(y, rows, rows),
+    )
+}
+
+/// [`matmul_quantized_at`] into the columns of `y`, which holds `rows` rows of each of the `n`
+/// columns (a run of rows of a larger output: threads that split the rows write their pieces
+/// straight into its columns).
+pub fn matmul_quantized_into_at<B: Kernels>(
+    level: Level,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xq: &[u8],
+    y: &mut OutputColumns<'_, '_>,
+) -> Result<()> {
+    check_level(level)?;
+    let kernel = B::vec_dot_kernel(level).ok_or(unsupported::<B>(Op::VecDot))?;
+    same_len(matmul_scratch_bytes::<B>(cols, n)?, xq.len())?;
+    check_holds(y, rows, n)?;
     let row_blocks = cols / B::VALUES;
     let w = blocks::<B>(w)?;
     let expected = row_blocks.checked_mul(rows).ok_or(Error::LengthMismatch {
@@ -318,7 +343,9 @@ pub fn matmul_quantized_at<B: Kernels>(
     })?;
     same_len(expected, w.len())?;
     if row_blocks == 0 || n == 0 || rows == 0 {
-        y.fill(0.0);
+        for c in 0..n {
+            y.column(c).unwrap_or_default().fill(0.0);
+        }
         return Ok(());
     }
     let xq = blocks::<B::Activation>(xq)?;
@@ -337,31 +364,28 @@ pub fn matmul_quantized_at<B: Kernels>(
         .enumerate()
     {
         let first_row = tile.saturating_mul(tile_rows);
+        let tile_len = w_tile.len() / row_blocks;
+        let mut y_tile = y.rows_at(first_row, tile_len);
         if let Some(matmul_kernel) = matmul_kernel {
-            let y_tile = y.get_mut(first_row..).unwrap_or_default();
-            matmul_kernel(w_tile, row_blocks, xq, n, y_tile, rows);
+            matmul_kernel(w_tile, row_blocks, xq, n, &mut y_tile);
             continue;
         }
-        let tile_len = w_tile.len() / row_blocks;
-        let tile_range = first_row..first_row.saturating_add(tile_len);
-        // Zipped through `&mut`: the zip of two slice-chunk iterators is specialized, and its
-        // out-of-line constructor divides by their run-time chunk sizes (a panic path firmware
-        // would link); this way the sizes are divided here, where they are known not to be 0.
-        let mut xq_columns = xq.chunks_exact(column_blocks);
-        let mut columns = (&mut xq_columns).zip(
-            y.chunks_exact_mut(rows)
-                .map(|column| column.get_mut(tile_range.clone()).unwrap_or_default()),
-        );
+        let mut xq_columns = xq.chunks_exact(column_blocks).take(n);
+        let mut c = 0;
         if let Some(tile_2x2) = tile_2x2 {
             // Pairs of columns through the 2x2 kernel; an odd last column goes below.
-            while columns.len() >= 2 {
-                let (Some((x0, y0)), Some((x1, y1))) = (columns.next(), columns.next()) else {
+            while c + 2 <= n {
+                let (Some(x0), Some(x1)) = (xq_columns.next(), xq_columns.next()) else {
                     break;
                 };
-                pairs_of_rows::<B>(tile_2x2, kernel, w_tile, row_blocks, [x0, x1], [y0, y1]);
+                if let Some((y0, y1)) = y_tile.pair(c) {
+                    pairs_of_rows::<B>(tile_2x2, kernel, w_tile, row_blocks, [x0, x1], [y0, y1]);
+                }
+                c += 2;
             }
         }
-        for (xq_column, out) in columns {
+        for (xq_column, c) in xq_columns.zip(c..) {
+            let out = y_tile.column(c).unwrap_or_default();
             rows_against_column::<B>(level, kernel, w_tile, row_blocks, xq_column, out);
         }
     }

@@ -31,6 +31,7 @@ use super::bytes_for;
 use super::cast::blocks;
 use super::level::Level;
 use super::matvec::{matmul_scratch_bytes, matvec_scratch_bytes, quantize_activations};
+use super::output_columns::{check_holds, OutputColumns};
 use super::table::{Kernels, PackedRowsFn};
 use super::typed::{self, check_level};
 use crate::error::{Error, Op, Result};
@@ -535,15 +536,34 @@ pub fn packed_matmul_quantized(
     xqs: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    check_level(level)?;
-    geometry(t).ok_or(unsupported(t))?;
-    let row_bytes = matrix_bytes(t, rows, cols, packed.len())?;
-    super::blockwise::same_len(packed_activation_bytes(t, cols, n)?, xqs.len())?;
     let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
         expected: u64::MAX,
         found: y.len() as u64,
     })?;
     super::blockwise::same_len(outputs, y.len())?;
+    let mut y = OutputColumns::strided(y, rows, rows);
+    packed_matmul_quantized_into(level, t, packed, rows, cols, n, xqs, &mut y)
+}
+
+/// [`packed_matmul_quantized`] into the columns of `y`, which holds `rows` rows of each of the
+/// `n` columns (a run of rows of a larger output: threads that split the rows write their pieces
+/// straight into its columns).
+#[allow(clippy::too_many_arguments)]
+pub fn packed_matmul_quantized_into(
+    level: Level,
+    t: GgmlType,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    xqs: &[u8],
+    y: &mut OutputColumns<'_, '_>,
+) -> Result<()> {
+    check_level(level)?;
+    geometry(t).ok_or(unsupported(t))?;
+    let row_bytes = matrix_bytes(t, rows, cols, packed.len())?;
+    super::blockwise::same_len(packed_activation_bytes(t, cols, n)?, xqs.len())?;
+    check_holds(y, rows, n)?;
     let (xq, starts) = xqs
         .split_at_checked(matmul_scratch_bytes(t, cols, n)?)
         .unwrap_or_default();
@@ -567,7 +587,7 @@ pub fn packed_matmul_quantized(
 }
 
 /// One packed matmul, its lengths checked.
-struct MatmulRun<'a> {
+struct MatmulRun<'a, 'y, 'c> {
     level: Level,
     groups: &'a [u8],
     tail: &'a [u8],
@@ -577,17 +597,19 @@ struct MatmulRun<'a> {
     n: usize,
     xq: &'a [u8],
     starts: &'a [u8],
-    y: &'a mut [f32],
+    y: &'a mut OutputColumns<'y, 'c>,
 }
 
-impl MatmulRun<'_> {
+impl MatmulRun<'_, '_, '_> {
     fn go<B: Packable>(self) -> Result<()> {
         let x = blocks::<B::Activation>(self.xq)?;
         let starts: &[[u8; 4]] = bytemuck::try_cast_slice(self.starts).unwrap_or_default();
         let row_blocks = self.cols / B::VALUES;
         let column_bytes = self.xq.len() / self.n.max(1);
         if row_blocks == 0 {
-            self.y.fill(0.0);
+            for c in 0..self.n {
+                self.y.column(c).unwrap_or_default().fill(0.0);
+            }
             return Ok(());
         }
         let per = row_blocks * B::ACTIVATION_BLOCKS;
@@ -598,31 +620,27 @@ impl MatmulRun<'_> {
                 x,
                 starts,
                 self.n,
-                self.y,
-                self.rows,
+                &mut self.y.rows_at(0, self.whole),
             ),
             // The packed rows kernel (or its scalar twin) column by column.
             None => {
                 let kernel = kernel::<B>(self.level);
-                for (c, column) in self.y.chunks_exact_mut(self.rows.max(1)).enumerate() {
+                for c in 0..self.n {
                     let xc = x.get(c * per..(c + 1) * per).unwrap_or_default();
-                    kernel(
-                        self.groups,
-                        row_blocks,
-                        xc,
-                        column.get_mut(..self.whole).unwrap_or_default(),
-                    );
+                    let column = self.y.run(c, 0, self.whole).unwrap_or_default();
+                    kernel(self.groups, row_blocks, xc, column);
                 }
             }
         }
         // The last `rows % 16` rows, plain, column by column.
-        for (c, column) in self.y.chunks_exact_mut(self.rows.max(1)).enumerate() {
+        for c in 0..self.n {
             let xq = self.xq.get(c * column_bytes..(c + 1) * column_bytes);
-            let tail_out = column.get_mut(self.whole..).unwrap_or_default();
+            let tail_rows = self.rows - self.whole;
+            let tail_out = self.y.run(c, self.whole, tail_rows).unwrap_or_default();
             typed::matvec_quantized_at::<B>(
                 self.level,
                 self.tail,
-                self.rows - self.whole,
+                tail_rows,
                 self.cols,
                 xq.unwrap_or_default(),
                 tail_out,

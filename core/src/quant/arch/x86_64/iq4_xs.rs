@@ -30,6 +30,7 @@ use super::vector::{
 use crate::quant::activation::BlockQ8K;
 use crate::quant::iq::iq4_xs::BlockIq4Xs;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 /// The 32 signed levels of one group: element `j` from the low nibble of byte `j`, element
@@ -397,8 +398,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -410,7 +410,7 @@ kernel! {
             term: |sumi, d, ls, dx| term8(sumi, d, ls, dx),
             rows: |w: &[BlockIq4Xs], rb, x: &[BlockQ8K], out: &mut [f32]| rows(t, w, rb, x, out),
         };
-        gemm_avx2_wide_grouped::<8, _, _>(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2_wide_grouped::<8, _, _>(w, row_blocks, x, n, y, kit)
     }
 
     /// IQ4_XS matmul, AVX-512 VNNI: the VNNI tiles (levels biased by 128) over groups of 32.
@@ -421,8 +421,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: -128,
@@ -441,6 +440,6 @@ kernel! {
                 rows_vnni(t, w, rb, x, out)
             },
         };
-        gemm_vnni_grouped::<8, _, _>(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni_grouped::<8, _, _>(w, row_blocks, x, n, y, kit)
     }
 }

@@ -17,6 +17,7 @@
 //! quants are `maddubs`'s signed operand against the activation plus 128 (unsigned), less a
 //! per-row correction `128·Σ scale·q` made when the row is decoded.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
@@ -281,16 +282,9 @@ fn rows_against_columns<
     rows: &[Decoded],
     blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     first_row: usize,
 ) {
-    let mut store = |c: usize, r: usize, v: f32| {
-        let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
-        if let Some(slot) = y.get_mut(at) {
-            *slot = v;
-        }
-    };
     let column = |c: usize| {
         let start = c.saturating_mul(blocks);
         x.get(start..start.saturating_add(blocks)).unwrap_or(&[])
@@ -300,18 +294,12 @@ fn rows_against_columns<
     while first + C <= n {
         let group: [&[BlockQ8K]; C] = core::array::from_fn(|i| column(first + i));
         let out = tile::<P, R, C, SIGNED, MINS>(p, rows, blocks, group);
-        for (r, out_r) in out.iter().enumerate() {
-            for (i, &v) in out_r.iter().enumerate() {
-                store(first + i, r, v);
-            }
-        }
+        y.store_tile(first, first_row, &out, C);
         first += C;
     }
     for c in first..n {
         let out = tile::<P, R, 1, SIGNED, MINS>(p, rows, blocks, [column(c)]);
-        for (r, out_r) in out.iter().enumerate() {
-            store(c, r, out_r[0]);
-        }
+        y.store_tile(c, first_row, &out, 1);
     }
 }
 
@@ -319,8 +307,8 @@ fn rows_against_columns<
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
 /// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
 /// `row_blocks` long, run `rows_kernel` per column instead. At levels with 512-bit tiles,
-/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`,
-/// `y_stride`) and returns the rows it did; the 256-bit tiles do the rest.
+/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`)
+/// and returns the rows it did; the 256-bit tiles do the rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -330,11 +318,10 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded,
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
-    zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut [f32], usize) -> usize,
+    zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut OutputColumns<'_, '_>) -> usize,
 ) {
     let min_columns = if SIGNED && p.zmm().is_some() {
         ZMM_SIGNED_MIN_COLUMNS
@@ -349,9 +336,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
         let rows = w.len() / row_blocks.max(1);
         let column_blocks = x.len() / n.max(1);
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
-            let start = c.saturating_mul(y_stride);
-            let end = start.saturating_add(rows).min(y.len());
-            if let Some(out) = y.get_mut(start..end) {
+            if let Some(out) = y.run(c, 0, rows) {
                 rows_kernel(w, row_blocks, column, out);
             }
         }
@@ -359,7 +344,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     }
     // Whole groups of four rows on 512-bit vectors where the level has them, the rest here.
     let mut first_row = match p.zmm() {
-        Some(t) => zmm_groups(t, w, row_blocks, x, y, y_stride),
+        Some(t) => zmm_groups(t, w, row_blocks, x, y),
         None => 0,
     };
     let w = w.get(first_row.saturating_mul(row_blocks)..).unwrap_or(&[]);
@@ -380,7 +365,6 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
             row_blocks,
             x,
             y,
-            y_stride,
             first_row,
         );
         first_row += ROWS;
@@ -399,7 +383,6 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
             row_blocks,
             x,
             y,
-            y_stride,
             first_row,
         );
         first_row += 1;

@@ -23,6 +23,7 @@
 //! both groups of an eight-row tile) against the rows' doubled mins (laid out when the rows are
 //! decoded), exact in i32; then `sumf -= (dmin·dx)·sumi` for the 16 outputs at once.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::tokens::Avx512Vbmi;
@@ -368,12 +369,11 @@ pub(super) fn mins_four_row_groups<W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     parts: impl Fn(&W) -> MinsParts<'_>,
 ) -> usize {
     // SAFETY: the token proves every feature the body enables.
-    unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, y_stride, parts) }
+    unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, parts) }
 }
 
 /// `G` groups of decoded rows (the first is row `first_row` of `y`) against every column of `x`
@@ -386,8 +386,7 @@ fn groups_against_columns<const G: usize>(
     groups: [&[GroupBlock]; G],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     first_row: usize,
 ) {
     let n = x.len() / row_blocks.max(1);
@@ -396,12 +395,6 @@ fn groups_against_columns<const G: usize>(
         x.get(start..start.saturating_add(row_blocks))
             .unwrap_or(&[])
     };
-    let mut store = |c: usize, row: usize, v: f32| {
-        let at = c.saturating_mul(y_stride).saturating_add(first_row + row);
-        if let Some(slot) = y.get_mut(at) {
-            *slot = v;
-        }
-    };
     let mut first = 0;
     while first + 4 <= n {
         let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
@@ -409,7 +402,9 @@ fn groups_against_columns<const G: usize>(
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().enumerate() {
-                    store(first + c, 4 * i + r, v);
+                    if let Some(slot) = y.get_mut(first + c, first_row + 4 * i + r) {
+                        *slot = v;
+                    }
                 }
             }
         }
@@ -422,7 +417,9 @@ fn groups_against_columns<const G: usize>(
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().take(count).enumerate() {
-                    store(first + c, 4 * i + r, v);
+                    if let Some(slot) = y.get_mut(first + c, first_row + 4 * i + r) {
+                        *slot = v;
+                    }
                 }
             }
         }
@@ -438,8 +435,7 @@ fn mins_four_row_groups_body<W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     parts: impl Fn(&W) -> MinsParts<'_>,
 ) -> usize {
     if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
@@ -473,13 +469,13 @@ fn mins_four_row_groups_body<W>(
         fill(first, a);
         fill(second, b);
         let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
-        groups_against_columns::<2>(&zero, groups, row_blocks, x, y, y_stride, first_row);
+        groups_against_columns::<2>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
         let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
         fill(first, group);
-        groups_against_columns::<1>(&zero, [&*first], row_blocks, x, y, y_stride, first_row);
+        groups_against_columns::<1>(&zero, [&*first], row_blocks, x, y, first_row);
         first_row += 4;
     }
     first_row
@@ -628,12 +624,11 @@ pub(super) fn signed_four_row_groups<W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> super::k_matmul::Decoded,
 ) -> usize {
     // SAFETY: the token proves every feature the body enables.
-    unsafe { signed_four_row_groups_body(t, w, row_blocks, x, y, y_stride, decode) }
+    unsafe { signed_four_row_groups_body(t, w, row_blocks, x, y, decode) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -644,8 +639,7 @@ fn signed_four_row_groups_body<W>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> super::k_matmul::Decoded,
 ) -> usize {
     if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
@@ -667,32 +661,18 @@ fn signed_four_row_groups_body<W>(
             }
         }
         let rows = storage.get(..4 * row_blocks).unwrap_or(&[]);
-        let mut store = |c: usize, r: usize, v: f32| {
-            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
-            if let Some(slot) = y.get_mut(at) {
-                *slot = v;
-            }
-        };
         let mut first = 0;
         while first + 4 <= n {
             let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
             let out = signed_tile::<2>(rows, row_blocks, cols);
-            for (r, out_r) in out.iter().enumerate() {
-                for (i, &v) in out_r.iter().enumerate() {
-                    store(first + i, r, v);
-                }
-            }
+            y.store_tile(first, first_row, &out, 4);
             first += 4;
         }
         while first < n {
             let (a, b) = (column(first), column((first + 1).min(n - 1)));
             let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
             let count = (n - first).min(2);
-            for (r, out_r) in out.iter().enumerate() {
-                for (i, &v) in out_r.iter().take(count).enumerate() {
-                    store(first + i, r, v);
-                }
-            }
+            y.store_tile(first, first_row, &out, count);
             first += count;
         }
         first_row += 4;

@@ -5,6 +5,7 @@
 //! same float steps, lane by lane). One `vpermb` puts 64 activation bytes in tile lane order and
 //! repeats them.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
@@ -229,12 +230,11 @@ pub(super) fn four_row_groups<W, const SIGNED: bool, const MINS: bool>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded,
 ) -> usize {
     // SAFETY: the token proves every feature the body enables.
-    unsafe { four_row_groups_body::<W, SIGNED, MINS>(t, w, row_blocks, x, y, y_stride, decode) }
+    unsafe { four_row_groups_body::<W, SIGNED, MINS>(t, w, row_blocks, x, y, decode) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -245,8 +245,7 @@ fn four_row_groups_body<W, const SIGNED: bool, const MINS: bool>(
     w: &[W],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded,
 ) -> usize {
     if row_blocks == 0 || row_blocks > ZMM_MAX_BLOCKS {
@@ -276,28 +275,16 @@ fn four_row_groups_body<W, const SIGNED: bool, const MINS: bool>(
         // SAFETY: the first `filled` slots were written just above, and
         // `MaybeUninit<PairDecoded>` has the layout of `PairDecoded`.
         let pairs = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        let mut store = |c: usize, r: usize, v: f32| {
-            let at = c.saturating_mul(y_stride).saturating_add(first_row + r);
-            if let Some(slot) = y.get_mut(at) {
-                *slot = v;
-            }
-        };
         let mut first = 0;
         while first + 4 <= n {
             let group: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
             let out = tile::<4, SIGNED, MINS>(pairs, row_blocks, group, &zero_pair);
-            for (r, out_r) in out.iter().enumerate() {
-                for (i, &v) in out_r.iter().enumerate() {
-                    store(first + i, r, v);
-                }
-            }
+            y.store_tile(first, first_row, &out, 4);
             first += 4;
         }
         for c in first..n {
             let out = tile::<1, SIGNED, MINS>(pairs, row_blocks, [column(c)], &zero_pair);
-            for (r, out_r) in out.iter().enumerate() {
-                store(c, r, out_r[0]);
-            }
+            y.store_tile(c, first_row, &out, 1);
         }
         first_row += 4;
     }

@@ -56,13 +56,13 @@ macro_rules! level_kernels {
         level_kernels!(@with $T, $kernel, w, row_blocks, x, out)
     };
     (@entry $T:ident, matmul, $kernel:path) => {
-        level_kernels!(@with $T, $kernel, w, row_blocks, x, n, y, y_stride)
+        level_kernels!(@with $T, $kernel, w, row_blocks, x, n, y)
     };
     (@entry $T:ident, packed_rows, $kernel:path) => {
         level_kernels!(@with $T, $kernel, packed, row_blocks, x, out)
     };
     (@entry $T:ident, packed_matmul, $kernel:path) => {
-        level_kernels!(@with $T, $kernel, packed, row_blocks, x, starts, n, y, y_stride)
+        level_kernels!(@with $T, $kernel, packed, row_blocks, x, starts, n, y)
     };
     (@with $T:ident, $kernel:path, $($arg:ident),*) => {
         Some(|$($arg),*| {

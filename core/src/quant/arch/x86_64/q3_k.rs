@@ -11,6 +11,7 @@
 //! eight-entry table formed with the twin's float steps, and each eight outputs one `vpermps`
 //! lookup of it by the quants: bits equal to the twin's by construction.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
@@ -224,8 +225,7 @@ every_level! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ); single = vec_dot, vec_dot_vnni_only, vec_dot_vbmi {
         signed_k_matmul(
             t,
@@ -234,7 +234,6 @@ every_level! {
             x,
             n,
             y,
-            y_stride,
             |b| tile_block(t.avx2(), b),
             |w, row_blocks, x, out| q3_k_rows(t, w, row_blocks, x, out, single),
         )

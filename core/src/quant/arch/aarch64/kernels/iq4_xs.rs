@@ -23,6 +23,7 @@ use super::ops::{f16_le, load_i8, load_u8, piece, smmla};
 use super::{has_dotprod, has_i8mm};
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::iq::iq4_xs::BlockIq4Xs;
+use crate::quant::OutputColumns;
 use core::arch::aarch64::*;
 
 /// The 6-bit scale of group `ib`, minus 32 (`ls - 32` in ggml).
@@ -399,10 +400,9 @@ macro_rules! driver {
             row_blocks: usize,
             x: &[BlockQ8K],
             $n: usize,
-            $y: &mut [f32],
-            y_stride: usize,
+            $y: &mut OutputColumns<'_, '_>,
         ) {
-            let Some($m) = problem(w, row_blocks, x, $n, y_stride) else {
+            let Some($m) = problem(w, row_blocks, x, $n) else {
                 return;
             };
             $tails
@@ -465,14 +465,13 @@ pub fn matmul_i8mm(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     if has_i8mm() {
         // SAFETY: the CPU has i8mm, and with it dotprod (`Level::I8mm` requires both).
-        unsafe { matmul_smmla_tiles(w, row_blocks, x, n, y, y_stride) }
+        unsafe { matmul_smmla_tiles(w, row_blocks, x, n, y) }
     } else {
-        matmul_dotprod(w, row_blocks, x, n, y, y_stride);
+        matmul_dotprod(w, row_blocks, x, n, y);
     }
 }
 
@@ -483,11 +482,10 @@ pub fn matmul_neon(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-    unsafe { matmul_neon_tiles(w, row_blocks, x, n, y, y_stride) }
+    unsafe { matmul_neon_tiles(w, row_blocks, x, n, y) }
 }
 
 /// IQ4_XS's matmul at `dotprod` and `i8mm`: `sdot` tiles where the CPU has dotprod, else
@@ -497,13 +495,12 @@ pub fn matmul_dotprod(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     if has_dotprod() {
         // SAFETY: the CPU has dotprod (checked just above).
-        unsafe { matmul_sdot_tiles(w, row_blocks, x, n, y, y_stride) }
+        unsafe { matmul_sdot_tiles(w, row_blocks, x, n, y) }
     } else {
-        matmul_neon(w, row_blocks, x, n, y, y_stride);
+        matmul_neon(w, row_blocks, x, n, y);
     }
 }

@@ -39,6 +39,7 @@ use crate::quant::k_quants::q3_k::BlockQ3K;
 use crate::quant::k_quants::q4_k::{scales_and_mins, BlockQ4K};
 use crate::quant::k_quants::q5_k::BlockQ5K;
 use crate::quant::k_quants::q6_k::BlockQ6K;
+use crate::quant::OutputColumns;
 use core::arch::aarch64::*;
 
 /// The K-quants with eight 32-value sub-blocks and 6-bit scales and mins (Q4_K, Q5_K).
@@ -542,24 +543,17 @@ fn tile_q2_k_sdot<const R: usize, const C: usize>(
 }
 
 /// A matrix as the tiles see it: `rows` rows of `row_blocks` weight super-blocks, `n` columns of
-/// as many activation super-blocks, outputs at `y[c * y_stride + r]`.
+/// as many activation super-blocks.
 struct Problem<'a, W> {
     w: &'a [W],
     row_blocks: usize,
     rows: usize,
     x: &'a [BlockQ8K],
     n: usize,
-    y_stride: usize,
 }
 
 impl<'a, W> Problem<'a, W> {
-    fn new(
-        w: &'a [W],
-        row_blocks: usize,
-        x: &'a [BlockQ8K],
-        n: usize,
-        y_stride: usize,
-    ) -> Option<Self> {
+    fn new(w: &'a [W], row_blocks: usize, x: &'a [BlockQ8K], n: usize) -> Option<Self> {
         if row_blocks == 0 || n == 0 || w.len() < row_blocks {
             return None;
         }
@@ -569,7 +563,6 @@ impl<'a, W> Problem<'a, W> {
             rows: w.len() / row_blocks,
             x,
             n,
-            y_stride,
         })
     }
 
@@ -589,11 +582,15 @@ impl<'a, W> Problem<'a, W> {
     }
 
     /// Column `c` against every row by `vec_dot`.
-    fn single_column(&self, c: usize, y: &mut [f32], vec_dot: fn(&[W], &[BlockQ8K]) -> f32) {
+    fn single_column(
+        &self,
+        c: usize,
+        y: &mut OutputColumns<'_, '_>,
+        vec_dot: fn(&[W], &[BlockQ8K]) -> f32,
+    ) {
         let x = self.column(c);
         for r in 0..self.rows {
-            let at = c.saturating_mul(self.y_stride).saturating_add(r);
-            if let Some(out) = y.get_mut(at) {
+            if let Some(out) = y.get_mut(c, r) {
                 *out = vec_dot(self.row(r), x);
             }
         }
@@ -605,7 +602,7 @@ impl<'a, W> Problem<'a, W> {
     fn tiles<const R: usize, const C: usize>(
         &self,
         columns: core::ops::Range<usize>,
-        y: &mut [f32],
+        y: &mut OutputColumns<'_, '_>,
         tile: impl Fn([&'a [W]; R], [&'a [BlockQ8K]; C]) -> [[f32; C]; R],
     ) {
         let (rows, last_column) = (self.rows, columns.end.saturating_sub(1));
@@ -619,10 +616,7 @@ impl<'a, W> Problem<'a, W> {
                 let valid_rows = (rows - r0).min(R);
                 for (i, row) in out.iter().enumerate().take(valid_rows) {
                     for (j, &v) in row.iter().enumerate().take(valid_columns) {
-                        let at = (c0 + j)
-                            .saturating_mul(self.y_stride)
-                            .saturating_add(r0 + i);
-                        if let Some(out) = y.get_mut(at) {
+                        if let Some(out) = y.get_mut(c0 + j, r0 + i) {
                             *out = v;
                         }
                     }
@@ -640,8 +634,8 @@ const WIDE: usize = 4;
 macro_rules! driver {
     ($doc:literal, $name:ident, $tiles:ident, $w:ty, $tile:ident $(:: <$t:ty>)?, $vec_dot:path) => {
         #[target_feature(enable = "neon")]
-        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
-            let Some(m) = Problem::new(w, row_blocks, x, n, y_stride) else {
+        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut OutputColumns<'_, '_>) {
+            let Some(m) = Problem::new(w, row_blocks, x, n) else {
                 return;
             };
             let wide = m.n - m.n % WIDE;
@@ -655,15 +649,15 @@ macro_rules! driver {
         }
 
         #[doc = $doc]
-        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
+        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut OutputColumns<'_, '_>) {
             // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-            unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
+            unsafe { $tiles(w, row_blocks, x, n, y) }
         }
     };
     (dotprod: $doc:literal, $name:ident, $tiles:ident, $w:ty, $tile:ident, $vec_dot:path, $fallback:path) => {
         #[target_feature(enable = "neon,dotprod")]
-        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
-            let Some(m) = Problem::new(w, row_blocks, x, n, y_stride) else {
+        fn $tiles(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut OutputColumns<'_, '_>) {
+            let Some(m) = Problem::new(w, row_blocks, x, n) else {
                 return;
             };
             let wide = m.n - m.n % WIDE;
@@ -677,12 +671,12 @@ macro_rules! driver {
         }
 
         #[doc = $doc]
-        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut [f32], y_stride: usize) {
+        pub fn $name(w: &[$w], row_blocks: usize, x: &[BlockQ8K], n: usize, y: &mut OutputColumns<'_, '_>) {
             if has_dotprod() {
                 // SAFETY: the CPU has dotprod (checked just above).
-                unsafe { $tiles(w, row_blocks, x, n, y, y_stride) }
+                unsafe { $tiles(w, row_blocks, x, n, y) }
             } else {
-                $fallback(w, row_blocks, x, n, y, y_stride);
+                $fallback(w, row_blocks, x, n, y);
             }
         }
     };

@@ -27,6 +27,7 @@ use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
 use crate::quant::misc::fp4::e8m0_to_f32_half;
 use crate::quant::misc::mxfp4::BlockMxfp4;
+use crate::quant::OutputColumns;
 use core::arch::aarch64::*;
 use core::arch::asm;
 
@@ -549,15 +550,15 @@ fn tile_smmla<W: Tiled, const C: usize>(w: [&[W]; ROWS], x: [&[W::X]; C]) -> [fl
     })
 }
 
-/// Writes a tile's column `c` outputs (`rows` valid lanes of `v`) at `y[at..]`.
+/// Writes a tile's outputs of column `c` (`rows` valid lanes of `v`) at its rows from `r0`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn store_rows(y: &mut [f32], at: usize, rows: usize, v: float32x4_t) {
+fn store_rows(y: &mut OutputColumns<'_, '_>, c: usize, r0: usize, rows: usize, v: float32x4_t) {
     let mut lanes = [0f32; 4];
     store_f32(&mut lanes, v);
     if rows == ROWS {
         if let Some(out) = y
-            .get_mut(at..at.saturating_add(ROWS))
+            .run(c, r0, ROWS)
             .and_then(|o| <&mut [f32; 4]>::try_from(o).ok())
         {
             store_f32(out, v);
@@ -565,14 +566,14 @@ fn store_rows(y: &mut [f32], at: usize, rows: usize, v: float32x4_t) {
         }
     }
     for (i, &value) in lanes.iter().enumerate().take(rows) {
-        if let Some(out) = y.get_mut(at.saturating_add(i)) {
+        if let Some(out) = y.get_mut(c, r0.saturating_add(i)) {
             *out = value;
         }
     }
 }
 
 /// A matrix as the tiles see it: `rows` rows of `row_blocks` weight blocks, `n` columns of
-/// `column_blocks` activation blocks, outputs at `y[c * y_stride + r]`.
+/// `column_blocks` activation blocks.
 pub(super) struct Problem<'a, W, X> {
     w: &'a [W],
     row_blocks: usize,
@@ -580,7 +581,6 @@ pub(super) struct Problem<'a, W, X> {
     x: &'a [X],
     column_blocks: usize,
     n: usize,
-    y_stride: usize,
 }
 
 impl<W, X> Problem<'_, W, X> {
@@ -603,7 +603,7 @@ impl<W, X> Problem<'_, W, X> {
     pub(super) fn tiles<const C: usize>(
         &self,
         columns: core::ops::Range<usize>,
-        y: &mut [f32],
+        y: &mut OutputColumns<'_, '_>,
         tile: impl Fn([&[W]; ROWS], [&[X]; C]) -> [float32x4_t; C],
     ) {
         let (rows, last_column) = (self.rows, columns.end.saturating_sub(1));
@@ -614,9 +614,8 @@ impl<W, X> Problem<'_, W, X> {
                 let ws: [&[W]; ROWS] = core::array::from_fn(|i| self.row((r0 + i).min(rows - 1)));
                 let out = tile(ws, xs);
                 for (j, &v) in out.iter().enumerate().take(valid) {
-                    let at = (c0 + j).saturating_mul(self.y_stride).saturating_add(r0);
                     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-                    unsafe { store_rows(y, at, (rows - r0).min(ROWS), v) };
+                    unsafe { store_rows(y, c0 + j, r0, (rows - r0).min(ROWS), v) };
                 }
             }
         }
@@ -629,7 +628,6 @@ pub(super) fn problem<'a, W, X>(
     row_blocks: usize,
     x: &'a [X],
     n: usize,
-    y_stride: usize,
 ) -> Option<Problem<'a, W, X>> {
     if row_blocks == 0 || n == 0 || w.len() < row_blocks {
         return None;
@@ -641,7 +639,6 @@ pub(super) fn problem<'a, W, X>(
         x,
         column_blocks: x.len() / n,
         n,
-        y_stride,
     })
 }
 
@@ -667,10 +664,9 @@ macro_rules! level_driver {
             row_blocks: usize,
             x: &[W::X],
             n: usize,
-            y: &mut [f32],
-            y_stride: usize,
+            y: &mut OutputColumns<'_, '_>,
         ) {
-            let Some(m) = problem(w, row_blocks, x, n, y_stride) else {
+            let Some(m) = problem(w, row_blocks, x, n) else {
                 return;
             };
             let (wide, four) = split_columns(m.n, $wide);
@@ -695,11 +691,10 @@ pub fn neon<W: Tiled>(
     row_blocks: usize,
     x: &[W::X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     // SAFETY: this module is compiled only for targets with NEON (quant/arch).
-    unsafe { matmul_neon(w, row_blocks, x, n, y, y_stride) }
+    unsafe { matmul_neon(w, row_blocks, x, n, y) }
 }
 
 /// The `dotprod` level's matmul: `sdot` tiles where the CPU has dotprod, else [`neon`] (same
@@ -709,14 +704,13 @@ pub fn dotprod<W: Tiled>(
     row_blocks: usize,
     x: &[W::X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     if has_dotprod() {
         // SAFETY: the CPU has dotprod (checked just above).
-        unsafe { matmul_sdot(w, row_blocks, x, n, y, y_stride) }
+        unsafe { matmul_sdot(w, row_blocks, x, n, y) }
     } else {
-        neon(w, row_blocks, x, n, y, y_stride);
+        neon(w, row_blocks, x, n, y);
     }
 }
 
@@ -726,13 +720,12 @@ pub fn i8mm<W: Tiled>(
     row_blocks: usize,
     x: &[W::X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     if has_i8mm() {
         // SAFETY: the CPU has i8mm (checked just above).
-        unsafe { matmul_smmla(w, row_blocks, x, n, y, y_stride) }
+        unsafe { matmul_smmla(w, row_blocks, x, n, y) }
     } else {
-        dotprod(w, row_blocks, x, n, y, y_stride);
+        dotprod(w, row_blocks, x, n, y);
     }
 }

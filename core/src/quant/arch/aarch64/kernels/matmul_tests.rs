@@ -23,6 +23,7 @@ use crate::quant::level::Level;
 use crate::quant::misc::mxfp4::{self, BlockMxfp4};
 use crate::quant::table::Kernels;
 use crate::quant::typed;
+use crate::quant::OutputColumns;
 use bytemuck::Pod;
 use std::format;
 use std::string::String;
@@ -87,7 +88,7 @@ fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-pub(super) type MatmulFn<W, X> = fn(&[W], usize, &[X], usize, &mut [f32], usize);
+pub(super) type MatmulFn<W, X> = fn(&[W], usize, &[X], usize, &mut OutputColumns<'_, '_>);
 
 /// Sentinel left in the gaps of the output (between a column's rows and the next column).
 const GAP: f32 = -1234.5;
@@ -149,7 +150,13 @@ pub(super) fn compare<W: Pod + Kernels<Activation = X>, X: Pod>(
     let stride = rows + 3;
     for &(kernel_name, kernel) in kernels {
         let mut y = vec![GAP; n * stride];
-        kernel(w, blocks, x, n, &mut y, stride);
+        kernel(
+            w,
+            blocks,
+            x,
+            n,
+            &mut OutputColumns::strided(&mut y, stride, rows),
+        );
         let wrong = (0..n * stride).find(|&i| {
             let (c, r) = (i / stride, i % stride);
             let expected = if r < rows { want[c * rows + r] } else { GAP };

@@ -17,6 +17,7 @@
 // The entries take the token and `PackedMatmulFn`'s seven arguments.
 #![allow(clippy::too_many_arguments)]
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::tiles::{
@@ -88,7 +89,7 @@ struct Place {
 }
 
 /// The whole groups of `packed` (`row_blocks` blocks a row) against the `n` columns of `x`, row
-/// `r` of column `c` to `y[c * y_stride + r]`, on `tiles` (configured here, released at the end).
+/// `r` of column `c` to `y.get_mut(c, r)`, on `tiles` (configured here, released at the end).
 /// `PackedMatmulFn`'s contract without the starts (the weights are staged signed); memory-safe
 /// and panic-free for any lengths.
 #[inline]
@@ -99,8 +100,7 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     let group_bytes = GBB.saturating_mul(row_blocks);
     if group_bytes == 0 || n == 0 {
@@ -151,18 +151,10 @@ pub(super) fn packed_gemm<T: Tiles, X: Column, const KIND: u8, const GBB: usize>
                         products(tiles, &staged, &mut sums, &a_tiles, &place);
                         // The chunk's length as a constant, so that its blocks unroll.
                         match place.chunk {
-                            CHUNK => float_steps::<KIND, CHUNK>(
-                                &staged, &sums, &scales, &place, y, y_stride,
-                            ),
-                            3 => {
-                                float_steps::<KIND, 3>(&staged, &sums, &scales, &place, y, y_stride)
-                            }
-                            2 => {
-                                float_steps::<KIND, 2>(&staged, &sums, &scales, &place, y, y_stride)
-                            }
-                            _ => {
-                                float_steps::<KIND, 1>(&staged, &sums, &scales, &place, y, y_stride)
-                            }
+                            CHUNK => float_steps::<KIND, CHUNK>(&staged, &sums, &scales, &place, y),
+                            3 => float_steps::<KIND, 3>(&staged, &sums, &scales, &place, y),
+                            2 => float_steps::<KIND, 2>(&staged, &sums, &scales, &place, y),
+                            _ => float_steps::<KIND, 1>(&staged, &sums, &scales, &place, y),
                         }
                         place.first_column += place.columns;
                     }
@@ -327,8 +319,7 @@ fn float_steps<const KIND: u8, const K: usize>(
     sums: &Sums,
     scales: &Scales,
     place: &Place,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     let groups = place.strip_groups.min(STRIP_GROUPS);
     let dw: [[__m512; K]; STRIP_GROUPS] =
@@ -342,16 +333,7 @@ fn float_steps<const KIND: u8, const K: usize>(
         let column = place.first_column + c;
         // (No `Option` combinators here: their closures are not inlined into this
         // function's features, and a call per vector costs more than the vector.)
-        let Some(at) = column.checked_mul(y_stride) else {
-            continue;
-        };
-        let Some(at) = at.checked_add(first_row) else {
-            continue;
-        };
-        let Some(end) = at.checked_add(groups * GROUP_ROWS) else {
-            continue;
-        };
-        let Some(out) = y.get_mut(at..end) else {
+        let Some(out) = y.run(column, first_row, groups * GROUP_ROWS) else {
             continue;
         };
         let scaled = (column - place.first_scaled) % SCALE_COLUMNS;
@@ -393,28 +375,28 @@ fn float_steps<const KIND: u8, const K: usize>(
 kernel! {
     /// Packed Q4_0 rows against many Q8_0 activation columns on AMX tiles.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn packed_matmul_q4_0(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+    pub(in super::super) fn packed_matmul_q4_0(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
         if n < MIN_COLUMNS {
-            return packed_matmul_q4_0_vnni(t.vnni(), packed, row_blocks, x, starts, n, y, y_stride);
+            return packed_matmul_q4_0_vnni(t.vnni(), packed, row_blocks, x, starts, n, y);
         }
-        packed_gemm::<_, _, Q4_0, Q4_0_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y, y_stride)
+        packed_gemm::<_, _, Q4_0, Q4_0_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y)
     }
 
     /// Packed Q4_1 rows against many Q8_1 activation columns on AMX tiles.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn packed_matmul_q4_1(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+    pub(in super::super) fn packed_matmul_q4_1(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
         if n < MIN_COLUMNS {
-            return packed_matmul_q4_1_vnni(t.vnni(), packed, row_blocks, x, starts, n, y, y_stride);
+            return packed_matmul_q4_1_vnni(t.vnni(), packed, row_blocks, x, starts, n, y);
         }
-        packed_gemm::<_, _, Q4_1, Q4_1_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y, y_stride)
+        packed_gemm::<_, _, Q4_1, Q4_1_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y)
     }
 
     /// Packed Q8_0 rows against many Q8_0 activation columns on AMX tiles.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(in super::super) fn packed_matmul_q8_0(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
+    pub(in super::super) fn packed_matmul_q8_0(t: Amx, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
         if n < MIN_COLUMNS {
-            return packed_matmul_q8_0_vnni(t.vnni(), packed, row_blocks, x, starts, n, y, y_stride);
+            return packed_matmul_q8_0_vnni(t.vnni(), packed, row_blocks, x, starts, n, y);
         }
-        packed_gemm::<_, _, Q8_0, Q8_0_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y, y_stride)
+        packed_gemm::<_, _, Q8_0, Q8_0_GROUP_BLOCK>(&mut Hardware::new(t), packed, row_blocks, x, n, y)
     }
 }

@@ -6,7 +6,7 @@
 //! (1-131), rows of 1-33 blocks (around the chunks of 4 and spans of 8); weights and activations
 //! quantized from random values, of random bytes, and of extreme quants (-128 / 127, nibbles
 //! 0 / 15) with extreme finite scales (f16 65504, the smallest subnormal, both signs),
-//! infinities and NaN; outputs `y_stride = rows + 3` apart with the gaps checked untouched.
+//! infinities and NaN; outputs `rows + 3` apart with the gaps checked untouched.
 
 extern crate std;
 
@@ -25,6 +25,7 @@ use crate::quant::legacy::{q4_0, q4_1, q8_0, q8_1};
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1};
 use crate::quant::level::Level;
 use crate::quant::table::Kernels;
+use crate::quant::OutputColumns;
 
 /// xorshift64*: deterministic test data without a dependency.
 struct Rng(u64);
@@ -123,7 +124,7 @@ fn q4_1_block(rng: &mut Rng, kind: usize) -> BlockQ4_1 {
 type Maker<B> = fn(&mut Rng, usize) -> B;
 
 /// A matmul as the kernel table's `MatmulFn` takes its arguments.
-type Matmul<'a, W, X> = dyn FnMut(&[W], usize, &[X], usize, &mut [f32], usize) + 'a;
+type Matmul<'a, W, X> = dyn FnMut(&[W], usize, &[X], usize, &mut OutputColumns<'_, '_>) + 'a;
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
@@ -165,7 +166,13 @@ fn check_shapes<W: Copy, X: Copy>(
             .collect();
         let stride = rows + 3;
         let mut y = vec![UNTOUCHED; n * stride];
-        run(&w, row_blocks, &x, n, &mut y, stride);
+        run(
+            &w,
+            row_blocks,
+            &x,
+            n,
+            &mut OutputColumns::strided(&mut y, stride, rows),
+        );
         let mut wrong = 0;
         for (c, column) in x.chunks_exact(row_blocks).enumerate() {
             for (r, row) in w.chunks_exact(row_blocks).enumerate() {
@@ -189,8 +196,8 @@ fn check_shapes<W: Copy, X: Copy>(
     failures
 }
 
-/// A packed matmul on some tiles: `(packed, row_blocks, x, n, y, y_stride)`.
-type PackedMatmul<'a, X> = dyn FnMut(&[u8], usize, &[X], usize, &mut [f32], usize) + 'a;
+/// A packed matmul on some tiles: `(packed, row_blocks, x, n, y)`.
+type PackedMatmul<'a, X> = dyn FnMut(&[u8], usize, &[X], usize, &mut OutputColumns<'_, '_>) + 'a;
 
 /// Runs `run` (the packed matmul of type `t` on some tiles, whole groups of 16 rows) on every
 /// shape against `scalar` over the plain blocks; returns the failures. Shapes: one to five
@@ -228,12 +235,12 @@ fn check_packed<W: bytemuck::Pod, X: Copy>(
         &shapes,
         makers,
         scalar,
-        &mut |w, row_blocks, x, n, y, stride| {
+        &mut |w, row_blocks, x, n, y| {
             let plain: &[u8] = bytemuck::cast_slice(w);
             let rows = w.len() / row_blocks.max(1);
             let mut packed = vec![0u8; plain.len()];
             crate::quant::packed::pack(t, plain, rows, row_blocks * 32, &mut packed).unwrap();
-            run(&packed, row_blocks, x, n, y, stride)
+            run(&packed, row_blocks, x, n, y)
         },
     )
 }
@@ -278,16 +285,10 @@ macro_rules! for_every_packed_type {
 fn check_packed_all(tiles: &mut impl Tiles, _token: Avx512Vnni) -> Vec<String> {
     macro_rules! on_tiles {
         ($name:expr, $t:expr, $makers:expr, $scalar:expr, $X:ty, $kind:expr, $gbb:expr) => {
-            check_packed(
-                $name,
-                $t,
-                $makers,
-                $scalar,
-                &mut |p, rb, x: &[$X], n, y, s| {
-                    // SAFETY: the token proves every feature `packed_gemm` enables.
-                    unsafe { packed_gemm::<_, $X, { $kind }, { $gbb }>(tiles, p, rb, x, n, y, s) }
-                },
-            )
+            check_packed($name, $t, $makers, $scalar, &mut |p, rb, x: &[$X], n, y| {
+                // SAFETY: the token proves every feature `packed_gemm` enables.
+                unsafe { packed_gemm::<_, $X, { $kind }, { $gbb }>(tiles, p, rb, x, n, y) }
+            })
         };
     }
     for_every_packed_type!(on_tiles)
@@ -300,7 +301,7 @@ fn check_packed_table() -> Vec<String> {
         ($name:expr, $t:expr, $makers:expr, $scalar:expr, $X:ty, $kind:expr, $gbb:expr) => {
             match <$X as ActivationOf>::kernel($t) {
                 Some(kernel) => {
-                    check_packed($name, $t, $makers, $scalar, &mut |p, rb, x, n, y, s| {
+                    check_packed($name, $t, $makers, $scalar, &mut |p, rb, x, n, y| {
                         // The starts the VNNI packed matmul (fewer than 16 columns) takes.
                         let bytes: &[u8] = bytemuck::cast_slice(x);
                         let mut starts = vec![[0u8; 4]; x.len()];
@@ -310,7 +311,7 @@ fn check_packed_table() -> Vec<String> {
                             bytemuck::cast_slice_mut(&mut starts),
                         )
                         .unwrap();
-                        kernel(p, rb, x, &starts, n, y, s)
+                        kernel(p, rb, x, &starts, n, y)
                     })
                 }
                 None => vec![format!("{}: no packed matmul at the amx level", $name)],

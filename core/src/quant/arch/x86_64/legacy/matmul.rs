@@ -14,6 +14,7 @@
 //! step is per group (IQ4_XS against Q8_K: `G = 8`): there a "block" of the loops is one group,
 //! `G` of them per weight and activation block, and the type's closures get the group's index.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::rows::{
@@ -175,8 +176,9 @@ fn broadcast_dword(qs: &[i8; 32], j: usize) -> i32 {
 }
 
 /// `S` strips' rows against `C` columns over one chunk: `columns[c]` the column's blocks of the
-/// chunk, `summaries[c]` their [`ColumnChunk`], `outputs[s][c]` the index in `y` of strip `s`'s
-/// first row in column `c`, `strip_rows[s]` its row count (0 for none). `first` says whether
+/// chunk, `summaries[c]` their [`ColumnChunk`], `at` the first column and the first row of
+/// strip 0 in `y` (strip `s` starts `s * STRIP_ROWS` rows on), `strip_rows[s]` its row count (0
+/// for none). `first` says whether
 /// this is the rows' first chunk (else each `sumf` continues from `y`). Per block and dword, the
 /// `C` activation broadcasts serve all `S` strips and each strip's quant vector all `C` columns.
 /// With `G` groups per block, block `k` of the chunk is group `k % G` of column block `k / G`.
@@ -189,8 +191,8 @@ fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
     blocks: usize,
     columns: [&[X]; C],
     summaries: [&ColumnChunk; C],
-    outputs: [[usize; C]; S],
-    y: &mut [f32],
+    at: (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     strip_rows: [usize; S],
     first: bool,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
@@ -204,12 +206,21 @@ fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
     let masks = lanes.map(|l| ((1u32 << l) - 1) as __mmask16);
     let mut sumf = [[_mm512_setzero_ps(); C]; S];
     let mut scales = [[_mm512_setzero_ps(); C]; S];
+    // Every strip's rows of each column, in one run (only the last strip can be short).
+    let mut span = 0;
+    for (s, &l) in lanes.iter().enumerate() {
+        if l > 0 {
+            span = s * STRIP_ROWS + l;
+        }
+    }
+    let mut runs = y.runs::<C>(at.0, at.1, span);
     if !first {
-        for s in 0..S {
-            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
-                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+        for (c, run) in runs.iter().enumerate() {
+            let Some(run) = run else { continue };
+            for s in 0..S {
+                if let Some(out) = run.get(s * STRIP_ROWS..s * STRIP_ROWS + lanes[s]) {
                     // SAFETY: `out` holds `lanes[s]` f32 and the mask reads only those.
-                    *sum = unsafe { _mm512_maskz_loadu_ps(masks[s], out.as_ptr()) };
+                    sumf[s][c] = unsafe { _mm512_maskz_loadu_ps(masks[s], out.as_ptr()) };
                 }
             }
         }
@@ -250,11 +261,12 @@ fn tile_columns<const G: usize, X, const S: usize, const C: usize>(
             }
         }
     }
-    for s in 0..S {
-        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
-            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+    for (c, run) in runs.iter_mut().enumerate() {
+        let Some(run) = run else { continue };
+        for s in 0..S {
+            if let Some(out) = run.get_mut(s * STRIP_ROWS..s * STRIP_ROWS + lanes[s]) {
                 // SAFETY: `out` holds `lanes[s]` f32 and the mask writes only those.
-                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), masks[s], *sum) };
+                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), masks[s], sumf[s][c]) };
             }
         }
     }
@@ -273,8 +285,8 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
     group: usize,
     column_chunk: &impl Fn(usize) -> &'x [X],
     summaries: &[ColumnChunk; GROUP_COLUMNS],
-    output: &impl Fn(usize, usize) -> usize,
-    y: &mut [f32],
+    output: &impl Fn(usize, usize) -> (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     first: bool,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
     term: &(
@@ -282,7 +294,6 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
         impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
     ),
 ) {
-    let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
     let mut c = 0;
     while c < group.min(GROUP_COLUMNS) {
         let left = group - c;
@@ -293,7 +304,7 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
                     chunk,
                     core::array::from_fn(|i| column_chunk(c + i)),
                     core::array::from_fn(|i| &summaries[c + i]),
-                    offsets.map(|row| core::array::from_fn(|i| output(c + i, row))),
+                    output(c, first_row),
                     y,
                     strip_rows,
                     first,
@@ -314,7 +325,7 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
 }
 
 /// The VNNI matmul driver (see the module doc): rows of `w` (`row_blocks` blocks each) against
-/// the `n` columns of `x`, row `r` of column `c` into `y[c * y_stride + r]`.
+/// the `n` columns of `x`, row `r` of column `c` into `y.get_mut(c, r)`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -323,8 +334,7 @@ fn gemm_vnni<W, X>(
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     kit: Kit<
         impl Fn(&W) -> __m256i,
         impl Fn(&W) -> (f32, f32),
@@ -349,7 +359,7 @@ fn gemm_vnni<W, X>(
         ),
         rows: kit.rows,
     };
-    gemm_vnni_grouped::<1, W, X>(w, row_blocks, x, n, y, y_stride, kit)
+    gemm_vnni_grouped::<1, W, X>(w, row_blocks, x, n, y, kit)
 }
 
 /// [`gemm_vnni`] for blocks of `G` groups of 32 values (a divisor of the chunk), each group with
@@ -365,8 +375,7 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     kit: Kit<
         impl Fn(&W, usize) -> __m256i,
         impl Fn(&W, usize) -> (f32, f32),
@@ -389,8 +398,7 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
     let rows = w.len() / row_blocks;
     if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
-            let start = c.saturating_mul(y_stride);
-            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+            if let Some(out) = y.run(c, 0, rows) {
                 (kit.rows)(w, row_blocks, column, out);
             }
         }
@@ -438,11 +446,7 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
                     summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
                 }
             }
-            let output = |c: usize, row: usize| {
-                (first_column + c)
-                    .saturating_mul(y_stride)
-                    .saturating_add(row)
-            };
+            let output = |c: usize, row: usize| (first_column + c, row);
             let mut first_row = 0;
             while first_row < rows {
                 let left = rows - first_row;
@@ -573,8 +577,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: -128,
@@ -586,7 +589,7 @@ kernel! {
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(sumi, _mm512_mul_ps(dw, dx)),
             rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0_vnni(t, w, rb, x, out),
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// Q4_0 matmul, AVX-512 VNNI: `sumf += (sumi * d_w) * d_x`, quants `q - 8`.
@@ -597,8 +600,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 8,
@@ -610,7 +612,7 @@ kernel! {
             term: |sumi, dw, _, dx, _| _mm512_mul_ps(_mm512_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0_vnni(t, w, rb, x, out),
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// Q4_1 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
@@ -621,8 +623,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_1],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -634,7 +635,7 @@ kernel! {
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1_vnni(t, w, rb, x, out),
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// Q5_0 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi`, quants `q - 16`.
@@ -645,8 +646,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 16,
@@ -658,7 +658,7 @@ kernel! {
             term: |sumi, dw, _, dx, _| term_scaled(sumi, dw, dx),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0_vnni(t, w, rb, x, out),
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// Q5_1 matmul, AVX-512 VNNI: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
@@ -669,8 +669,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_1],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -682,7 +681,7 @@ kernel! {
             term: |sumi, dw, mw, dx, sx| term_with_min(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1_vnni(t, w, rb, x, out),
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// IQ4_NL matmul, AVX-512 VNNI: `sumf += (d_x * d_w) * sumi`, levels biased by 128.
@@ -693,8 +692,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: -128,
@@ -708,7 +706,7 @@ kernel! {
                 rows_iq4_nl_vnni(t, w, rb, x, out)
             },
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 
     /// MXFP4 matmul, AVX-512 VNNI: `sumf += (d_x * scale_w) * sumi`, levels biased by 128.
@@ -719,8 +717,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: -128,
@@ -734,7 +731,7 @@ kernel! {
                 rows_mxfp4_vnni(t, w, rb, x, out)
             },
         };
-        gemm_vnni(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_vnni(w, row_blocks, x, n, y, kit)
     }
 }
 
@@ -844,8 +841,8 @@ fn tile_columns8<X, const C: usize>(
     blocks: usize,
     columns: [&[X]; C],
     summaries: [&ColumnChunk; C],
-    outputs: [usize; C],
-    y: &mut [f32],
+    at: (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     lanes: usize,
     first: bool,
     x_quants: &impl Fn(&X) -> &[i8; 32],
@@ -853,9 +850,10 @@ fn tile_columns8<X, const C: usize>(
 ) {
     let lanes = lanes.min(STRIP_ROWS_AVX2);
     let mut sumf = [_mm256_setzero_ps(); C];
+    let mut runs = y.runs::<C>(at.0, at.1, lanes);
     if !first {
-        for (sum, &at) in sumf.iter_mut().zip(&outputs) {
-            if let Some(out) = y.get(at..at.saturating_add(lanes)) {
+        for (sum, run) in sumf.iter_mut().zip(&runs) {
+            if let Some(out) = run {
                 let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
                 lanes8[..lanes].copy_from_slice(out);
                 // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
@@ -882,8 +880,8 @@ fn tile_columns8<X, const C: usize>(
             sumf[c] = _mm256_add_ps(sumf[c], t);
         }
     }
-    for (sum, &at) in sumf.iter().zip(&outputs) {
-        if let Some(out) = y.get_mut(at..at.saturating_add(lanes)) {
+    for (sum, run) in sumf.iter().zip(&mut runs) {
+        if let Some(out) = run {
             let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
             // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
             unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
@@ -902,8 +900,7 @@ fn gemm_avx2<W, X>(
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     kit: Kit<
         impl Fn(&W) -> __m256i,
         impl Fn(&W) -> (f32, f32),
@@ -921,8 +918,7 @@ fn gemm_avx2<W, X>(
     let rows = w.len() / row_blocks;
     if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
-            let start = c.saturating_mul(y_stride);
-            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+            if let Some(out) = y.run(c, 0, rows) {
                 (kit.rows)(w, row_blocks, column, out);
             }
         }
@@ -965,11 +961,7 @@ fn gemm_avx2<W, X>(
                     summary.neg_bias_sum[k] = hsum_i32(by).wrapping_neg();
                 }
             }
-            let output = |c: usize, row: usize| {
-                (first_column + c)
-                    .saturating_mul(y_stride)
-                    .saturating_add(row)
-            };
+            let output = |c: usize, row: usize| (first_column + c, row);
             let mut first_row = 0;
             while first_row < rows {
                 let lanes = STRIP_ROWS_AVX2.min(rows - first_row);
@@ -994,7 +986,7 @@ fn gemm_avx2<W, X>(
                                 chunk,
                                 core::array::from_fn(|i| column_chunk(c + i)),
                                 core::array::from_fn(|i| &summaries[c + i]),
-                                core::array::from_fn(|i| output(c + i, first_row)),
+                                output(c, first_row),
                                 y,
                                 lanes,
                                 first,
@@ -1098,8 +1090,8 @@ fn tile_columns8_wide<const G: usize, X, const S: usize, const C: usize>(
     blocks: usize,
     columns: [&[X]; C],
     summaries: [&ColumnChunk; C],
-    outputs: [[usize; C]; S],
-    y: &mut [f32],
+    at: (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     lanes: [usize; S],
     first: bool,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
@@ -1107,14 +1099,24 @@ fn tile_columns8_wide<const G: usize, X, const S: usize, const C: usize>(
 ) {
     let lanes = lanes.map(|l| l.min(STRIP_ROWS_AVX2));
     let mut sumf = [[_mm256_setzero_ps(); C]; S];
+    // Every strip's rows of each column, in one run (only the last strip can be short).
+    let mut span = 0;
+    for (s, &l) in lanes.iter().enumerate() {
+        if l > 0 {
+            span = s * STRIP_ROWS_AVX2 + l;
+        }
+    }
+    let mut runs = y.runs::<C>(at.0, at.1, span);
     if !first {
-        for s in 0..S {
-            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
-                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+        for (c, run) in runs.iter().enumerate() {
+            let Some(run) = run else { continue };
+            for s in 0..S {
+                let rows = s * STRIP_ROWS_AVX2..s * STRIP_ROWS_AVX2 + lanes[s];
+                if let Some(out) = run.get(rows) {
                     let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
                     lanes8[..lanes[s]].copy_from_slice(out);
                     // SAFETY: `lanes8` holds eight f32; `loadu` has no alignment requirement.
-                    *sum = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
+                    sumf[s][c] = unsafe { _mm256_loadu_ps(lanes8.as_ptr()) };
                 }
             }
         }
@@ -1144,12 +1146,14 @@ fn tile_columns8_wide<const G: usize, X, const S: usize, const C: usize>(
             }
         }
     }
-    for s in 0..S {
-        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
-            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+    for (c, run) in runs.iter_mut().enumerate() {
+        let Some(run) = run else { continue };
+        for s in 0..S {
+            let rows = s * STRIP_ROWS_AVX2..s * STRIP_ROWS_AVX2 + lanes[s];
+            if let Some(out) = run.get_mut(rows) {
                 let mut lanes8 = [0f32; STRIP_ROWS_AVX2];
                 // SAFETY: `lanes8` holds eight f32; `storeu` has no alignment requirement.
-                unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), *sum) };
+                unsafe { _mm256_storeu_ps(lanes8.as_mut_ptr(), sumf[s][c]) };
                 out.copy_from_slice(&lanes8[..lanes[s]]);
             }
         }
@@ -1166,8 +1170,7 @@ fn gemm_avx2_wide<W, X>(
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     kit: Kit<
         impl Fn(&W) -> __m256i,
         impl Fn(&W) -> (f32, f32),
@@ -1189,7 +1192,7 @@ fn gemm_avx2_wide<W, X>(
         term: move |sumi, dw, _, dx| term(sumi, dw, dx),
         rows: kit.rows,
     };
-    gemm_avx2_wide_grouped::<1, W, X>(w, row_blocks, x, n, y, y_stride, kit)
+    gemm_avx2_wide_grouped::<1, W, X>(w, row_blocks, x, n, y, kit)
 }
 
 /// [`gemm_avx2_wide`] for blocks of `G` groups of 32 values (as [`gemm_vnni_grouped`]), with
@@ -1202,8 +1205,7 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
     row_blocks: usize,
     x: &[X],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     kit: Kit<
         impl Fn(&W, usize) -> __m256i,
         impl Fn(&W, usize) -> (f32, f32),
@@ -1223,8 +1225,7 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
     let rows = w.len() / row_blocks;
     if n < kit.min_columns {
         for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
-            let start = c.saturating_mul(y_stride);
-            if let Some(out) = y.get_mut(start..start.saturating_add(rows)) {
+            if let Some(out) = y.run(c, 0, rows) {
                 (kit.rows)(w, row_blocks, column, out);
             }
         }
@@ -1265,11 +1266,7 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
                     summary.d[k] = (kit.x_scales)(xb, k % G).0;
                 }
             }
-            let output = |c: usize, row: usize| {
-                (first_column + c)
-                    .saturating_mul(y_stride)
-                    .saturating_add(row)
-            };
+            let output = |c: usize, row: usize| (first_column + c, row);
             let mut first_row = 0;
             while first_row < rows {
                 let left = rows - first_row;
@@ -1303,11 +1300,7 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
                                 chunk,
                                 core::array::from_fn(|i| column_chunk(c + i)),
                                 core::array::from_fn(|i| &summaries[c + i]),
-                                core::array::from_fn(|s| {
-                                    core::array::from_fn(|i| {
-                                        output(c + i, first_row + s * STRIP_ROWS_AVX2)
-                                    })
-                                }),
+                                output(c, first_row),
                                 y,
                                 core::array::from_fn(|s| lanes[s]),
                                 first,
@@ -1359,8 +1352,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 8,
@@ -1372,7 +1364,7 @@ kernel! {
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(sumi, dw), dx),
             rows: |w: &[BlockQ4_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q4_0(t, w, rb, x, out),
         };
-        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2(w, row_blocks, x, n, y, kit)
     }
 
     /// Q4_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
@@ -1383,8 +1375,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_1],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -1396,7 +1387,7 @@ kernel! {
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ4_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q4_1(t, w, rb, x, out),
         };
-        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2(w, row_blocks, x, n, y, kit)
     }
 
     /// Q5_0 matmul, AVX2: `sumf += (d_w * d_x) * sumi`, quants `q - 16`.
@@ -1407,8 +1398,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 16,
@@ -1420,7 +1410,7 @@ kernel! {
             term: |sumi, dw, _, dx, _| _mm256_mul_ps(_mm256_mul_ps(dw, dx), sumi),
             rows: |w: &[BlockQ5_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q5_0(t, w, rb, x, out),
         };
-        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2(w, row_blocks, x, n, y, kit)
     }
 
     /// Q5_1 matmul, AVX2: `sumf += (d_w * d_x) * sumi + m_w * s_x`.
@@ -1431,8 +1421,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_1],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -1444,7 +1433,7 @@ kernel! {
             term: |sumi, dw, mw, dx, sx| term_with_min8(sumi, dw, mw, dx, sx),
             rows: |w: &[BlockQ5_1], rb, x: &[BlockQ8_1], out: &mut [f32]| rows_q5_1(t, w, rb, x, out),
         };
-        gemm_avx2(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2(w, row_blocks, x, n, y, kit)
     }
 
     /// Q8_0 matmul, AVX2: `sumf += sumi * (d_w * d_x)`, quants widened to i16.
@@ -1455,8 +1444,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -1468,7 +1456,7 @@ kernel! {
             term: |sumi, dw, dx| _mm256_mul_ps(sumi, _mm256_mul_ps(dw, dx)),
             rows: |w: &[BlockQ8_0], rb, x: &[BlockQ8_0], out: &mut [f32]| rows_q8_0(t, w, rb, x, out),
         };
-        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2_wide(w, row_blocks, x, n, y, kit)
     }
 
     /// IQ4_NL matmul, AVX2: `sumf += (d_x * d_w) * sumi`, levels widened to i16.
@@ -1479,8 +1467,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8_0],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         let kit = Kit {
             bias: 0,
@@ -1497,6 +1484,6 @@ kernel! {
                 rows_iq4_nl(t, w, rb, x, out)
             },
         };
-        gemm_avx2_wide(w, row_blocks, x, n, y, y_stride, kit)
+        gemm_avx2_wide(w, row_blocks, x, n, y, kit)
     }
 }

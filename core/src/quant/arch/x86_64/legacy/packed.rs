@@ -15,6 +15,7 @@
 // The matmul entries take the token and `PackedMatmulFn`'s seven arguments.
 #![allow(clippy::too_many_arguments)]
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
@@ -522,8 +523,7 @@ fn matmul_zmm<X: Column, const KIND: u8, const GBB: usize>(
     x: &[X],
     starts: &[[u8; 4]],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     // (No blocks: no group's size to count them by; the caller fills such outputs.)
     let group_bytes = GBB * row_blocks;
@@ -533,15 +533,15 @@ fn matmul_zmm<X: Column, const KIND: u8, const GBB: usize>(
     for (g, group) in packed.chunks_exact(group_bytes).enumerate() {
         let mut c = 0;
         while c + 8 <= n {
-            tile_zmm::<X, KIND, 8, GBB>(group, row_blocks, x, starts, c, g, y, y_stride);
+            tile_zmm::<X, KIND, 8, GBB>(group, row_blocks, x, starts, c, g, y);
             c += 8;
         }
         if c + 4 <= n {
-            tile_zmm::<X, KIND, 4, GBB>(group, row_blocks, x, starts, c, g, y, y_stride);
+            tile_zmm::<X, KIND, 4, GBB>(group, row_blocks, x, starts, c, g, y);
             c += 4;
         }
         while c < n {
-            tile_zmm::<X, KIND, 1, GBB>(group, row_blocks, x, starts, c, g, y, y_stride);
+            tile_zmm::<X, KIND, 1, GBB>(group, row_blocks, x, starts, c, g, y);
             c += 1;
         }
     }
@@ -558,8 +558,7 @@ fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
     starts: &[[u8; 4]],
     first: usize,
     g: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
 ) {
     let mut sumf = [_mm512_setzero_ps(); C];
     for b in 0..row_blocks {
@@ -598,8 +597,8 @@ fn tile_zmm<X: Column, const KIND: u8, const C: usize, const GBB: usize>(
         }
     }
     for (k, sumf) in sumf.into_iter().enumerate() {
-        let at = (first + k) * y_stride + g * GROUP_ROWS;
-        if let Some(out) = y.get_mut(at..).and_then(|o| o.first_chunk_mut::<16>()) {
+        let out = y.run(first + k, g * GROUP_ROWS, 16);
+        if let Some(out) = out.and_then(|o| o.first_chunk_mut::<16>()) {
             // SAFETY: `out` holds 16 f32; `storeu` has no alignment requirement.
             unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sumf) };
         }
@@ -645,14 +644,14 @@ kernel! {
 
     /// Packed Q4_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) fn packed_matmul_q4_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
-        matmul_zmm::<_, Q4_0, Q4_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    pub(crate) fn packed_matmul_q4_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
+        matmul_zmm::<_, Q4_0, Q4_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y)
     }
 
     /// Packed Q4_1 rows against many Q8_1 activation columns, AVX-512 VNNI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) fn packed_matmul_q4_1_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
-        matmul_zmm::<_, Q4_1, Q4_1_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    pub(crate) fn packed_matmul_q4_1_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_1], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
+        matmul_zmm::<_, Q4_1, Q4_1_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y)
     }
 
     /// Packed Q5_0 rows against Q8_0 activations, AVX2.
@@ -669,13 +668,13 @@ kernel! {
 
     /// Packed Q5_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) fn packed_matmul_q5_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
-        matmul_zmm::<_, Q5_0, Q5_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    pub(crate) fn packed_matmul_q5_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
+        matmul_zmm::<_, Q5_0, Q5_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y)
     }
 
     /// Packed Q8_0 rows against many Q8_0 activation columns, AVX-512 VNNI.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(crate) fn packed_matmul_q8_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut [f32], y_stride: usize) {
-        matmul_zmm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y, y_stride)
+    pub(crate) fn packed_matmul_q8_0_vnni(_token: Avx512Vnni, packed: &[u8], row_blocks: usize, x: &[BlockQ8_0], starts: &[[u8; 4]], n: usize, y: &mut OutputColumns<'_, '_>) {
+        matmul_zmm::<_, Q8_0, Q8_0_GROUP_BLOCK>(packed, row_blocks, x, starts, n, y)
     }
 }

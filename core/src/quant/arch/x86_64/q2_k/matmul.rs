@@ -11,6 +11,7 @@
 //! runs on all sixteen rows at once in the twin's order. Between chunks a lane's `sumf` waits in
 //! its output (an f32, exact).
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::super::legacy::matmul::transpose16;
@@ -130,8 +131,8 @@ fn bsum_dword(xb: &BlockQ8K, j: usize) -> i32 {
 }
 
 /// `S` strips' rows against `C` columns over one chunk (`columns[c]` the column's super-blocks of
-/// the chunk): `outputs[s][c]` is the index in `y` of strip `s`'s first row in column `c`,
-/// `strip_rows[s]` its row count; `first` says whether this is the rows' first chunk (else each
+/// the chunk): `at` is the first column and the first row of strip 0 in `y` (strip `s` starts
+/// `s * STRIP_ROWS` rows on), `strip_rows[s]` its row count; `first` says whether this is the rows' first chunk (else each
 /// `sumf` continues from `y`).
 // Strip and column indices into parallel arrays of an unrolled tile read best as such.
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
@@ -141,20 +142,29 @@ fn tile<const S: usize, const C: usize>(
     strips: [&Strip; S],
     blocks: usize,
     columns: [&[BlockQ8K]; C],
-    outputs: [[usize; C]; S],
-    y: &mut [f32],
+    at: (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     strip_rows: [usize; S],
     first: bool,
 ) {
     let lanes = strip_rows.map(|r| r.min(STRIP_ROWS));
     let masks = lanes.map(|l| ((1u32 << l) - 1) as __mmask16);
     let mut sumf = [[_mm512_setzero_ps(); C]; S];
+    // Every strip's rows of each column, in one run (only the last strip can be short).
+    let mut span = 0;
+    for (s, &l) in lanes.iter().enumerate() {
+        if l > 0 {
+            span = s * STRIP_ROWS + l;
+        }
+    }
+    let mut runs = y.runs::<C>(at.0, at.1, span);
     if !first {
-        for s in 0..S {
-            for (sum, &at) in sumf[s].iter_mut().zip(&outputs[s]) {
-                if let Some(out) = y.get(at..at.saturating_add(lanes[s])) {
+        for (c, run) in runs.iter().enumerate() {
+            let Some(run) = run else { continue };
+            for s in 0..S {
+                if let Some(out) = run.get(s * STRIP_ROWS..s * STRIP_ROWS + lanes[s]) {
                     // SAFETY: `out` holds `lanes[s]` f32 and the mask reads only those.
-                    *sum = unsafe { _mm512_maskz_loadu_ps(masks[s], out.as_ptr()) };
+                    sumf[s][c] = unsafe { _mm512_maskz_loadu_ps(masks[s], out.as_ptr()) };
                 }
             }
         }
@@ -197,11 +207,12 @@ fn tile<const S: usize, const C: usize>(
             }
         }
     }
-    for s in 0..S {
-        for (sum, &at) in sumf[s].iter().zip(&outputs[s]) {
-            if let Some(out) = y.get_mut(at..at.saturating_add(lanes[s])) {
+    for (c, run) in runs.iter_mut().enumerate() {
+        let Some(run) = run else { continue };
+        for s in 0..S {
+            if let Some(out) = run.get_mut(s * STRIP_ROWS..s * STRIP_ROWS + lanes[s]) {
                 // SAFETY: `out` holds `lanes[s]` f32 and the mask writes only those.
-                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), masks[s], *sum) };
+                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), masks[s], sumf[s][c]) };
             }
         }
     }
@@ -219,11 +230,10 @@ fn strips_over_group<'x, const S: usize>(
     chunk: usize,
     group: usize,
     column_chunk: &impl Fn(usize) -> &'x [BlockQ8K],
-    output: &impl Fn(usize, usize) -> usize,
-    y: &mut [f32],
+    output: &impl Fn(usize, usize) -> (usize, usize),
+    y: &mut OutputColumns<'_, '_>,
     first: bool,
 ) {
-    let offsets: [usize; S] = core::array::from_fn(|s| first_row + s * STRIP_ROWS);
     let mut c = 0;
     while c < group {
         macro_rules! tile {
@@ -232,7 +242,7 @@ fn strips_over_group<'x, const S: usize>(
                     strips,
                     chunk,
                     core::array::from_fn(|i| column_chunk(c + i)),
-                    offsets.map(|row| core::array::from_fn(|i| output(c + i, row))),
+                    output(c, first_row),
                     y,
                     strip_rows,
                     first,
@@ -250,7 +260,7 @@ fn strips_over_group<'x, const S: usize>(
 
 kernel! {
     /// Q2_K matmul, AVX-512 VNNI (see the module doc): rows of `w` (`row_blocks` super-blocks
-    /// each) against the `n` columns of `x`, row `r` of column `c` into `y[c * y_stride + r]`.
+    /// each) against the `n` columns of `x`, row `r` of column `c` into `y.get_mut(c, r)`.
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(in super::super) fn matmul_vnni(
         t: Avx512Vnni,
@@ -258,8 +268,7 @@ kernel! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ) {
         if row_blocks == 0 || n == 0 {
             return;
@@ -269,8 +278,7 @@ kernel! {
         let rows_count = w.len() / row_blocks;
         if n < MIN_COLUMNS {
             for (c, column) in x.chunks_exact(column_blocks.max(1)).take(n).enumerate() {
-                let start = c.saturating_mul(y_stride);
-                if let Some(out) = y.get_mut(start..start.saturating_add(rows_count)) {
+                if let Some(out) = y.run(c, 0, rows_count) {
                     rows(t.avx2(), w, row_blocks, column, out);
                 }
             }
@@ -298,7 +306,7 @@ kernel! {
                     x.get(start..start.saturating_add(chunk)).unwrap_or(&[])
                 };
                 let output = |c: usize, row: usize| {
-                    (first_column + c).saturating_mul(y_stride).saturating_add(row)
+                    (first_column + c, row)
                 };
                 let mut first_row = 0;
                 while first_row < rows_count {

@@ -1,6 +1,7 @@
 //! Q4_K and Q5_K matmul: their weight blocks decoded for the K-quant tiles of
 //! [`k_matmul`](super::super::k_matmul), which do the rest.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileLevel};
@@ -60,8 +61,7 @@ pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     parts: impl Fn(&W) -> MinsBlock<'_> + Copy,
     single: impl Fn(&[W], &[BlockQ8K]) -> f32 + Copy,
 ) {
@@ -72,11 +72,8 @@ pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
         x,
         n,
         y,
-        y_stride,
         |b| decode(p.avx2(), parts(b)),
         |w, row_blocks, x, out| mins_rows(p, w, row_blocks, x, out, parts, single),
-        |t, w, row_blocks, x, y, y_stride| {
-            mins_four_row_groups(t, w, row_blocks, x, y, y_stride, parts)
-        },
+        |t, w, row_blocks, x, y| mins_four_row_groups(t, w, row_blocks, x, y, parts),
     )
 }

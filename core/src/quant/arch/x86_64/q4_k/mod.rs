@@ -11,6 +11,7 @@
 //! The dequantizer takes the twin's per-value steps (`u8 → f32`, multiply, subtract) eight at a
 //! time, on bytes widened to 32-bit lanes as they are loaded.
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::drivers::prepared_rows;
@@ -352,10 +353,9 @@ every_level! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ); single = vec_dot_q4_k, vec_dot_q4_k_vnni_only, vec_dot_q4_k_vbmi {
-        matmul::mins_matmul(t, w, row_blocks, x, n, y, y_stride, q4_k_parts, single)
+        matmul::mins_matmul(t, w, row_blocks, x, n, y, q4_k_parts, single)
     }
 }
 
@@ -367,10 +367,9 @@ every_level! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ); single = vec_dot_q5_k, vec_dot_q5_k_vnni_only, vec_dot_q5_k_vbmi {
-        matmul::mins_matmul(t, w, row_blocks, x, n, y, y_stride, q5_k_parts, single)
+        matmul::mins_matmul(t, w, row_blocks, x, n, y, q5_k_parts, single)
     }
 }
 

@@ -2,6 +2,7 @@
 //! [`k_matmul`](super::super::k_matmul), which do the rest; and the tile choice of the signed
 //! types without mins (Q6_K, Q3_K).
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
@@ -78,8 +79,7 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded + Copy,
     rows: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
 ) {
@@ -90,22 +90,21 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
         x,
         n,
         y,
-        y_stride,
         decode,
         rows,
-        |t, w, row_blocks, x, y, y_stride| {
+        |t, w, row_blocks, x, y| {
             // Row-pair tiles from 32 columns (1.05x the column-pair ones at n = 128 and 512) on
             // rows they take; column-pair tiles below (their rows cost less to lay out: n = 8
             // at 1.2x) and on rows of 17-40 super-blocks.
             let done = if x.len() >= SIGNED_ROW_PAIR_COLUMNS.saturating_mul(row_blocks) {
-                four_row_groups::<W, true, false>(t, w, row_blocks, x, y, y_stride, decode)
+                four_row_groups::<W, true, false>(t, w, row_blocks, x, y, decode)
             } else {
                 0
             };
             if done > 0 {
                 return done;
             }
-            signed_four_row_groups(t, w, row_blocks, x, y, y_stride, decode)
+            signed_four_row_groups(t, w, row_blocks, x, y, decode)
         },
     )
 }
@@ -120,8 +119,7 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
     row_blocks: usize,
     x: &[BlockQ8K],
     n: usize,
-    y: &mut [f32],
-    y_stride: usize,
+    y: &mut OutputColumns<'_, '_>,
     single: impl Fn(&[BlockQ6K], &[BlockQ8K]) -> f32 + Copy,
 ) {
     signed_k_matmul(
@@ -131,7 +129,6 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         x,
         n,
         y,
-        y_stride,
         |b| decode(p.avx2(), b),
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
     )

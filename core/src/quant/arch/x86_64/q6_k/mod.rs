@@ -9,6 +9,7 @@
 //! The quantizer runs `make_qx_quants` for the 16 sub-blocks of 16 side by side, 8 per vector (the
 //! scalar twin is `k_quants::common::make_qx_quants`).
 
+use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 pub(super) mod matmul;
@@ -175,10 +176,9 @@ every_level! {
         row_blocks: usize,
         x: &[BlockQ8K],
         n: usize,
-        y: &mut [f32],
-        y_stride: usize,
+        y: &mut OutputColumns<'_, '_>,
     ); single = vec_dot_q6_k, vec_dot_q6_k_vnni_only, vec_dot_q6_k_vbmi {
-        matmul::q6_k_matmul(t, w, row_blocks, x, n, y, y_stride, single)
+        matmul::q6_k_matmul(t, w, row_blocks, x, n, y, single)
     }
 }
 
