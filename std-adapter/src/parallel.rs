@@ -47,18 +47,19 @@
 //!   in contiguous shares, thread `i` always getting the same rows of a matrix, so a matrix that
 //!   fits in the cores' private caches stays split between them across calls instead of moving
 //!   from core to core. For one column a thread claims its whole share at once (each further
-//!   kernel call starts its prefetching cold) and its outputs go straight into `y`; for several, it
-//!   claims runs of about a tile of rows, each one kernel call whose outputs are copied into `y`
-//!   while in cache (a piece a call cost 5-25% on the models' small matrices). What an owner has
-//!   not started when another thread runs out is taken from its back in halves, so the threads
-//!   end within about a run of each other even when a worker starts late.
+//!   kernel call starts its prefetching cold); for several, it claims runs of about a tile of
+//!   rows, each one kernel call (a piece a call cost 5-25% on the models' small matrices). An
+//!   owner's outputs go straight into `y`: it splits the rows it claims off every column of its
+//!   share ([`OutputColumns`]) and the kernel writes into them. What an owner has not started
+//!   when another thread runs out is taken from its back in halves (computed into a buffer, then
+//!   copied into the owner's columns), so the threads end within about a run of each other even
+//!   when a worker starts late.
 //!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
 //!   by another thread only to steal.
-//! - **Columns, not rows, when each thread has many.** A row piece of several columns is computed
-//!   into a buffer and copied into `y`'s columns (safe code cannot hand two threads interleaved
-//!   parts of one slice). From 128 columns a thread (32 or 64 for a matrix of at most 512 KiB or
-//!   1 MiB) the columns are dealt out instead: each thread quantizes its run of whole columns and
-//!   computes every row of them straight into `y`, at the price of reading the whole matrix.
+//! - **Columns, not rows, when each thread has many.** From 128 columns a thread the columns
+//!   are dealt out instead: each thread quantizes its run of whole columns and computes every row
+//!   of them straight into `y`, at the price of reading the whole matrix in every thread and
+//!   running the kernel over fewer columns, which pays only from there.
 //! - **A minimum share per thread.** A call gets at most one thread per [`MIN_BYTES_PER_THREAD`]
 //!   of weights times columns: below it, a hand-off costs more than the share; a smaller product
 //!   is computed by the caller alone, as fast as with `threads = 1`.
@@ -142,24 +143,12 @@ const TILE_PIECE_ROW_MULTIPLE: usize = 32;
 
 /// Columns per thread from which a matmul deals out its columns rather than its rows: each
 /// thread quantizes a run of whole columns itself and computes all their rows straight into `y`
-/// (one kernel call, nothing shared but the weights, nothing copied). Row pieces of several
-/// columns go through a buffer into `y`'s columns, and the matrix is read once; columns read it
-/// in every thread and run the kernel at half the columns, which pays once a thread has this many
-/// columns (docs/kernel-experiments.md, "Columns, not rows" and "Row shares in runs").
+/// (one kernel call, nothing shared but the weights). Row shares read the matrix once and write
+/// straight into `y`'s columns too, but every thread quantizes (or waits for) all the columns;
+/// columns read the matrix in every thread and run the kernel over fewer columns, which pays from
+/// this many columns a thread on every shape measured (docs/kernel-experiments.md, "Row shares
+/// straight into `y`").
 const COLUMN_SHARE_COLUMNS: usize = 128;
-
-/// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_SMALL_WEIGHTS`] bytes, which
-/// every core reads from its own cache (thresholds measured on a 2 MiB L2: BENCHMARKS.md).
-const COLUMN_SHARE_SMALL_COLUMNS: usize = 64;
-
-/// Weight bytes up to which [`COLUMN_SHARE_SMALL_COLUMNS`] applies.
-const COLUMN_SHARE_SMALL_WEIGHTS: usize = 1 << 20;
-
-/// [`COLUMN_SHARE_COLUMNS`] for weights of at most [`COLUMN_SHARE_TINY_WEIGHTS`] bytes.
-const COLUMN_SHARE_TINY_COLUMNS: usize = 32;
-
-/// Weight bytes up to which [`COLUMN_SHARE_TINY_COLUMNS`] applies.
-const COLUMN_SHARE_TINY_WEIGHTS: usize = 512 << 10;
 
 /// How long a waiting thread (or a lingering worker) spins before it yields its core between
 /// checks.
@@ -173,7 +162,8 @@ thread_local! {
     static PART: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// A call's activations quantized by this thread alone (see [`ALONE_VALUES`]).
     static OWN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    /// The outputs of the pieces this thread computes, before they are copied into `y`.
+    /// The outputs of the pieces this thread computes for another thread's share (or of a run of
+    /// columns), before they are copied into `y`.
     static PIECE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The [`Shares`] locks of the calls this thread makes (padded, so allocated aligned: an
     /// allocation per call cost a fifth of a microsecond before the workers were started).
@@ -397,7 +387,7 @@ fn product(
             let used = quantize_all(scratch)?;
             return layout.run(level, t, w, rows, cols, n, &scratch[..used], y);
         };
-        if layout == Layout::Plain && column_shares_pay(threads, w.len(), n) {
+        if layout == Layout::Plain && column_shares_pay(threads, n) {
             return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
         }
         let least_multiple = match layout {
@@ -715,13 +705,10 @@ thread_local! {
     static HALVES_TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether a matmul of `n` columns over `weight_bytes` of weights on `threads` threads deals out
-/// its columns (see [`COLUMN_SHARE_COLUMNS`]).
-fn column_shares_pay(threads: usize, weight_bytes: usize, n: usize) -> bool {
-    let per_thread = n / threads.max(1);
-    per_thread >= COLUMN_SHARE_COLUMNS
-        || (per_thread >= COLUMN_SHARE_SMALL_COLUMNS && weight_bytes <= COLUMN_SHARE_SMALL_WEIGHTS)
-        || (per_thread >= COLUMN_SHARE_TINY_COLUMNS && weight_bytes <= COLUMN_SHARE_TINY_WEIGHTS)
+/// Whether a matmul of `n` columns on `threads` threads deals out its columns (see
+/// [`COLUMN_SHARE_COLUMNS`]).
+fn column_shares_pay(threads: usize, n: usize) -> bool {
+    n / threads.max(1) >= COLUMN_SHARE_COLUMNS
 }
 
 /// [`matmul`] with its columns dealt out: thread `i` owns the `i`-th of `threads` runs of whole
@@ -1605,7 +1592,7 @@ mod tests {
                 let x = values(n * cols, 77 + n as u32);
                 assert_eq!(n * cols > ALONE_VALUES, n == 40);
                 for threads in [2, 3] {
-                    assert!(!column_shares_pay(threads, w.len(), n));
+                    assert!(!column_shares_pay(threads, n));
                     let (row_pieces, piece_columns, _) =
                         pieces(threads, rows, row_bytes, n, PIECE_ROW_MULTIPLE);
                     assert_eq!(piece_columns, n, "{t}: whole columns");
@@ -1635,15 +1622,15 @@ mod tests {
         // halves from its back (the thief's path: through its own buffer into the owner's rows).
         let cols = 2048;
         let lvl = level::current();
-        // 301 rows: one column, three (cut into column pieces), 128 (a run of columns: the
-        // caller takes the worker's run); 801 rows and 8 columns: row shares of whole columns,
-        // the caller's claims of the worker's share longer than a run.
-        for (rows, ns) in [(301, &[1, 3, 128][..]), (801, &[8][..])] {
+        // 301 rows: one column, three (cut into column pieces), 256 (a run of columns: the
+        // caller takes the worker's run); 801 rows and 8 or 128 columns: row shares of whole
+        // columns, the caller's claims of the worker's share longer than a run.
+        for (rows, ns) in [(301, &[1, 3, 256][..]), (801, &[8, 128][..])] {
             for t in [GgmlType::Q8_0, GgmlType::Q4_K] {
                 let w = matrix(t, rows, cols);
                 for &n in ns {
                     let x = values(n * cols, 9);
-                    assert_eq!(column_shares_pay(2, w.len(), n), n == 128);
+                    assert_eq!(column_shares_pay(2, n), n == 256);
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
                     let workers = pool(1).expect("pool of 1");
                     for _ in 0..workers.workers {
@@ -1661,7 +1648,7 @@ mod tests {
     #[test]
     fn matmul_on_column_shares_gives_matvec_per_column() {
         // Enough columns that each thread takes a run of whole columns: runs of unequal length
-        // (129 columns on two threads, 200 on three), after a three-column call of the same
+        // (257 columns on two threads, 400 on three), after a three-column call of the same
         // matrix (checked too) whose activations may be left in a thread's own buffer.
         let (rows, cols) = (301, 256);
         for t in [
@@ -1671,9 +1658,9 @@ mod tests {
             GgmlType::Q6_K,
         ] {
             let w = matrix(t, rows, cols);
-            for (n, threads) in [(128, 2), (129, 2), (200, 3), (256, 2)] {
+            for (n, threads) in [(256, 2), (257, 2), (400, 3), (512, 2)] {
                 assert!(
-                    column_shares_pay(threads, w.len(), n),
+                    column_shares_pay(threads, n),
                     "{n} columns, {threads} threads"
                 );
                 let x = values(n * cols, n as u32);
@@ -1697,24 +1684,14 @@ mod tests {
 
     #[test]
     fn columns_are_dealt_out_when_each_thread_has_enough() {
-        let (tiny, small) = (COLUMN_SHARE_TINY_WEIGHTS, COLUMN_SHARE_SMALL_WEIGHTS);
-        // Tiny weights: from COLUMN_SHARE_TINY_COLUMNS columns a thread.
-        assert!(!column_shares_pay(2, tiny, 63));
-        assert!(column_shares_pay(2, tiny, 64));
-        assert!(!column_shares_pay(2, tiny + 1, 64));
-        // Small weights: from COLUMN_SHARE_SMALL_COLUMNS columns a thread.
-        assert!(!column_shares_pay(2, small, 127));
-        assert!(column_shares_pay(2, small, 128));
-        assert!(!column_shares_pay(3, small, 191));
-        assert!(column_shares_pay(3, small, 192));
-        // Larger weights: from COLUMN_SHARE_COLUMNS.
-        assert!(!column_shares_pay(2, small + 1, 128));
-        assert!(!column_shares_pay(2, small + 1, 255));
-        assert!(column_shares_pay(2, small + 1, 256));
-        assert!(column_shares_pay(4, 64 << 20, 512));
+        assert!(!column_shares_pay(2, 255));
+        assert!(column_shares_pay(2, 256));
+        assert!(!column_shares_pay(3, 383));
+        assert!(column_shares_pay(3, 384));
+        assert!(column_shares_pay(4, 512));
         // One column never: the row pieces serve it.
-        assert!(!column_shares_pay(1, 0, 1));
-        assert!(!column_shares_pay(2, 0, 1));
+        assert!(!column_shares_pay(1, 1));
+        assert!(!column_shares_pay(2, 1));
     }
 
     #[test]
