@@ -227,10 +227,87 @@ impl<'a, 'b> OutputColumns<'a, 'b> {
         }
     }
 
+    /// This view as the [`ColumnStore`] of its form, for a kernel generic over it.
+    pub fn stores(&mut self) -> Stores<'_, 'b> {
+        let (first_row, rows) = (self.first_row, self.rows);
+        match &mut self.columns {
+            Columns::Strided { y, stride } => Stores::Strided(StridedStore {
+                y,
+                stride: *stride,
+                first_row,
+                rows,
+            }),
+            Columns::Split(columns) => Stores::Split(SplitStore {
+                columns,
+                first_row,
+                rows,
+            }),
+        }
+    }
+
     /// The rows of this view from `first` on, as a view of its own.
     pub fn rows_from(&mut self, first: usize) -> OutputColumns<'_, 'b> {
         self.rows_at(first, usize::MAX)
     }
+}
+
+/// One output at a time, with the view's form resolved once per call: a kernel generic over it
+/// stores with the bounds checks of a plain slice (a hot loop that matched the form at every
+/// store measured slower).
+pub trait ColumnStore {
+    /// Row `r` of column `c` set to `v` (nothing outside the view).
+    fn set(&mut self, c: usize, r: usize, v: f32);
+}
+
+/// The columns of a strided view, as a [`ColumnStore`].
+#[derive(Debug)]
+pub struct StridedStore<'s> {
+    y: &'s mut [f32],
+    stride: usize,
+    first_row: usize,
+    rows: usize,
+}
+
+impl ColumnStore for StridedStore<'_> {
+    #[inline(always)]
+    fn set(&mut self, c: usize, r: usize, v: f32) {
+        if r < self.rows {
+            let at = c.saturating_mul(self.stride);
+            if let Some(slot) = self.y.get_mut(at.saturating_add(self.first_row + r)) {
+                *slot = v;
+            }
+        }
+    }
+}
+
+/// The columns of a view of a slice per column, as a [`ColumnStore`].
+#[derive(Debug)]
+pub struct SplitStore<'s, 'b> {
+    columns: &'s mut [&'b mut [f32]],
+    first_row: usize,
+    rows: usize,
+}
+
+impl ColumnStore for SplitStore<'_, '_> {
+    #[inline(always)]
+    fn set(&mut self, c: usize, r: usize, v: f32) {
+        if r < self.rows {
+            if let Some(column) = self.columns.get_mut(c) {
+                if let Some(slot) = column.get_mut(self.first_row + r) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+}
+
+/// A view as the [`ColumnStore`] of its form ([`OutputColumns::stores`]).
+#[derive(Debug)]
+pub enum Stores<'s, 'b> {
+    /// One slice with a stride.
+    Strided(StridedStore<'s>),
+    /// A slice per column.
+    Split(SplitStore<'s, 'b>),
 }
 
 /// Whether `y` holds `rows` rows (exactly) of `n` columns: a length error if not.
@@ -252,7 +329,7 @@ pub(crate) fn check_holds(y: &OutputColumns<'_, '_>, rows: usize, n: usize) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::OutputColumns;
+    use super::{ColumnStore, OutputColumns, Stores};
 
     #[test]
     fn strided_and_split_views_reach_the_same_outputs() {
@@ -312,6 +389,35 @@ mod tests {
         );
         for column in storage {
             assert_eq!(column, [0.0, 0.0, 0.0, 1.0, 2.0, 3.0]);
+        }
+    }
+
+    #[test]
+    fn stores_of_both_forms_set_the_views_outputs_only() {
+        fn fill(store: &mut impl ColumnStore) {
+            for c in 0..4 {
+                for r in 0..4 {
+                    store.set(c, r, (10 * c + r) as f32);
+                }
+            }
+        }
+        // Rows 1..3 of three columns, 5 apart; the store is asked for four of each.
+        let mut y = [0.0f32; 15];
+        let mut strided = OutputColumns::strided(&mut y, 5, 4);
+        match strided.rows_at(1, 2).stores() {
+            Stores::Strided(mut store) => fill(&mut store),
+            Stores::Split(_) => panic!("a strided view's store is strided"),
+        }
+        let mut storage = [[0.0f32; 5]; 3];
+        let mut columns = storage.each_mut().map(|c| &mut c[..]);
+        match OutputColumns::split(&mut columns, 1, 2).stores() {
+            Stores::Split(mut store) => fill(&mut store),
+            Stores::Strided(_) => panic!("a split view's store is split"),
+        }
+        for c in 0..3 {
+            let want = [0.0, (10 * c) as f32, (10 * c + 1) as f32, 0.0, 0.0];
+            assert_eq!(y[5 * c..5 * c + 5], want, "strided column {c}");
+            assert_eq!(storage[c], want, "split column {c}");
         }
     }
 

@@ -23,6 +23,7 @@
 //! both groups of an eight-row tile) against the rows' doubled mins (laid out when the rows are
 //! decoded), exact in i32; then `sumf -= (dmin·dx)·sumi` for the 16 outputs at once.
 
+use crate::quant::output_columns::{ColumnStore, Stores};
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
@@ -376,17 +377,51 @@ pub(super) fn mins_four_row_groups<W>(
     unsafe { mins_four_row_groups_body(t, w, row_blocks, x, y, parts) }
 }
 
+/// A tile's outputs into `y`: group `i`'s `[r][c]` to row `first_row + 4i + r` of column
+/// `first + c`, for the first `columns` columns, the view's form matched once. Out of line, so
+/// that the signed tile loop keeps one caller and stays inlined (the stores of both forms in
+/// line, or the loop generic over them, measured 3-4% slower; the Q4_K/Q5_K groups below are
+/// the other way round).
+#[inline(never)]
+fn store_tiles<const G: usize>(
+    y: &mut OutputColumns<'_, '_>,
+    first: usize,
+    first_row: usize,
+    out: &[[[f32; 4]; 4]; G],
+    columns: usize,
+) {
+    fn each<const G: usize>(
+        y: &mut impl ColumnStore,
+        first: usize,
+        first_row: usize,
+        out: &[[[f32; 4]; 4]; G],
+        columns: usize,
+    ) {
+        for (i, out_i) in out.iter().enumerate() {
+            for (r, out_r) in out_i.iter().enumerate() {
+                for (c, &v) in out_r.iter().take(columns).enumerate() {
+                    y.set(first + c, first_row + 4 * i + r, v);
+                }
+            }
+        }
+    }
+    match y.stores() {
+        Stores::Strided(mut y) => each(&mut y, first, first_row, out, columns),
+        Stores::Split(mut y) => each(&mut y, first, first_row, out, columns),
+    }
+}
+
 /// `G` groups of decoded rows (the first is row `first_row` of `y`) against every column of `x`
 /// (`zero_group`: a zeroed block, which the tiles need only to index without a panic path).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-fn groups_against_columns<const G: usize>(
+fn groups_against_columns<const G: usize, S: ColumnStore>(
     zero_group: &GroupBlock,
     groups: [&[GroupBlock]; G],
     row_blocks: usize,
     x: &[BlockQ8K],
-    y: &mut OutputColumns<'_, '_>,
+    y: &mut S,
     first_row: usize,
 ) {
     let n = x.len() / row_blocks.max(1);
@@ -402,9 +437,7 @@ fn groups_against_columns<const G: usize>(
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().enumerate() {
-                    if let Some(slot) = y.get_mut(first + c, first_row + 4 * i + r) {
-                        *slot = v;
-                    }
+                    y.set(first + c, first_row + 4 * i + r, v);
                 }
             }
         }
@@ -417,9 +450,7 @@ fn groups_against_columns<const G: usize>(
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().take(count).enumerate() {
-                    if let Some(slot) = y.get_mut(first + c, first_row + 4 * i + r) {
-                        *slot = v;
-                    }
+                    y.set(first + c, first_row + 4 * i + r, v);
                 }
             }
         }
@@ -469,13 +500,28 @@ fn mins_four_row_groups_body<W>(
         fill(first, a);
         fill(second, b);
         let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
-        groups_against_columns::<2>(&zero, groups, row_blocks, x, y, first_row);
+        match y.stores() {
+            Stores::Strided(mut y) => {
+                groups_against_columns::<2, _>(&zero, groups, row_blocks, x, &mut y, first_row)
+            }
+            Stores::Split(mut y) => {
+                groups_against_columns::<2, _>(&zero, groups, row_blocks, x, &mut y, first_row)
+            }
+        }
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
         let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
         fill(first, group);
-        groups_against_columns::<1>(&zero, [&*first], row_blocks, x, y, first_row);
+        let groups = [&*first];
+        match y.stores() {
+            Stores::Strided(mut y) => {
+                groups_against_columns::<1, _>(&zero, groups, row_blocks, x, &mut y, first_row)
+            }
+            Stores::Split(mut y) => {
+                groups_against_columns::<1, _>(&zero, groups, row_blocks, x, &mut y, first_row)
+            }
+        }
         first_row += 4;
     }
     first_row
@@ -646,12 +692,6 @@ fn signed_four_row_groups_body<W>(
         return 0;
     }
     let mut storage = [super::k_matmul::Decoded::zero(); 4 * BUSD_MAX_BLOCKS];
-    let n = x.len() / row_blocks;
-    let column = |c: usize| {
-        let start = c.saturating_mul(row_blocks);
-        x.get(start..start.saturating_add(row_blocks))
-            .unwrap_or(&[])
-    };
     let mut first_row = 0;
     for group in w.chunks_exact(4 * row_blocks) {
         for (i, slot) in storage.iter_mut().take(4 * row_blocks).enumerate() {
@@ -661,18 +701,24 @@ fn signed_four_row_groups_body<W>(
             }
         }
         let rows = storage.get(..4 * row_blocks).unwrap_or(&[]);
+        let n = x.len() / row_blocks;
+        let column = |c: usize| {
+            let start = c.saturating_mul(row_blocks);
+            x.get(start..start.saturating_add(row_blocks))
+                .unwrap_or(&[])
+        };
         let mut first = 0;
         while first + 4 <= n {
             let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
             let out = signed_tile::<2>(rows, row_blocks, cols);
-            y.store_tile(first, first_row, &out, 4);
+            store_tiles(y, first, first_row, &[out], 4);
             first += 4;
         }
         while first < n {
             let (a, b) = (column(first), column((first + 1).min(n - 1)));
             let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
             let count = (n - first).min(2);
-            y.store_tile(first, first_row, &out, count);
+            store_tiles(y, first, first_row, &[out], count);
             first += count;
         }
         first_row += 4;
