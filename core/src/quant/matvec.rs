@@ -8,7 +8,6 @@
 //! bits [`matvec`] gives it. Callers that split the rows across threads quantize once with
 //! [`quantize_activations`] and call [`matvec_quantized`] per range of rows.
 
-use super::blockwise::same_len;
 use super::level::{self, Level};
 use super::output_columns::OutputColumns;
 use super::table::{visit, Kernels, Visitor};
@@ -221,12 +220,7 @@ pub fn matmul_quantized(
     xq: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
-        expected: u64::MAX,
-        found: y.len() as u64,
-    })?;
-    same_len(outputs, y.len())?;
-    let mut y = OutputColumns::strided(y, rows, rows);
+    let mut y = OutputColumns::whole(y, rows, n)?;
     matmul_quantized_into(level, t, w, rows, cols, n, xq, &mut y)
 }
 

@@ -25,6 +25,22 @@ enum Columns<'a, 'b> {
 }
 
 impl<'a> OutputColumns<'a, 'static> {
+    /// The whole of `y` as `n` columns of `rows` rows, one after another: a length error unless
+    /// `y` holds exactly `rows · n` values.
+    pub fn whole(y: &'a mut [f32], rows: usize, n: usize) -> Result<Self> {
+        let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
+            expected: u64::MAX,
+            found: y.len() as u64,
+        })?;
+        if outputs != y.len() {
+            return Err(Error::LengthMismatch {
+                expected: outputs as u64,
+                found: y.len() as u64,
+            });
+        }
+        Ok(Self::strided(y, rows, rows))
+    }
+
     /// Rows `0..rows` of the columns of `y` that start `stride` values apart (column `c` at
     /// `y[c * stride]`).
     pub fn strided(y: &'a mut [f32], stride: usize, rows: usize) -> Self {
@@ -419,6 +435,19 @@ mod tests {
             assert_eq!(y[5 * c..5 * c + 5], want, "strided column {c}");
             assert_eq!(storage[c], want, "split column {c}");
         }
+    }
+
+    #[test]
+    fn a_whole_output_must_hold_every_column_exactly() {
+        let mut y = [0.0f32; 12];
+        assert!(OutputColumns::whole(&mut y, 4, 3).is_ok());
+        assert!(OutputColumns::whole(&mut y, 4, 2).is_err());
+        assert!(OutputColumns::whole(&mut y, 5, 3).is_err());
+        assert!(OutputColumns::whole(&mut y, usize::MAX, 2).is_err());
+        let mut view = OutputColumns::whole(&mut y, 3, 4).unwrap();
+        *view.get_mut(3, 2).unwrap() = 1.0;
+        assert!(view.get_mut(4, 0).is_none());
+        assert_eq!(y[11], 1.0);
     }
 
     #[test]

@@ -303,20 +303,8 @@ pub fn matmul_quantized_at<B: Kernels>(
     xq: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
-        expected: u64::MAX,
-        found: y.len() as u64,
-    })?;
-    same_len(outputs, y.len())?;
-    matmul_quantized_into_at::<B>(
-        level,
-        w,
-        rows,
-        cols,
-        n,
-        xq,
-        &mut OutputColumns::strided(y, rows, rows),
-    )
+    let mut y = OutputColumns::whole(y, rows, n)?;
+    matmul_quantized_into_at::<B>(level, w, rows, cols, n, xq, &mut y)
 }
 
 /// [`matmul_quantized_at`] into the columns of `y`, which holds `rows` rows of each of the `n`

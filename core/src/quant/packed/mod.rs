@@ -536,12 +536,7 @@ pub fn packed_matmul_quantized(
     xqs: &[u8],
     y: &mut [f32],
 ) -> Result<()> {
-    let outputs = rows.checked_mul(n).ok_or(Error::LengthMismatch {
-        expected: u64::MAX,
-        found: y.len() as u64,
-    })?;
-    super::blockwise::same_len(outputs, y.len())?;
-    let mut y = OutputColumns::strided(y, rows, rows);
+    let mut y = OutputColumns::whole(y, rows, n)?;
     packed_matmul_quantized_into(level, t, packed, rows, cols, n, xqs, &mut y)
 }
 
