@@ -587,6 +587,97 @@ kernel! {
     }
 }
 
+kernel! {
+    /// [`quantize_q8_k`] sixteen values at a time: the largest magnitude, its first value, then
+    /// each sixteen rounded (multiply, then add the rounding constant) and truncated to bytes as
+    /// C's `(int8_t)` does; the sums of each 16 stored bytes by `vpsadbw` (the bytes offset by 128
+    /// to make them unsigned, the offset taken back).
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) fn quantize_q8_k_512(_t: Avx512Vnni, values: &[f32], blocks: &mut [BlockQ8K]) {
+        const MAGIC: f32 = 12_582_912.0;
+        let abs_mask = _mm512_set1_epi32(0x7fff_ffff);
+        let infinity = _mm512_set1_epi32(0x7f80_0000);
+        let (chunks, _) = values.as_chunks::<256>();
+        for (x, block) in chunks.iter().zip(blocks) {
+            let (sixteens, _) = x.as_chunks::<16>();
+            let mut top = _mm512_setzero_si512();
+            for chunk in sixteens {
+                // SAFETY: `chunk` holds sixteen f32; `loadu` has no alignment requirement.
+                let v = unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) };
+                let magnitude = _mm512_and_si512(v, abs_mask);
+                let not_nan = _mm512_cmple_epi32_mask(magnitude, infinity);
+                top = _mm512_mask_max_epi32(top, not_nan, top, magnitude);
+            }
+            let top = _mm512_reduce_max_epi32(top);
+            if top == 0 {
+                *block = BlockQ8K {
+                    d: [0; 4],
+                    qs: [0; 256],
+                    bsums: [[0; 2]; 16],
+                };
+                continue;
+            }
+            // The first value of that magnitude (there is one: `top` came from these lanes).
+            let wanted = _mm512_set1_epi32(top);
+            let mut max = 0.0;
+            for chunk in sixteens {
+                // SAFETY: `chunk` holds sixteen f32; `loadu` has no alignment requirement.
+                let v = unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) };
+                let hits = _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, abs_mask), wanted);
+                if hits != 0 {
+                    max = chunk[hits.trailing_zeros() as usize % 16];
+                    break;
+                }
+            }
+            let iscale = -127.0 / max;
+            let scale = _mm512_set1_ps(iscale);
+            let magic = _mm512_set1_ps(MAGIC);
+            let mantissa = _mm512_set1_epi32(0x007f_ffff);
+            let offset = _mm512_set1_epi32(0x0040_0000);
+            let limit = _mm512_set1_epi32(127);
+            let mut bytes = [_mm_setzero_si128(); 16];
+            for (chunk, out) in sixteens.iter().zip(bytes.iter_mut()) {
+                // SAFETY: `chunk` holds sixteen f32; `loadu` has no alignment requirement.
+                let v = unsafe { _mm512_loadu_ps(chunk.as_ptr()) };
+                let shifted = _mm512_add_ps(_mm512_mul_ps(scale, v), magic);
+                let nearest = _mm512_sub_epi32(
+                    _mm512_and_si512(_mm512_castps_si512(shifted), mantissa),
+                    offset,
+                );
+                *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(nearest, limit));
+            }
+            // Four sixteens a vector, summed from registers (a wide load of the narrow stores
+            // just made would wait for them).
+            let flip = _mm512_set1_epi8(i8::MIN);
+            let (fours, _) = bytes.as_chunks::<4>();
+            let (qs, _) = block.qs.as_chunks_mut::<64>();
+            let (sums, _) = block.bsums.as_chunks_mut::<4>();
+            for ((four, to), out) in fours.iter().zip(qs).zip(sums) {
+                let q = _mm512_inserti32x4::<3>(
+                    _mm512_inserti32x4::<2>(
+                        _mm512_inserti32x4::<1>(_mm512_castsi128_si512(four[0]), four[1]),
+                        four[2],
+                    ),
+                    four[3],
+                );
+                // SAFETY: `to` is 64 bytes; `storeu` has no alignment requirement.
+                unsafe { _mm512_storeu_si512(to.as_mut_ptr().cast(), q) };
+                // Lanes 2k and 2k + 1: the two halves of the k-th sixteen, each byte + 128.
+                let halves = _mm512_sad_epu8(_mm512_xor_si512(q, flip), _mm512_setzero_si512());
+                let mut lanes = [0u64; 8];
+                // SAFETY: `lanes` is 64 bytes; `storeu` has no alignment requirement.
+                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), halves) };
+                let (pairs, _) = lanes.as_chunks::<2>();
+                for (sum, pair) in out.iter_mut().zip(pairs) {
+                    let total = (pair[0] + pair[1]) as i32 - 16 * 128;
+                    *sum = (total as i16).to_le_bytes();
+                }
+            }
+            block.d = (1.0 / iscale).to_le_bytes();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tokens::{kernel, Avx2, Avx512Vnni};

@@ -194,6 +194,9 @@ pub(crate) const AVX2: ArchKernels = {
 
 /// AVX-512 VNNI; kernels not set here fall back to the AVX2 ones.
 pub(crate) const AVX512VNNI: ArchKernels = level_kernels!(Avx512Vnni {
+    q8_k: {
+        quantize: activation::quantize_q8_k_512,
+    },
     q8_0: {
         quantize: activation::quantize_q8_0_512,
         vec_dot: legacy::vec_dot_q8_0_vnni,
