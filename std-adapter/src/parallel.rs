@@ -48,12 +48,13 @@
 //!   fits in the cores' private caches stays split between them across calls instead of moving
 //!   from core to core. For one column a thread claims its whole share at once (each further
 //!   kernel call starts its prefetching cold); for several, it claims runs of about a tile of
-//!   rows, each one kernel call (a piece a call cost 5-25% on the models' small matrices). An
-//!   owner's outputs go straight into `y`: it splits the rows it claims off every column of its
-//!   share ([`OutputColumns`]) and the kernel writes into them. What an owner has not started
-//!   when another thread runs out is taken from its back in halves (computed into a buffer, then
-//!   copied into the owner's columns), so the threads end within about a run of each other even
-//!   when a worker starts late.
+//!   rows, each one kernel call (a call per piece cost too much on the models' small matrices:
+//!   BENCHMARKS.md, "Figures behind design choices"). An owner's outputs go straight into `y`:
+//!   it splits the rows it claims off every column of its share ([`OutputColumns`]) and the
+//!   kernel writes into them. What an owner has not started when another thread runs out is
+//!   taken from its back in halves (computed into a buffer, then copied into the owner's
+//!   columns), so the threads end within about a run of each other even when a worker starts
+//!   late.
 //!   No lock is shared by all the threads: each share has its own (on its own cache lines), taken
 //!   by another thread only to steal.
 //! - **Columns, not rows, when each thread has many.** From 128 columns a thread the columns

@@ -887,38 +887,12 @@ impl Visitor for MatmulKernelCheck {
                                 .map(move |row| scalar(row, column))
                         })
                         .collect();
-                    let stride = rows + 3;
-                    for &(level, kernel) in &kernels {
-                        let mut y = vec![UNTOUCHED; n * stride];
-                        kernel(
-                            wb,
-                            row_blocks,
-                            xb,
-                            n,
-                            &mut OutputColumns::strided(&mut y, stride, rows),
-                        );
+                    // Outputs wrong in `columns` (each a column's rows from `first`, the rest of
+                    // it a gap that must stay untouched), against `want`.
+                    let wrong_in = |columns: &mut dyn Iterator<Item = &[f32]>, first: usize| {
                         let mut wrong = 0;
-                        for (got, want) in y.chunks_exact(stride).zip(want.chunks_exact(rows)) {
-                            let (got, gap) = got.split_at(rows);
-                            wrong += got
-                                .iter()
-                                .zip(want)
-                                .filter(|(g, w)| !same(**g, **w))
-                                .count();
-                            if gap.iter().any(|v| v.to_bits() != UNTOUCHED.to_bits()) {
-                                wrong += 1;
-                            }
-                        }
-                        // The same into a slice per column (as threads that split the rows
-                        // hand it), the view's rows 2 from each slice's start and 3 before its
-                        // end.
-                        let mut split = vec![vec![UNTOUCHED; rows + 5]; n];
-                        let mut columns: Vec<&mut [f32]> =
-                            split.iter_mut().map(|c| &mut c[..]).collect();
-                        let mut view = OutputColumns::split(&mut columns, 2, rows);
-                        kernel(wb, row_blocks, xb, n, &mut view);
-                        for (got, want) in split.iter().zip(want.chunks_exact(rows)) {
-                            let (before, rest) = got.split_at(2);
+                        for (column, want) in columns.zip(want.chunks_exact(rows)) {
+                            let (before, rest) = column.split_at(first);
                             let (got, after) = rest.split_at(rows);
                             wrong += got
                                 .iter()
@@ -930,6 +904,28 @@ impl Visitor for MatmulKernelCheck {
                                 wrong += 1;
                             }
                         }
+                        wrong
+                    };
+                    let stride = rows + 3;
+                    for &(level, kernel) in &kernels {
+                        let mut y = vec![UNTOUCHED; n * stride];
+                        kernel(
+                            wb,
+                            row_blocks,
+                            xb,
+                            n,
+                            &mut OutputColumns::strided(&mut y, stride, rows),
+                        );
+                        let mut wrong = wrong_in(&mut y.chunks_exact(stride), 0);
+                        // The same into a slice per column (as threads that split the rows
+                        // hand it), the view's rows 2 from each slice's start and 3 before its
+                        // end.
+                        let mut split = vec![vec![UNTOUCHED; rows + 5]; n];
+                        let mut columns: Vec<&mut [f32]> =
+                            split.iter_mut().map(|c| &mut c[..]).collect();
+                        let mut view = OutputColumns::split(&mut columns, 2, rows);
+                        kernel(wb, row_blocks, xb, n, &mut view);
+                        wrong += wrong_in(&mut split.iter().map(|c| &c[..]), 2);
                         if wrong > 0 {
                             failures.push(format!(
                                 "{} matmul at {level}: {rows} rows of {row_blocks} blocks, {n} \

@@ -260,11 +260,6 @@ impl<'a, 'b> OutputColumns<'a, 'b> {
             }),
         }
     }
-
-    /// The rows of this view from `first` on, as a view of its own.
-    pub fn rows_from(&mut self, first: usize) -> OutputColumns<'_, 'b> {
-        self.rows_at(first, usize::MAX)
-    }
 }
 
 /// One output at a time, with the view's form resolved once per call: a kernel generic over it
@@ -391,7 +386,7 @@ mod tests {
         let mut storage = [[0.0f32; 6]; 3];
         let mut columns = storage.each_mut().map(|c| &mut c[..]);
         let mut split = OutputColumns::split(&mut columns, 2, 4);
-        let mut view = split.rows_from(1);
+        let mut view = split.rows_at(1, usize::MAX);
         assert_eq!(view.rows(), 3);
         assert!(view.holds(3));
         for c in 0..3 {
@@ -467,6 +462,6 @@ mod tests {
             usize::MAX
         );
         assert_eq!(OutputColumns::strided(&mut y, 4, 11).columns_held(), 0);
-        assert_eq!(OutputColumns::strided(&mut y, 4, 3).rows_from(9).rows(), 0);
+        assert_eq!(OutputColumns::strided(&mut y, 4, 3).rows_at(9, 1).rows(), 0);
     }
 }

@@ -379,9 +379,8 @@ pub(super) fn mins_four_row_groups<W>(
 
 /// A tile's outputs into `y`: group `i`'s `[r][c]` to row `first_row + 4i + r` of column
 /// `first + c`, for the first `columns` columns, the view's form matched once. Out of line, so
-/// that the signed tile loop keeps one caller and stays inlined (the stores of both forms in
-/// line, or the loop generic over them, measured 3-4% slower; the Q4_K/Q5_K groups below are
-/// the other way round).
+/// that the signed tile loop keeps one caller and stays inlined (docs/kernel-experiments.md,
+/// "Row shares straight into `y`").
 #[inline(never)]
 fn store_tiles<const G: usize>(
     y: &mut OutputColumns<'_, '_>,
@@ -408,6 +407,28 @@ fn store_tiles<const G: usize>(
     match y.stores() {
         Stores::Strided(mut y) => each(&mut y, first, first_row, out, columns),
         Stores::Split(mut y) => each(&mut y, first, first_row, out, columns),
+    }
+}
+
+/// [`groups_against_columns`] with `y`'s form matched once for the groups (each form's column
+/// loop then stores as into a plain slice).
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn groups_into_view<const G: usize>(
+    zero_group: &GroupBlock,
+    groups: [&[GroupBlock]; G],
+    row_blocks: usize,
+    x: &[BlockQ8K],
+    y: &mut OutputColumns<'_, '_>,
+    first_row: usize,
+) {
+    match y.stores() {
+        Stores::Strided(mut y) => {
+            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row)
+        }
+        Stores::Split(mut y) => {
+            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row)
+        }
     }
 }
 
@@ -500,28 +521,14 @@ fn mins_four_row_groups_body<W>(
         fill(first, a);
         fill(second, b);
         let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
-        match y.stores() {
-            Stores::Strided(mut y) => {
-                groups_against_columns::<2, _>(&zero, groups, row_blocks, x, &mut y, first_row)
-            }
-            Stores::Split(mut y) => {
-                groups_against_columns::<2, _>(&zero, groups, row_blocks, x, &mut y, first_row)
-            }
-        }
+        groups_into_view::<2>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
         let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
         fill(first, group);
         let groups = [&*first];
-        match y.stores() {
-            Stores::Strided(mut y) => {
-                groups_against_columns::<1, _>(&zero, groups, row_blocks, x, &mut y, first_row)
-            }
-            Stores::Split(mut y) => {
-                groups_against_columns::<1, _>(&zero, groups, row_blocks, x, &mut y, first_row)
-            }
-        }
+        groups_into_view::<1>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 4;
     }
     first_row
