@@ -83,8 +83,8 @@ use miniquant::quant::matvec::{
     quantize_activations,
 };
 use miniquant::quant::packed::{
-    activation_starts, packed_activation_bytes, packed_matmul_quantized,
-    packed_matmul_quantized_into, packed_matvec_quantized, quantize_packed_activations,
+    activation_starts, packed_activation_bytes, packed_matmul_quantized_into,
+    packed_matvec_quantized, quantize_packed_activations,
 };
 use miniquant::quant::{bytes_for, typed, Level, OutputColumns};
 use miniquant::{Error, GgmlType};
@@ -289,11 +289,8 @@ impl Layout {
         xq: &[u8],
         y: &mut [f32],
     ) -> Result<(), Error> {
-        match self {
-            Layout::Plain => matmul_quantized(level, t, w, rows, cols, n, xq, y),
-            Layout::Packed if n == 1 => packed_matvec_quantized(level, t, w, rows, cols, xq, y),
-            Layout::Packed => packed_matmul_quantized(level, t, w, rows, cols, n, xq, y),
-        }
+        let mut y = OutputColumns::whole(y, rows, n)?;
+        self.run_into(level, t, w, rows, cols, n, xq, &mut y)
     }
 
     /// [`Layout::run`] into the columns of `y` (`rows` rows of each of the `n` columns).
