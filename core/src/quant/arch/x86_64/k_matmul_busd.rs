@@ -28,7 +28,7 @@ use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
 use super::tokens::Avx512Vbmi;
-use super::vector::{f16_le, load32, part};
+use super::vector::{load32, part};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::q4_k::scales_and_mins;
 
@@ -92,44 +92,82 @@ struct GroupBlock {
     dmin: __m512,
 }
 
-/// A Q4_K/Q5_K block in dword order: pair `v` is sub-blocks `2v` (low nibbles of `qs[32v..]`,
-/// fifth bit `2v` of `qh`) and `2v + 1` (high nibbles, bit `2v + 1`).
+/// [`DWORD_ORDER`] over one pair's 32 quant bytes (`qs` or `qh`) instead of 64 split values: byte
+/// `i` of dword order takes byte `DWORD_ORDER[i] mod 32`, whose low nibble (even dwords, sub-block
+/// `A`) or high nibble (odd dwords, `B`) is its value.
+const fn packed_dword_order() -> [u8; 64] {
+    let mut order = DWORD_ORDER;
+    let mut i = 0;
+    while i < 64 {
+        order[i] %= 32;
+        i += 1;
+    }
+    order
+}
+
+const PACKED_DWORD_ORDER: [u8; 64] = packed_dword_order();
+
+/// Per pair `v`, the left rotation of each dword of Q5_K's `qh` in dword order that brings the
+/// fifth bit of its sub-block (bit `b` = `2v` for `A`, `2v + 1` for `B`) to bit 4 of every byte:
+/// rotated by `4 - b` (mod 32), bit `8k + 4` of a dword is bit `8k + b` of byte `k`'s source.
+const fn fifth_bit_rotations() -> [[u32; 16]; 4] {
+    let mut counts = [[0u32; 16]; 4];
+    let mut v = 0;
+    while v < 4 {
+        let mut dword = 0;
+        while dword < 16 {
+            let bit = 2 * v + dword % 2;
+            counts[v][dword] = ((36 - bit) % 32) as u32;
+            dword += 1;
+        }
+        v += 1;
+    }
+    counts
+}
+
+const FIFTH_BIT_ROTATIONS: [[u32; 16]; 4] = fifth_bit_rotations();
+
+/// A Q4_K/Q5_K block's quants in dword order: pair `v` is sub-blocks `2v` (low nibbles of
+/// `qs[32v..]`, fifth bit `2v` of `qh`) and `2v + 1` (high nibbles, bit `2v + 1`). One `vpermb`
+/// puts the pair's packed bytes in dword order ([`PACKED_DWORD_ORDER`]); the odd dwords then
+/// shift their high nibbles down.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-fn decode(
+fn decode_quants(qs: &[u8; 128], qh: Option<&[u8; 32]>, out: &mut [__m512i; 4]) {
+    // SAFETY: the table is 64 bytes; `loadu` has no alignment requirement.
+    let order = unsafe { _mm512_loadu_si512(PACKED_DWORD_ORDER.as_ptr().cast()) };
+    let nibble = _mm512_set1_epi8(0x0f);
+    let fifth_bits = qh.map(|h| _mm512_permutexvar_epi8(order, _mm512_castsi256_si512(load32(h))));
+    for (pair, out) in out.iter_mut().enumerate() {
+        let q = _mm512_castsi256_si512(load32(part(qs, 32 * pair)));
+        let bytes = _mm512_permutexvar_epi8(order, q);
+        let values = _mm512_mask_srli_epi32::<4>(bytes, 0xaaaa, bytes);
+        *out = _mm512_and_si512(values, nibble);
+        if let (Some(h), Some(counts)) = (fifth_bits, FIFTH_BIT_ROTATIONS.get(pair)) {
+            // SAFETY: the table holds sixteen u32; `loadu` has no alignment requirement.
+            let counts = unsafe { _mm512_loadu_si512(counts.as_ptr().cast()) };
+            let fifth = _mm512_and_si512(_mm512_rolv_epi32(h, counts), _mm512_set1_epi8(0x10));
+            *out = _mm512_or_si512(*out, fifth);
+        }
+    }
+}
+
+/// One row's super-block for [`GroupBlock::fill`]: its quants and scale pairs into the group,
+/// its eight mins (bytes) and its `d`, `dmin` bits returned.
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn decode_row(
     (packed, qs, qh, d_dmin): MinsParts<'_>,
     quants_out: &mut [__m512i; 4],
     scales_out: &mut [i32; 4],
-) -> ([u8; 8], f32, f32) {
+) -> (i64, i32) {
+    decode_quants(qs, qh, quants_out);
     let (scales, mins) = scales_and_mins(packed);
-    let nibble = _mm256_set1_epi8(0x0f);
-    let fifth = _mm256_set1_epi8(0x10);
-    let high_bits = qh.map(|h| load32(h));
-    // SAFETY: the table is 64 bytes; `loadu` has no alignment requirement.
-    let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
-    for (pair, out) in quants_out.iter_mut().enumerate() {
-        let q = load32(part(qs, 32 * pair));
-        let mut low = _mm256_and_si256(q, nibble);
-        let mut high = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nibble);
-        if let Some(h) = high_bits {
-            // Bits `2·pair` and `2·pair + 1` of each `qh` byte moved to bit 4.
-            let shift_low = _mm_cvtsi32_si128(2 * pair as i32);
-            let shift_high = _mm_cvtsi32_si128(2 * pair as i32 + 1);
-            let h_low = _mm256_slli_epi16::<4>(_mm256_srl_epi16(h, shift_low));
-            let h_high = _mm256_slli_epi16::<4>(_mm256_srl_epi16(h, shift_high));
-            low = _mm256_or_si256(low, _mm256_and_si256(h_low, fifth));
-            high = _mm256_or_si256(high, _mm256_and_si256(h_high, fifth));
-        }
-        let raw = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
-        *out = _mm512_permutexvar_epi8(order, raw);
-    }
-    for (pair, out) in scales_out.iter_mut().enumerate() {
-        let first = scales.get(2 * pair).copied().unwrap_or(0);
-        let second = scales.get(2 * pair + 1).copied().unwrap_or(0);
-        *out = i32::from(first) | i32::from(second) << 16;
-    }
-    let [d0, d1, m0, m1] = *d_dmin;
-    (mins, f16_le([d0, d1]), f16_le([m0, m1]))
+    // Scale pair `v` is `scales[2v] | scales[2v + 1] << 16`: the bytes widened to words.
+    let pairs = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(i64::from_le_bytes(scales)));
+    // SAFETY: `scales_out` is sixteen bytes; `storeu` has no alignment requirement.
+    unsafe { _mm_storeu_si128(scales_out.as_mut_ptr().cast(), pairs) };
+    (i64::from_le_bytes(mins), i32::from_le_bytes(*d_dmin))
 }
 
 impl GroupBlock {
@@ -145,24 +183,24 @@ impl GroupBlock {
         }
     }
 
-    /// Fills `self` from four rows' super-blocks.
+    /// Fills `self` from four rows' super-blocks. Straight-line per row, so that the mins and
+    /// `d`, `dmin` reach their vectors in registers (a loop left them in an array whose 8-byte
+    /// stores a 16-byte load could not forward from).
     #[inline]
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn fill(&mut self, rows: [MinsParts<'_>; 4]) {
-        let mut bytes = [0i64; 4];
-        let mut dmins = [0.0f32; 4];
-        for (r, row) in rows.into_iter().enumerate() {
-            let (mins, d, dmin) = decode(row, &mut self.quants[r], &mut self.scales[r]);
-            self.d[r] = d;
-            bytes[r] = i64::from_le_bytes(mins);
-            dmins[r] = dmin;
-        }
+    fn fill<W>(&mut self, rows: [&W; 4], parts: &impl Fn(&W) -> MinsParts<'_>) {
+        let [quants0, quants1, quants2, quants3] = &mut self.quants;
+        let [scales0, scales1, scales2, scales3] = &mut self.scales;
+        let (mins0, dd0) = decode_row(parts(rows[0]), quants0, scales0);
+        let (mins1, dd1) = decode_row(parts(rows[1]), quants1, scales1);
+        let (mins2, dd2) = decode_row(parts(rows[2]), quants2, scales2);
+        let (mins3, dd3) = decode_row(parts(rows[3]), quants3, scales3);
         // Row `r`'s mins as dwords `(m_q, m_q)` at `8r + q` of `[rows 0, 1]` and `[rows 2, 3]`.
         let doubled = |low: i64, high: i64| {
             let v = _mm512_cvtepu8_epi32(_mm_set_epi64x(high, low));
             _mm512_or_si512(v, _mm512_slli_epi32::<16>(v))
         };
-        let (first, second) = (doubled(bytes[0], bytes[1]), doubled(bytes[2], bytes[3]));
+        let (first, second) = (doubled(mins0, mins1), doubled(mins2, mins3));
         for (q, m) in self.mins.iter_mut().enumerate() {
             let q = q as i32;
             let idx = _mm512_set_epi32(
@@ -185,9 +223,16 @@ impl GroupBlock {
             );
             *m = _mm512_permutex2var_epi32(first, idx, second);
         }
-        let dmin = _mm_set_ps(dmins[3], dmins[2], dmins[1], dmins[0]);
-        let idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-        self.dmin = _mm512_permutexvar_ps(idx, _mm512_broadcast_f32x4(dmin));
+        // `d0, dmin0, d1, dmin1, ...`: the halves are exact in f32.
+        let d_dmin = _mm256_cvtph_ps(_mm_set_epi32(dd3, dd2, dd1, dd0));
+        let d = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(
+            d_dmin,
+            _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0),
+        ));
+        // SAFETY: `self.d` is four f32; `storeu` has no alignment requirement.
+        unsafe { _mm_storeu_ps(self.d.as_mut_ptr(), d) };
+        let idx = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
+        self.dmin = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d_dmin));
     }
 }
 
@@ -499,7 +544,7 @@ fn mins_four_row_groups_body<W>(
         for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
             let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
             if let [Some(a), Some(b), Some(c), Some(d)] = rows {
-                slot.fill([parts(a), parts(b), parts(c), parts(d)]);
+                slot.fill([a, b, c, d], &parts);
             }
         }
     };
