@@ -37,10 +37,10 @@ pub(super) const TILE_MAX_BLOCKS: usize = 40;
 /// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
 const TILE_MIN_COLUMNS: usize = 8;
 
-/// [`TILE_MIN_COLUMNS`] for Q6_K at levels with 512-bit tiles (the column-pair tiles lay rows
-/// out cheaply enough to beat the rows kernel from 4 columns; Q4_K's only from 8; measured in
-/// docs/kernel-experiments.md).
-const ZMM_SIGNED_MIN_COLUMNS: usize = 4;
+/// [`TILE_MIN_COLUMNS`] at levels with 512-bit tiles for the types whose rows they lay out with
+/// `vpermb` (Q4_K, Q5_K, Q6_K): from two columns a tile costs less than the rows kernel per
+/// column (BENCHMARKS.md, "Figures behind design choices").
+pub(super) const ZMM_MIN_COLUMNS: usize = 2;
 
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
@@ -50,7 +50,7 @@ pub(super) trait TileLevel: Copy {
     /// for AVX-512 would call its `vpdpwssd` and `vpermb` helpers out of line.
     fn avx2(self) -> Avx2;
 
-    /// The token of the 512-bit tiles ([`k_matmul_zmm`](super::k_matmul_zmm)), at the level
+    /// The token of the 512-bit tiles ([`k_matmul_busd`](super::k_matmul_busd)), at the level
     /// that runs them.
     fn zmm(self) -> Option<Avx512Vbmi> {
         None
@@ -305,10 +305,11 @@ fn rows_against_columns<
 
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
-/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns, or columns not
-/// `row_blocks` long, run `rows_kernel` per column instead. At levels with 512-bit tiles,
-/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`)
-/// and returns the rows it did; the 256-bit tiles do the rest.
+/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns (`zmm_min_columns`
+/// at levels with 512-bit tiles), or columns not `row_blocks` long, run `rows_kernel` per column
+/// instead. At levels with 512-bit tiles, `zmm_groups` runs first (the type's 512-bit tiles:
+/// weights, `row_blocks`, columns, `y`) and returns the rows it did; the 256-bit tiles do the
+/// rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -322,9 +323,10 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     decode: impl Fn(&W) -> Decoded,
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
     zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut OutputColumns<'_, '_>) -> usize,
+    zmm_min_columns: usize,
 ) {
-    let min_columns = if SIGNED && p.zmm().is_some() {
-        ZMM_SIGNED_MIN_COLUMNS
+    let min_columns = if p.zmm().is_some() {
+        zmm_min_columns
     } else {
         TILE_MIN_COLUMNS
     };

@@ -16,7 +16,7 @@
 //! `2k+1`: the reference's exact `aux32` lanes, two outputs per zmm, ready for the float step
 //! (`sums[l] += (d·dx)·aux32[l]`, lane by lane, as the scalar twin). Per output and super-block:
 //! four `vpdpbusd`, two `vpackssdw`, two `vpdpwssd` (against four `vpmaddubsw` and four
-//! `vpdpwssd` in the tiles of [`k_matmul_zmm`](super::k_matmul_zmm)).
+//! `vpdpwssd` through `maddubs`).
 //!
 //! The mins: `Σ bsums·mins` of a group of four rows' 16 outputs in one zmm (output `4r + c` in
 //! dword `4r + c`), eight `vpdpwssd` of the columns' bsum pairs (gathered by `vpermt2d`, once for

@@ -21,7 +21,6 @@ mod k_matmul;
 mod k_matmul_busd;
 #[cfg(test)]
 mod k_matmul_tests;
-mod k_matmul_zmm;
 mod legacy;
 mod plain;
 mod primitives;

@@ -27,6 +27,11 @@ use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;
 
+/// Columns from which Q3_K takes the 512-bit tiles (its rows laid out by the 256-bit decoder cost
+/// more than the rows kernel over two columns, less over three: BENCHMARKS.md, "Figures behind
+/// design choices").
+const ZMM_Q3_K_MIN_COLUMNS: usize = 3;
+
 /// Activation group `g` (values `32·g..32·g + 32`) through `lane_groups`, and `maddubs(4, x)`: the
 /// part of every row's `Σ (u - 4)·x` that depends on the activation alone.
 #[inline]
@@ -236,6 +241,7 @@ every_level! {
             y,
             |b| tile_block(t.avx2(), b),
             |w, row_blocks, x, out| q3_k_rows(t, w, row_blocks, x, out, single),
+            ZMM_Q3_K_MIN_COLUMNS,
         )
     }
 }

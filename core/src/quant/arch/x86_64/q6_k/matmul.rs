@@ -5,10 +5,12 @@
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
+use super::super::k_matmul::{
+    block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel, ZMM_MIN_COLUMNS,
+};
 use super::super::k_matmul_busd::signed_four_row_groups;
-use super::super::k_matmul_zmm::four_row_groups;
 use super::super::primitives::Primitives;
+use super::super::tokens::Avx512Vbmi;
 use super::super::vector::{f16_le, load32, part};
 use super::{q6_k_high_bits, q6_k_rows};
 use crate::quant::activation::BlockQ8K;
@@ -62,14 +64,141 @@ fn decode<P: Primitives>(p: P, b: &BlockQ6K) -> Decoded {
     }
 }
 
-/// Columns from which the signed types take the row-pair 512-bit tiles
-/// ([`k_matmul_zmm`](super::super::k_matmul_zmm)) instead of the column-pair ones
-/// ([`k_matmul_busd`](super::super::k_matmul_busd)).
-const SIGNED_ROW_PAIR_COLUMNS: usize = 32;
+/// The `vpermb` indices that put a pair of 32-value groups `A` (bytes 0..32) and `B` (32..64) in
+/// tile lane order, both vectors of [`pair_in_lanes`] in one zmm: byte `4l + e` of vector `j`
+/// takes `A[l + 16j]`, `A[l + 8 + 16j]`, `B[l + 16j]`, `B[l + 8 + 16j]` for `e` = 0..4.
+const fn tile_pair_order() -> [u8; 64] {
+    let mut order = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let (j, l, e) = (i / 32, (i % 32) / 4, i % 4);
+        order[i] = (32 * (e / 2) + 8 * (e % 2) + l + 16 * j) as u8;
+        i += 1;
+    }
+    order
+}
+
+const TILE_PAIR_ORDER: [u8; 64] = tile_pair_order();
+
+/// [`TILE_PAIR_ORDER`] into a half's 32 `qh` bytes: group `B`'s element `i` (index `32 + i`)
+/// has its high bits in `qh[i]`, as group `A`'s.
+const fn high_bits_order() -> [u8; 64] {
+    let mut order = TILE_PAIR_ORDER;
+    let mut i = 0;
+    while i < 64 {
+        order[i] %= 32;
+        i += 1;
+    }
+    order
+}
+
+const HIGH_BITS_ORDER: [u8; 64] = high_bits_order();
+
+/// Per 16-bit word of a dword of tile lane order (word 0: group `A`, word 1: `B`), the shifts that
+/// bring a half's two high bits to bits 4-5: left 4 and 2 for groups 0 and 1 (`qh` bits 0-1, 2-3),
+/// right 0 and 2 for groups 2 and 3 (bits 4-5, 6-7).
+const fn word_shifts(a: u16, b: u16) -> [u16; 32] {
+    let mut shifts = [0u16; 32];
+    let mut i = 0;
+    while i < 32 {
+        shifts[i] = if i % 2 == 0 { a } else { b };
+        i += 1;
+    }
+    shifts
+}
+
+const HIGH_BITS_LEFT: [u16; 32] = word_shifts(4, 2);
+const HIGH_BITS_RIGHT: [u16; 32] = word_shifts(0, 2);
+
+/// [`decode`] on 512 bits with `vpermb` (the same [`Decoded`], bit for bit): a half's 64 `ql`
+/// bytes are put in tile lane order once, before the nibbles split (its groups 0 and 1 are the
+/// low nibbles of `ql[0..32]` and `ql[32..64]`, groups 2 and 3 the high ones, so one order serves
+/// both), its 32 `qh` bytes likewise; the correction by `vpdpwssd` on both vectors of a pair.
+#[inline]
+pub(in super::super) fn decode_vbmi(t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { decode_vbmi_body(t, b) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
+    let [order, high_order] = [&TILE_PAIR_ORDER, &HIGH_BITS_ORDER]
+        // SAFETY: each table is 64 bytes; `loadu` has no alignment requirement.
+        .map(|table| unsafe { _mm512_loadu_si512(table.as_ptr().cast()) });
+    let [left, right] = [&HIGH_BITS_LEFT, &HIGH_BITS_RIGHT]
+        // SAFETY: each table is 64 bytes; `loadu` has no alignment requirement.
+        .map(|table| unsafe { _mm512_loadu_si512(table.as_ptr().cast()) });
+    let nibble = _mm512_set1_epi8(0x0f);
+    let bits45 = _mm512_set1_epi8(0x30);
+    let bias = _mm512_set1_epi8(32);
+    // Scale pair `v` is `(sc[4p + s], sc[4p + s + 2])` for `p = v / 2`, `s = v % 2`, as i16.
+    let scale_order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    // SAFETY: `scales` is sixteen bytes; `loadu` has no alignment requirement.
+    let raw_scales = unsafe { _mm_loadu_si128(b.scales.as_ptr().cast()) };
+    let scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw_scales, scale_order));
+    let mut quants = [_mm256_setzero_si256(); 8];
+    let mut correction = _mm512_setzero_si512();
+    let all_128 = _mm512_set1_epi8(i8::MIN);
+    for (half, out) in quants.chunks_exact_mut(4).enumerate() {
+        let low: &[u8; 64] = part(&b.ql, 64 * half);
+        // SAFETY: `low` is 64 bytes; `loadu` has no alignment requirement.
+        let ql = unsafe { _mm512_loadu_si512(low.as_ptr().cast()) };
+        let qh = _mm512_castsi256_si512(load32(part(&b.qh, 32 * half)));
+        let ql = _mm512_permutexvar_epi8(order, ql);
+        let qh = _mm512_permutexvar_epi8(high_order, qh);
+        let first = _mm512_or_si512(
+            _mm512_and_si512(ql, nibble),
+            _mm512_and_si512(_mm512_sllv_epi16(qh, left), bits45),
+        );
+        let second = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(ql), nibble),
+            _mm512_and_si512(_mm512_srlv_epi16(qh, right), bits45),
+        );
+        let [first, second] = [first, second].map(|v| _mm512_sub_epi8(v, bias));
+        for (pair, v) in [first, second].into_iter().enumerate() {
+            // Vector `4·half + 2·pair` in the low half, the next in the high half.
+            let low = (4 * half + 2 * pair) as i32;
+            let high = low + 1;
+            let s = _mm512_permutexvar_epi32(
+                _mm512_set_epi32(
+                    high, high, high, high, high, high, high, high, low, low, low, low, low, low,
+                    low, low,
+                ),
+                _mm512_castsi256_si512(scales),
+            );
+            // Pairs below 2·128·32: exact in i16; the lanes' sums exact in i32.
+            correction = _mm512_dpwssd_epi32(correction, _mm512_maddubs_epi16(all_128, v), s);
+        }
+        if let Ok(out) = <&mut [__m256i; 4]>::try_from(out) {
+            *out = [
+                _mm512_castsi512_si256(first),
+                _mm512_extracti64x4_epi64::<1>(first),
+                _mm512_castsi512_si256(second),
+                _mm512_extracti64x4_epi64::<1>(second),
+            ];
+        }
+    }
+    let correction = _mm256_add_epi32(
+        _mm512_castsi512_si256(correction),
+        _mm512_extracti64x4_epi64::<1>(correction),
+    );
+    let mut scale_pairs = [0i32; 8];
+    // SAFETY: `scale_pairs` is 32 bytes; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_si256(scale_pairs.as_mut_ptr().cast(), scales) };
+    Decoded {
+        quants,
+        scales: scale_pairs,
+        extra: correction,
+        d: f16_le(b.d),
+        dmin: 0.0,
+    }
+}
 
 /// The matmul over [`k_matmul`] of a type whose blocks decode to signed tile quants with no mins
 /// (Q6_K, Q3_K: the same scalar float steps), `decode` its blocks and `rows` its rows kernel
-/// (for fewer columns and rows too long for the tiles).
+/// (for fewer columns and rows too long for the tiles), `zmm_min_columns` the columns from which
+/// levels with 512-bit tiles take them.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -82,6 +211,7 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
     y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded + Copy,
     rows: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
+    zmm_min_columns: usize,
 ) {
     k_matmul::<P, W, true, false>(
         p,
@@ -92,20 +222,8 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
         y,
         decode,
         rows,
-        |t, w, row_blocks, x, y| {
-            // Row-pair tiles from 32 columns (1.05x the column-pair ones at n = 128 and 512) on
-            // rows they take; column-pair tiles below (their rows cost less to lay out: n = 8
-            // at 1.2x) and on rows of 17-40 super-blocks.
-            let done = if x.len() >= SIGNED_ROW_PAIR_COLUMNS.saturating_mul(row_blocks) {
-                four_row_groups::<W, true, false>(t, w, row_blocks, x, y, decode)
-            } else {
-                0
-            };
-            if done > 0 {
-                return done;
-            }
-            signed_four_row_groups(t, w, row_blocks, x, y, decode)
-        },
+        |t, w, row_blocks, x, y| signed_four_row_groups(t, w, row_blocks, x, y, decode),
+        zmm_min_columns,
     )
 }
 
@@ -129,7 +247,11 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
         x,
         n,
         y,
-        |b| decode(p.avx2(), b),
+        move |b| match p.zmm() {
+            Some(t) => decode_vbmi(t, b),
+            None => decode(p.avx2(), b),
+        },
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
+        ZMM_MIN_COLUMNS,
     )
 }
