@@ -26,6 +26,7 @@
 use crate::quant::output_columns::{ColumnStore, Stores};
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 use super::tokens::Avx512Vbmi;
 use super::vector::{load32, part};
@@ -183,14 +184,15 @@ impl GroupBlock {
         }
     }
 
-    /// Fills `self` from four rows' super-blocks. Straight-line per row, so that the mins and
+    /// Four rows' super-blocks laid out for the tile. Straight-line per row, so that the mins and
     /// `d`, `dmin` reach their vectors in registers (a loop left them in an array whose 8-byte
     /// stores a 16-byte load could not forward from).
     #[inline]
     #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-    fn fill<W>(&mut self, rows: [&W; 4], parts: &impl Fn(&W) -> MinsParts<'_>) {
-        let [quants0, quants1, quants2, quants3] = &mut self.quants;
-        let [scales0, scales1, scales2, scales3] = &mut self.scales;
+    fn from_rows<W>(rows: [&W; 4], parts: &impl Fn(&W) -> MinsParts<'_>) -> GroupBlock {
+        let mut block = GroupBlock::zero();
+        let [quants0, quants1, quants2, quants3] = &mut block.quants;
+        let [scales0, scales1, scales2, scales3] = &mut block.scales;
         let (mins0, dd0) = decode_row(parts(rows[0]), quants0, scales0);
         let (mins1, dd1) = decode_row(parts(rows[1]), quants1, scales1);
         let (mins2, dd2) = decode_row(parts(rows[2]), quants2, scales2);
@@ -201,7 +203,7 @@ impl GroupBlock {
             _mm512_or_si512(v, _mm512_slli_epi32::<16>(v))
         };
         let (first, second) = (doubled(mins0, mins1), doubled(mins2, mins3));
-        for (q, m) in self.mins.iter_mut().enumerate() {
+        for (q, m) in block.mins.iter_mut().enumerate() {
             let q = q as i32;
             let idx = _mm512_set_epi32(
                 24 + q,
@@ -229,10 +231,11 @@ impl GroupBlock {
             d_dmin,
             _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0),
         ));
-        // SAFETY: `self.d` is four f32; `storeu` has no alignment requirement.
-        unsafe { _mm_storeu_ps(self.d.as_mut_ptr(), d) };
+        // SAFETY: `block.d` is four f32; `storeu` has no alignment requirement.
+        unsafe { _mm_storeu_ps(block.d.as_mut_ptr(), d) };
         let idx = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
-        self.dmin = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d_dmin));
+        block.dmin = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d_dmin));
+        block
     }
 }
 
@@ -538,15 +541,24 @@ fn mins_four_row_groups_body<W>(
     if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
         return 0;
     }
-    let mut storage = [GroupBlock::zero(); BUSD_MAX_BLOCKS];
+    // Not zeroed: each call writes the slots it reads (zeroing all of them cost about 0.4 µs a
+    // call, which the pool's shorter calls pay again and again).
+    let mut storage = [const { MaybeUninit::<GroupBlock>::uninit() }; BUSD_MAX_BLOCKS];
     let zero = GroupBlock::zero();
-    let fill = |storage: &mut [GroupBlock], group: &[W]| {
+    let fill = |storage: &mut [MaybeUninit<GroupBlock>], group: &[W]| {
         for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
             let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
-            if let [Some(a), Some(b), Some(c), Some(d)] = rows {
-                slot.fill([a, b, c, d], &parts);
-            }
+            slot.write(match rows {
+                [Some(a), Some(b), Some(c), Some(d)] => GroupBlock::from_rows([a, b, c, d], &parts),
+                _ => zero,
+            });
         }
+    };
+    let filled = |storage: &[MaybeUninit<GroupBlock>]| {
+        let slots = storage.get(..row_blocks).unwrap_or(&[]);
+        // SAFETY: `fill` wrote the first `row_blocks` slots of this part of the buffer before
+        // each call, and `MaybeUninit<GroupBlock>` has the layout of `GroupBlock`.
+        unsafe { core::slice::from_raw_parts(slots.as_ptr().cast::<GroupBlock>(), slots.len()) }
     };
     // Two groups at once where the stack buffer holds both (rows of up to half its blocks).
     let pairs_len = if 2 * row_blocks <= BUSD_MAX_BLOCKS {
@@ -565,14 +577,13 @@ fn mins_four_row_groups_body<W>(
         };
         fill(first, a);
         fill(second, b);
-        let groups = [&*first, second.get(..row_blocks).unwrap_or(&[])];
+        let groups = [filled(first), filled(second)];
         groups_into_view::<2>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
-        let first = storage.get_mut(..row_blocks).unwrap_or(&mut []);
-        fill(first, group);
-        let groups = [&*first];
+        fill(&mut storage, group);
+        let groups = [filled(&storage)];
         groups_into_view::<1>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 4;
     }
@@ -743,16 +754,23 @@ fn signed_four_row_groups_body<W>(
     if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
         return 0;
     }
-    let mut storage = [super::k_matmul::Decoded::zero(); 4 * BUSD_MAX_BLOCKS];
+    // Not zeroed, as in `mins_four_row_groups_body`.
+    let mut storage =
+        [const { MaybeUninit::<super::k_matmul::Decoded>::uninit() }; 4 * BUSD_MAX_BLOCKS];
     let mut first_row = 0;
     for group in w.chunks_exact(4 * row_blocks) {
+        let mut filled = 0;
         for (i, slot) in storage.iter_mut().take(4 * row_blocks).enumerate() {
             // Block-major: slot `4k + r` is row `r`'s super-block `k`.
-            if let Some(b) = group.get((i % 4) * row_blocks + i / 4) {
-                *slot = decode(b);
-            }
+            slot.write(match group.get((i % 4) * row_blocks + i / 4) {
+                Some(b) => decode(b),
+                None => super::k_matmul::Decoded::zero(),
+            });
+            filled += 1;
         }
-        let rows = storage.get(..4 * row_blocks).unwrap_or(&[]);
+        // SAFETY: the first `filled` slots were written just above, and
+        // `MaybeUninit<Decoded>` has the layout of `Decoded`.
+        let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
         let n = x.len() / row_blocks;
         let column = |c: usize| {
             let start = c.saturating_mul(row_blocks);
