@@ -93,11 +93,10 @@ struct GroupBlock {
     dmin: __m512,
 }
 
-/// [`DWORD_ORDER`] over one pair's 32 quant bytes (`qs` or `qh`) instead of 64 split values: byte
-/// `i` of dword order takes byte `DWORD_ORDER[i] mod 32`, whose low nibble (even dwords, sub-block
-/// `A`) or high nibble (odd dwords, `B`) is its value.
-const fn packed_dword_order() -> [u8; 64] {
-    let mut order = DWORD_ORDER;
+/// `vpermb` indices into 64 bytes of two 32-byte halves `A`, `B` turned into indices into one
+/// 32-byte array whose byte `i` holds both `A[i]` and `B[i]` (as nibbles or bits).
+pub(super) const fn within_32_bytes(order: [u8; 64]) -> [u8; 64] {
+    let mut order = order;
     let mut i = 0;
     while i < 64 {
         order[i] %= 32;
@@ -106,7 +105,10 @@ const fn packed_dword_order() -> [u8; 64] {
     order
 }
 
-const PACKED_DWORD_ORDER: [u8; 64] = packed_dword_order();
+/// [`DWORD_ORDER`] over one pair's 32 quant bytes (`qs` or `qh`) instead of 64 split values: byte
+/// `i` of dword order takes byte `DWORD_ORDER[i] mod 32`, whose low nibble (even dwords, sub-block
+/// `A`) or high nibble (odd dwords, `B`) is its value.
+const PACKED_DWORD_ORDER: [u8; 64] = within_32_bytes(DWORD_ORDER);
 
 /// Per pair `v`, the left rotation of each dword of Q5_K's `qh` in dword order that brings the
 /// fifth bit of its sub-block (bit `b` = `2v` for `A`, `2v + 1` for `B`) to bit 4 of every byte:

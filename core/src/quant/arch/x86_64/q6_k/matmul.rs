@@ -8,7 +8,7 @@ use core::arch::x86_64::*;
 use super::super::k_matmul::{
     block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel, ZMM_MIN_COLUMNS,
 };
-use super::super::k_matmul_busd::signed_four_row_groups;
+use super::super::k_matmul_busd::{signed_four_row_groups, within_32_bytes};
 use super::super::primitives::Primitives;
 use super::super::tokens::Avx512Vbmi;
 use super::super::vector::{f16_le, load32, part};
@@ -82,17 +82,7 @@ const TILE_PAIR_ORDER: [u8; 64] = tile_pair_order();
 
 /// [`TILE_PAIR_ORDER`] into a half's 32 `qh` bytes: group `B`'s element `i` (index `32 + i`)
 /// has its high bits in `qh[i]`, as group `A`'s.
-const fn high_bits_order() -> [u8; 64] {
-    let mut order = TILE_PAIR_ORDER;
-    let mut i = 0;
-    while i < 64 {
-        order[i] %= 32;
-        i += 1;
-    }
-    order
-}
-
-const HIGH_BITS_ORDER: [u8; 64] = high_bits_order();
+const HIGH_BITS_ORDER: [u8; 64] = within_32_bytes(TILE_PAIR_ORDER);
 
 /// Per 16-bit word of a dword of tile lane order (word 0: group `A`, word 1: `B`), the shifts that
 /// bring a half's two high bits to bits 4-5: left 4 and 2 for groups 0 and 1 (`qh` bits 0-1, 2-3),
