@@ -33,9 +33,14 @@ const ROWS: usize = 4;
 /// decoded rows live on the stack. Longer rows run the rows kernel once per column.
 pub(super) const TILE_MAX_BLOCKS: usize = 40;
 
-/// Columns below which a call runs the rows kernel per column instead: decoding a group of rows
-/// costs more than it saves over fewer columns (measured: docs/kernel-experiments.md).
+/// Columns below which a call runs the rows kernel per column instead (AVX-512 VNNI without
+/// VBMI: VNNI's rows kernel against the 256-bit tiles): decoding a group of rows costs more than
+/// it saves over fewer columns (measured: docs/kernel-experiments.md).
 const TILE_MIN_COLUMNS: usize = 8;
+
+/// [`TILE_MIN_COLUMNS`] at the AVX2 level, whose rows kernel is slower than AVX-512 VNNI's: the
+/// tiles pay from four columns there (BENCHMARKS.md, "Figures behind design choices").
+const AVX2_TILE_MIN_COLUMNS: usize = 4;
 
 /// [`TILE_MIN_COLUMNS`] at levels with 512-bit tiles for the types whose rows they lay out with
 /// `vpermb` (Q4_K, Q5_K, Q6_K): from two columns a tile costs less than the rows kernel per
@@ -45,6 +50,11 @@ pub(super) const ZMM_MIN_COLUMNS: usize = 2;
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
 pub(super) trait TileLevel: Copy {
+    /// Columns from which the 256-bit tiles run (where there are no 512-bit ones).
+    fn tile_min_columns(self) -> usize {
+        TILE_MIN_COLUMNS
+    }
+
     /// The 256-bit tiles run at AVX2 on every level: compiled apart from the level's entry (they
     /// are too large to inline into it), a tile only has its own target features, and one built
     /// for AVX-512 would call its `vpdpwssd` and `vpermb` helpers out of line.
@@ -60,6 +70,10 @@ pub(super) trait TileLevel: Copy {
 impl TileLevel for Avx2 {
     fn avx2(self) -> Avx2 {
         self
+    }
+
+    fn tile_min_columns(self) -> usize {
+        AVX2_TILE_MIN_COLUMNS
     }
 }
 
@@ -328,7 +342,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     let min_columns = if p.zmm().is_some() {
         zmm_min_columns
     } else {
-        TILE_MIN_COLUMNS
+        p.tile_min_columns()
     };
     let fits = row_blocks > 0
         && row_blocks <= TILE_MAX_BLOCKS
