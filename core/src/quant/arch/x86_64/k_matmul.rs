@@ -42,10 +42,10 @@ const TILE_MIN_COLUMNS: usize = 8;
 /// tiles pay from four columns there (BENCHMARKS.md, "Figures behind design choices").
 const AVX2_TILE_MIN_COLUMNS: usize = 4;
 
-/// [`TILE_MIN_COLUMNS`] at levels with 512-bit tiles for the types whose rows they lay out with
-/// `vpermb` (Q4_K, Q5_K, Q6_K): from two columns a tile costs less than the rows kernel per
-/// column (BENCHMARKS.md, "Figures behind design choices").
-pub(super) const ZMM_MIN_COLUMNS: usize = 2;
+/// [`TILE_MIN_COLUMNS`] at levels with 512-bit tiles, whose rows the tiles lay out with `vpermb`:
+/// from two columns a tile costs less than the rows kernel per column (BENCHMARKS.md, "Figures
+/// behind design choices").
+const ZMM_MIN_COLUMNS: usize = 2;
 
 /// What the K-quant matmul asks of a level besides its [`Primitives`]: the tokens of the tiles it
 /// runs.
@@ -319,9 +319,9 @@ fn rows_against_columns<
 
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
-/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than [`TILE_MIN_COLUMNS`] columns (`zmm_min_columns`
-/// at levels with 512-bit tiles), or columns not `row_blocks` long, run `rows_kernel` per column
-/// instead. At levels with 512-bit tiles, `zmm_groups` runs first (the type's 512-bit tiles:
+/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than the level's columns ([`ZMM_MIN_COLUMNS`]
+/// with 512-bit tiles, else [`TileLevel::tile_min_columns`]), or columns not `row_blocks` long,
+/// run `rows_kernel` per column instead. At levels with 512-bit tiles, `zmm_groups` runs first (the type's 512-bit tiles:
 /// weights, `row_blocks`, columns, `y`) and returns the rows it did; the 256-bit tiles do the
 /// rest.
 #[allow(clippy::too_many_arguments)]
@@ -337,10 +337,9 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     decode: impl Fn(&W) -> Decoded,
     rows_kernel: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
     zmm_groups: impl Fn(Avx512Vbmi, &[W], usize, &[BlockQ8K], &mut OutputColumns<'_, '_>) -> usize,
-    zmm_min_columns: usize,
 ) {
     let min_columns = if p.zmm().is_some() {
-        zmm_min_columns
+        ZMM_MIN_COLUMNS
     } else {
         p.tile_min_columns()
     };

@@ -17,8 +17,8 @@ use core::arch::x86_64::*;
 use super::drivers::prepared_rows;
 use super::k_matmul::{block_lanes, pair_in_lanes, Decoded, TileLevel};
 use super::primitives::Primitives;
-use super::q6_k::matmul::signed_k_matmul;
-use super::tokens::{every_level, kernel, Avx2};
+use super::q6_k::matmul::{signed_decoded, signed_k_matmul, SHARED_BYTES_ORDER};
+use super::tokens::{every_level, kernel, Avx2, Avx512Vbmi};
 use super::vector::{
     accumulate, add_lanes, f16_le, load32, part, prefetch_block_ahead, scale_of, scaled8, store_at,
     ScalePairs,
@@ -26,11 +26,6 @@ use super::vector::{
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::unpack_q3_scales;
 use crate::quant::k_quants::BlockQ3K;
-
-/// Columns from which Q3_K takes the 512-bit tiles (its rows laid out by the 256-bit decoder cost
-/// more than the rows kernel over two columns, less over three: BENCHMARKS.md, "Figures behind
-/// design choices").
-const ZMM_Q3_K_MIN_COLUMNS: usize = 3;
 
 /// Activation group `g` (values `32·g..32·g + 32`) through `lane_groups`, and `maddubs(4, x)`: the
 /// part of every row's `Σ (u - 4)·x` that depends on the activation alone.
@@ -222,6 +217,84 @@ fn tile_block<P: Primitives>(p: P, b: &BlockQ3K) -> Decoded {
     }
 }
 
+/// `vpmultishiftqb` bit offsets that bring a half's quant bits to where [`tile_block`] has them,
+/// for the pair of groups `pair` (groups `2·pair` in the dwords' low words, `2·pair + 1` in the
+/// high words) of bytes in tile lane order: byte `p` of each qword takes from bit `8p + 2c` (its
+/// two low bits, `LOW`) or bit `8p + 4·half + c − 2` (its `hmask` bit at bit 2, `HIGH`), modulo
+/// 64.
+const fn bit_offsets(high: bool, half: usize, pair: usize) -> [u8; 64] {
+    let mut offsets = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let c = 2 * pair + (i % 4) / 2;
+        let byte = 8 * (i % 8);
+        offsets[i] = if high {
+            ((byte + 4 * half + c + 62) % 64) as u8
+        } else {
+            ((byte + 2 * c) % 64) as u8
+        };
+        i += 1;
+    }
+    offsets
+}
+
+/// [`bit_offsets`] by half and pair: `[low, high]`.
+const BIT_OFFSETS: [[[[u8; 64]; 2]; 2]; 2] = [
+    [
+        [bit_offsets(false, 0, 0), bit_offsets(true, 0, 0)],
+        [bit_offsets(false, 0, 1), bit_offsets(true, 0, 1)],
+    ],
+    [
+        [bit_offsets(false, 1, 0), bit_offsets(true, 1, 0)],
+        [bit_offsets(false, 1, 1), bit_offsets(true, 1, 1)],
+    ],
+];
+
+/// [`tile_block`] on 512 bits with VBMI (the same [`Decoded`], bit for bit): a half's 32 `qs`
+/// bytes and the block's 32 `hmask` bytes put in tile lane order by one `vpermb` each (both
+/// groups of a pair take element `i` from byte `i`), then each pair's two bits and high bit
+/// moved into place by `vpmultishiftqb`.
+#[inline]
+fn tile_block_vbmi(t: Avx512Vbmi, b: &BlockQ3K) -> Decoded {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { tile_block_vbmi_body(t, b) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn tile_block_vbmi_body(t: Avx512Vbmi, b: &BlockQ3K) -> Decoded {
+    // SAFETY: the table is 64 bytes; `loadu` has no alignment requirement.
+    let order = unsafe { _mm512_loadu_si512(SHARED_BYTES_ORDER.as_ptr().cast()) };
+    let load = |table: &[u8; 64]| {
+        // SAFETY: the table is 64 bytes; `loadu` has no alignment requirement.
+        unsafe { _mm512_loadu_si512(table.as_ptr().cast()) }
+    };
+    let hmask = _mm512_permutexvar_epi8(order, _mm512_castsi256_si512(load32(&b.hmask)));
+    let (three, four) = (_mm512_set1_epi8(3), _mm512_set1_epi8(4));
+    let mut vectors = [_mm512_setzero_si512(); 4];
+    for ((half, offsets), out) in BIT_OFFSETS
+        .iter()
+        .enumerate()
+        .zip(vectors.chunks_exact_mut(2))
+    {
+        let qs = load32(part(&b.qs, 32 * half));
+        let qs = _mm512_permutexvar_epi8(order, _mm512_castsi256_si512(qs));
+        for (out, [low, high]) in out.iter_mut().zip(offsets) {
+            let low = _mm512_multishift_epi64_epi8(load(low), qs);
+            let high = _mm512_multishift_epi64_epi8(load(high), hmask);
+            let u = _mm512_or_si512(_mm512_and_si512(low, three), _mm512_and_si512(high, four));
+            *out = _mm512_sub_epi8(u, four);
+        }
+    }
+    // Scale pair `v` is `(sc[4p + s] − 32, sc[4p + s + 2] − 32)` for `p = v / 2`, `s = v % 2`.
+    let unpacked = unpack_q3_scales(&b.scales).map(|s| s as u8);
+    // SAFETY: `unpacked` is sixteen bytes; `loadu` has no alignment requirement.
+    let raw = unsafe { _mm_loadu_si128(unpacked.as_ptr().cast()) };
+    let scale_order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    let signed = _mm_sub_epi8(_mm_shuffle_epi8(raw, scale_order), _mm_set1_epi8(32));
+    signed_decoded(t, vectors, _mm256_cvtepi8_epi16(signed), f16_le(b.d))
+}
+
 every_level! {
     /// Q3_K matmul: the signed K-quant tiles (as Q6_K's) over [`tile_block`].
     fn matmul, matmul_vnni_only, matmul_vbmi => matmul_vnni(
@@ -239,9 +312,11 @@ every_level! {
             x,
             n,
             y,
-            |b| tile_block(t.avx2(), b),
+            move |b| match t.zmm() {
+                Some(vbmi) => tile_block_vbmi(vbmi, b),
+                None => tile_block(t.avx2(), b),
+            },
             |w, row_blocks, x, out| q3_k_rows(t, w, row_blocks, x, out, single),
-            ZMM_Q3_K_MIN_COLUMNS,
         )
     }
 }

@@ -4,7 +4,7 @@
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileLevel, ZMM_MIN_COLUMNS};
+use super::super::k_matmul::{k_matmul, pair_in_lanes, Decoded, TileLevel};
 use super::super::k_matmul_busd::mins_four_row_groups;
 use super::super::primitives::Primitives;
 use super::super::vector::{f16_le, load32, part};
@@ -75,6 +75,5 @@ pub(super) fn mins_matmul<P: Primitives + TileLevel, W>(
         |b| decode(p.avx2(), parts(b)),
         |w, row_blocks, x, out| mins_rows(p, w, row_blocks, x, out, parts, single),
         |t, w, row_blocks, x, y| mins_four_row_groups(t, w, row_blocks, x, y, parts),
-        ZMM_MIN_COLUMNS,
     )
 }

@@ -5,9 +5,7 @@
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 
-use super::super::k_matmul::{
-    block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel, ZMM_MIN_COLUMNS,
-};
+use super::super::k_matmul::{block_lanes, k_matmul, pair_in_lanes, Decoded, TileLevel};
 use super::super::k_matmul_busd::{signed_four_row_groups, within_32_bytes};
 use super::super::primitives::Primitives;
 use super::super::tokens::Avx512Vbmi;
@@ -80,9 +78,9 @@ const fn tile_pair_order() -> [u8; 64] {
 
 const TILE_PAIR_ORDER: [u8; 64] = tile_pair_order();
 
-/// [`TILE_PAIR_ORDER`] into a half's 32 `qh` bytes: group `B`'s element `i` (index `32 + i`)
-/// has its high bits in `qh[i]`, as group `A`'s.
-const HIGH_BITS_ORDER: [u8; 64] = within_32_bytes(TILE_PAIR_ORDER);
+/// [`TILE_PAIR_ORDER`] for a pair whose groups `A` and `B` both take element `i`'s bits from
+/// byte `i` of the same 32 bytes (Q6_K's `qh`; Q3_K's `qs` and `hmask`).
+pub(in super::super) const SHARED_BYTES_ORDER: [u8; 64] = within_32_bytes(TILE_PAIR_ORDER);
 
 /// Per 16-bit word of a dword of tile lane order (word 0: group `A`, word 1: `B`), the shifts that
 /// bring a half's two high bits to bits 4-5: left 4 and 2 for groups 0 and 1 (`qh` bits 0-1, 2-3),
@@ -113,7 +111,7 @@ pub(in super::super) fn decode_vbmi(t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
-    let [order, high_order] = [&TILE_PAIR_ORDER, &HIGH_BITS_ORDER]
+    let [order, high_order] = [&TILE_PAIR_ORDER, &SHARED_BYTES_ORDER]
         // SAFETY: each table is 64 bytes; `loadu` has no alignment requirement.
         .map(|table| unsafe { _mm512_loadu_si512(table.as_ptr().cast()) });
     let [left, right] = [&HIGH_BITS_LEFT, &HIGH_BITS_RIGHT]
@@ -127,10 +125,8 @@ fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
     // SAFETY: `scales` is sixteen bytes; `loadu` has no alignment requirement.
     let raw_scales = unsafe { _mm_loadu_si128(b.scales.as_ptr().cast()) };
     let scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw_scales, scale_order));
-    let mut quants = [_mm256_setzero_si256(); 8];
-    let mut correction = _mm512_setzero_si512();
-    let all_128 = _mm512_set1_epi8(i8::MIN);
-    for (half, out) in quants.chunks_exact_mut(4).enumerate() {
+    let mut vectors = [_mm512_setzero_si512(); 4];
+    for (half, out) in vectors.chunks_exact_mut(2).enumerate() {
         let low: &[u8; 64] = part(&b.ql, 64 * half);
         // SAFETY: `low` is 64 bytes; `loadu` has no alignment requirement.
         let ql = unsafe { _mm512_loadu_si512(low.as_ptr().cast()) };
@@ -145,34 +141,62 @@ fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
             _mm512_and_si512(_mm512_srli_epi16::<4>(ql), nibble),
             _mm512_and_si512(_mm512_srlv_epi16(qh, right), bits45),
         );
-        let [first, second] = [first, second].map(|v| _mm512_sub_epi8(v, bias));
-        for (pair, v) in [first, second].into_iter().enumerate() {
-            // Vector `4·half + 2·pair` in the low half, the next in the high half.
-            let low = (4 * half + 2 * pair) as i32;
-            let high = low + 1;
-            let s = _mm512_permutexvar_epi32(
-                _mm512_set_epi32(
-                    high, high, high, high, high, high, high, high, low, low, low, low, low, low,
-                    low, low,
-                ),
-                _mm512_castsi256_si512(scales),
-            );
-            // Pairs below 2·128·32: exact in i16; the lanes' sums exact in i32.
-            correction = _mm512_dpwssd_epi32(correction, _mm512_maddubs_epi16(all_128, v), s);
+        for (out, v) in out.iter_mut().zip([first, second]) {
+            *out = _mm512_sub_epi8(v, bias);
         }
-        if let Ok(out) = <&mut [__m256i; 4]>::try_from(out) {
-            *out = [
-                _mm512_castsi512_si256(first),
-                _mm512_extracti64x4_epi64::<1>(first),
-                _mm512_castsi512_si256(second),
-                _mm512_extracti64x4_epi64::<1>(second),
-            ];
-        }
+    }
+    signed_decoded_body(vectors, scales, f16_le(b.d))
+}
+
+/// A signed type's [`Decoded`] block from its quants in tile lane order, two vectors a zmm
+/// (`vectors[i]`: vectors `2i` and `2i + 1`), its scale pairs as sixteen i16 in `scales`
+/// (pair `v` in dword `v`) and `d`: with the correction `128·Σ scale·q` per lane by `vpdpwssd`
+/// over both vectors of a zmm at once. Q6_K's and Q3_K's decoders at VBMI end here.
+#[inline]
+pub(in super::super) fn signed_decoded(
+    _t: Avx512Vbmi,
+    vectors: [__m512i; 4],
+    scales: __m256i,
+    d: f32,
+) -> Decoded {
+    // SAFETY: the token proves every feature the body enables.
+    unsafe { signed_decoded_body(vectors, scales, d) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_decoded_body(vectors: [__m512i; 4], scales: __m256i, d: f32) -> Decoded {
+    let all_128 = _mm512_set1_epi8(i8::MIN);
+    let mut correction = _mm512_setzero_si512();
+    for (i, v) in vectors.into_iter().enumerate() {
+        // Vector `2i` in the low half, the next in the high half.
+        let low = 2 * i as i32;
+        let high = low + 1;
+        let s = _mm512_permutexvar_epi32(
+            _mm512_set_epi32(
+                high, high, high, high, high, high, high, high, low, low, low, low, low, low, low,
+                low,
+            ),
+            _mm512_castsi256_si512(scales),
+        );
+        // Pairs below 2·128·32: exact in i16; the lanes' sums exact in i32.
+        correction = _mm512_dpwssd_epi32(correction, _mm512_maddubs_epi16(all_128, v), s);
     }
     let correction = _mm256_add_epi32(
         _mm512_castsi512_si256(correction),
         _mm512_extracti64x4_epi64::<1>(correction),
     );
+    let quants = core::array::from_fn(|j| {
+        let v = vectors
+            .get(j / 2)
+            .copied()
+            .unwrap_or(_mm512_setzero_si512());
+        if j % 2 == 0 {
+            _mm512_castsi512_si256(v)
+        } else {
+            _mm512_extracti64x4_epi64::<1>(v)
+        }
+    });
     let mut scale_pairs = [0i32; 8];
     // SAFETY: `scale_pairs` is 32 bytes; `storeu` has no alignment requirement.
     unsafe { _mm256_storeu_si256(scale_pairs.as_mut_ptr().cast(), scales) };
@@ -180,15 +204,14 @@ fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
         quants,
         scales: scale_pairs,
         extra: correction,
-        d: f16_le(b.d),
+        d,
         dmin: 0.0,
     }
 }
 
 /// The matmul over [`k_matmul`] of a type whose blocks decode to signed tile quants with no mins
 /// (Q6_K, Q3_K: the same scalar float steps), `decode` its blocks and `rows` its rows kernel
-/// (for fewer columns and rows too long for the tiles), `zmm_min_columns` the columns from which
-/// levels with 512-bit tiles take them.
+/// (for fewer columns and rows too long for the tiles).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -201,7 +224,6 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
     y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> Decoded + Copy,
     rows: impl Fn(&[W], usize, &[BlockQ8K], &mut [f32]),
-    zmm_min_columns: usize,
 ) {
     k_matmul::<P, W, true, false>(
         p,
@@ -213,7 +235,6 @@ pub(in super::super) fn signed_k_matmul<P: Primitives + TileLevel, W>(
         decode,
         rows,
         |t, w, row_blocks, x, y| signed_four_row_groups(t, w, row_blocks, x, y, decode),
-        zmm_min_columns,
     )
 }
 
@@ -242,6 +263,5 @@ pub(super) fn q6_k_matmul<P: Primitives + TileLevel>(
             None => decode(p.avx2(), b),
         },
         |w, row_blocks, x, out| q6_k_rows(p, w, row_blocks, x, out, single),
-        ZMM_MIN_COLUMNS,
     )
 }
