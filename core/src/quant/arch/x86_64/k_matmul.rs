@@ -321,9 +321,9 @@ fn rows_against_columns<
 /// time by `decode` (the last few one at a time), each group against every column in tiles.
 /// Rows longer than [`TILE_MAX_BLOCKS`], fewer than the level's columns ([`ZMM_MIN_COLUMNS`]
 /// with 512-bit tiles, else [`TileLevel::tile_min_columns`]), or columns not `row_blocks` long,
-/// run `rows_kernel` per column instead. At levels with 512-bit tiles, `zmm_groups` runs first (the type's 512-bit tiles:
-/// weights, `row_blocks`, columns, `y`) and returns the rows it did; the 256-bit tiles do the
-/// rest.
+/// run `rows_kernel` per column instead. At levels with 512-bit tiles, `zmm_groups` runs first
+/// (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`) and returns the rows it did;
+/// the 256-bit tiles do the rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]

@@ -155,8 +155,8 @@ fn decode_quants(qs: &[u8; 128], qh: Option<&[u8; 32]>, out: &mut [__m512i; 4]) 
     }
 }
 
-/// One row's super-block for [`GroupBlock::fill`]: its quants and scale pairs into the group,
-/// its eight mins (bytes) and its `d`, `dmin` bits returned.
+/// One row's super-block for [`GroupBlock::from_rows`]: its quants and scale pairs into the
+/// group, its eight mins (bytes) and its `d`, `dmin` bits returned.
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn decode_row(
@@ -547,20 +547,19 @@ fn mins_four_row_groups_body<W>(
     // call, which the pool's shorter calls pay again and again).
     let mut storage = [const { MaybeUninit::<GroupBlock>::uninit() }; BUSD_MAX_BLOCKS];
     let zero = GroupBlock::zero();
+    // Writes the first `row_blocks` slots of `storage` from a group of four rows (as many as
+    // `storage` has) and returns how many it wrote.
     let fill = |storage: &mut [MaybeUninit<GroupBlock>], group: &[W]| {
+        let mut filled = 0;
         for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
             let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
             slot.write(match rows {
                 [Some(a), Some(b), Some(c), Some(d)] => GroupBlock::from_rows([a, b, c, d], &parts),
                 _ => zero,
             });
+            filled += 1;
         }
-    };
-    let filled = |storage: &[MaybeUninit<GroupBlock>]| {
-        let slots = storage.get(..row_blocks).unwrap_or(&[]);
-        // SAFETY: `fill` wrote the first `row_blocks` slots of this part of the buffer before
-        // each call, and `MaybeUninit<GroupBlock>` has the layout of `GroupBlock`.
-        unsafe { core::slice::from_raw_parts(slots.as_ptr().cast::<GroupBlock>(), slots.len()) }
+        filled
     };
     // Two groups at once where the stack buffer holds both (rows of up to half its blocks).
     let pairs_len = if 2 * row_blocks <= BUSD_MAX_BLOCKS {
@@ -577,15 +576,22 @@ fn mins_four_row_groups_body<W>(
         ) else {
             break;
         };
-        fill(first, a);
-        fill(second, b);
-        let groups = [filled(first), filled(second)];
+        let (in_first, in_second) = (fill(first, a), fill(second, b));
+        // SAFETY: `fill` wrote the first `in_first` and `in_second` slots of the two parts just
+        // above, and `MaybeUninit<GroupBlock>` has the layout of `GroupBlock`.
+        let groups = unsafe {
+            [
+                core::slice::from_raw_parts(first.as_ptr().cast(), in_first),
+                core::slice::from_raw_parts(second.as_ptr().cast(), in_second),
+            ]
+        };
         groups_into_view::<2>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
-        fill(&mut storage, group);
-        let groups = [filled(&storage)];
+        let filled = fill(&mut storage, group);
+        // SAFETY: as above, for the first `filled` slots.
+        let groups = [unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) }];
         groups_into_view::<1>(&zero, groups, row_blocks, x, y, first_row);
         first_row += 4;
     }

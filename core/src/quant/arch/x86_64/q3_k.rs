@@ -20,8 +20,8 @@ use super::primitives::Primitives;
 use super::q6_k::matmul::{signed_decoded, signed_k_matmul, SHARED_BYTES_ORDER};
 use super::tokens::{every_level, kernel, Avx2, Avx512Vbmi};
 use super::vector::{
-    accumulate, add_lanes, f16_le, load32, part, prefetch_block_ahead, scale_of, scaled8, store_at,
-    ScalePairs,
+    accumulate, add_lanes, f16_le, load16, load32, part, prefetch_block_ahead, scale_of, scaled8,
+    store_at, ScalePairs,
 };
 use crate::quant::activation::{BlockQ8K, QK_K};
 use crate::quant::k_quants::common::unpack_q3_scales;
@@ -286,13 +286,10 @@ fn tile_block_vbmi_body(t: Avx512Vbmi, b: &BlockQ3K) -> Decoded {
             *out = _mm512_sub_epi8(u, four);
         }
     }
-    // Scale pair `v` is `(sc[4p + s] − 32, sc[4p + s + 2] − 32)` for `p = v / 2`, `s = v % 2`.
+    // The scales are `sc − 32`.
     let unpacked = unpack_q3_scales(&b.scales).map(|s| s as u8);
-    // SAFETY: `unpacked` is sixteen bytes; `loadu` has no alignment requirement.
-    let raw = unsafe { _mm_loadu_si128(unpacked.as_ptr().cast()) };
-    let scale_order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
-    let signed = _mm_sub_epi8(_mm_shuffle_epi8(raw, scale_order), _mm_set1_epi8(32));
-    signed_decoded(t, vectors, _mm256_cvtepi8_epi16(signed), f16_le(b.d))
+    let scales = _mm_sub_epi8(load16(&unpacked), _mm_set1_epi8(32));
+    signed_decoded(t, vectors, scales, f16_le(b.d))
 }
 
 every_level! {

@@ -120,11 +120,8 @@ fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
     let nibble = _mm512_set1_epi8(0x0f);
     let bits45 = _mm512_set1_epi8(0x30);
     let bias = _mm512_set1_epi8(32);
-    // Scale pair `v` is `(sc[4p + s], sc[4p + s + 2])` for `p = v / 2`, `s = v % 2`, as i16.
-    let scale_order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
     // SAFETY: `scales` is sixteen bytes; `loadu` has no alignment requirement.
-    let raw_scales = unsafe { _mm_loadu_si128(b.scales.as_ptr().cast()) };
-    let scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw_scales, scale_order));
+    let scales = unsafe { _mm_loadu_si128(b.scales.as_ptr().cast()) };
     let mut vectors = [_mm512_setzero_si512(); 4];
     for (half, out) in vectors.chunks_exact_mut(2).enumerate() {
         let low: &[u8; 64] = part(&b.ql, 64 * half);
@@ -149,14 +146,15 @@ fn decode_vbmi_body(_t: Avx512Vbmi, b: &BlockQ6K) -> Decoded {
 }
 
 /// A signed type's [`Decoded`] block from its quants in tile lane order, two vectors a zmm
-/// (`vectors[i]`: vectors `2i` and `2i + 1`), its scale pairs as sixteen i16 in `scales`
-/// (pair `v` in dword `v`) and `d`: with the correction `128·Σ scale·q` per lane by `vpdpwssd`
-/// over both vectors of a zmm at once. Q6_K's and Q3_K's decoders at VBMI end here.
+/// (`vectors[i]`: vectors `2i` and `2i + 1`), its sixteen sub-block scales (signed bytes, in
+/// order) and `d`: the scales paired as the tiles read them, and the correction `128·Σ scale·q`
+/// per lane by `vpdpwssd` over both vectors of a zmm at once. Q6_K's and Q3_K's decoders at VBMI
+/// end here.
 #[inline]
 pub(in super::super) fn signed_decoded(
     _t: Avx512Vbmi,
     vectors: [__m512i; 4],
-    scales: __m256i,
+    scales: __m128i,
     d: f32,
 ) -> Decoded {
     // SAFETY: the token proves every feature the body enables.
@@ -165,7 +163,10 @@ pub(in super::super) fn signed_decoded(
 
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-fn signed_decoded_body(vectors: [__m512i; 4], scales: __m256i, d: f32) -> Decoded {
+fn signed_decoded_body(vectors: [__m512i; 4], scales: __m128i, d: f32) -> Decoded {
+    // Scale pair `v` is `(sc[4p + s], sc[4p + s + 2])` for `p = v / 2`, `s = v % 2`, as i16.
+    let scale_order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    let scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, scale_order));
     let all_128 = _mm512_set1_epi8(i8::MIN);
     let mut correction = _mm512_setzero_si512();
     for (i, v) in vectors.into_iter().enumerate() {
