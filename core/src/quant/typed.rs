@@ -240,14 +240,17 @@ pub fn matmul_scratch_bytes<B: Kernels>(cols: usize, n: usize) -> Result<usize> 
 /// (activation summaries, prepared K-quant activations) is spread over many rows.
 pub const MATMUL_TILE_BYTES: usize = 128 << 10;
 
-/// A tile's rows are a multiple of this: the widest group of rows a rows kernel runs side by side
-/// (eight f32 lanes), so that only the matrix's last tile has rows left over for single vec_dots.
-const TILE_ROW_MULTIPLE: usize = 8;
+/// A tile's rows are a multiple of this: the pair of 16-row strips the legacy types' VNNI matmul
+/// decodes at once (a tile of 16 or 24 rows left its second strip empty or half empty;
+/// docs/kernel-experiments.md, "Matmul tiles of whole strip pairs"), itself a multiple of every
+/// group of rows a kernel runs side by side, so that only the matrix's last tile has rows left
+/// over.
+const TILE_ROW_MULTIPLE: usize = 32;
 
 /// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes: about
-/// [`MATMUL_TILE_BYTES`] of weights, a multiple of 8 rows (at least 8).
+/// [`MATMUL_TILE_BYTES`] of weights, rounded to the nearest multiple of 32 rows (at least 32).
 pub fn matmul_tile_rows(row_bytes: usize) -> usize {
-    let rows = MATMUL_TILE_BYTES / row_bytes.max(1);
+    let rows = MATMUL_TILE_BYTES / row_bytes.max(1) + TILE_ROW_MULTIPLE / 2;
     (rows - rows % TILE_ROW_MULTIPLE).max(TILE_ROW_MULTIPLE)
 }
 
