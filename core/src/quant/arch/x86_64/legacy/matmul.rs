@@ -25,7 +25,9 @@ use super::rows::{
 use crate::quant::activation::{BlockQ8_0, BlockQ8_1};
 use crate::quant::arch::x86_64::primitives::dpbusd;
 use crate::quant::arch::x86_64::tokens::{kernel, Avx2, Avx512Vnni};
-use crate::quant::arch::x86_64::vector::{f16_le, hsum_i32, load16, load32, q4_0_nibbles};
+use crate::quant::arch::x86_64::vector::{
+    f16_le, hsum_i32, load16, load32, prefetch_range_l2, q4_0_nibbles,
+};
 use crate::quant::iq::iq4_nl::BlockIq4Nl;
 use crate::quant::iq::tables::KVALUES_IQ4NL;
 use crate::quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
@@ -164,6 +166,73 @@ fn decode_strip<const G: usize, W>(
     }
 }
 
+/// The weights a driver's next step of strips will decode: the next `rows` rows of this chunk, or
+/// the first rows of the next chunk, or after the last chunk the rows past the weights (the next
+/// tile's, when the caller tiles a matrix; a prefetch never faults). A step's rows are short
+/// streams (a chunk of a row is a few lines), too short for the hardware prefetcher to follow, so
+/// their decoding waited on them; they are asked for in parts while the current step's columns
+/// are computed.
+#[derive(Clone, Copy)]
+struct NextStrips {
+    start: *const i8,
+    row_stride: usize,
+    len: usize,
+    rows: usize,
+}
+
+impl NextStrips {
+    /// After the step of `rows` rows at `first_row` and `first_block` (in groups, `G` per block)
+    /// of `w`, whose rows have `row_blocks` blocks and whose chunks `blocks` groups in all.
+    #[inline(always)]
+    fn after<const G: usize, W>(
+        w: &[W],
+        row_blocks: usize,
+        (first_row, rows): (usize, usize),
+        first_block: usize,
+        blocks: usize,
+    ) -> Self {
+        let matrix_rows = w.len() / row_blocks.max(1);
+        let (row, unit) = if first_row + rows < matrix_rows {
+            (first_row + rows, first_block)
+        } else if first_block + CHUNK_BLOCKS < blocks {
+            (0, first_block + CHUNK_BLOCKS)
+        } else {
+            (matrix_rows, 0)
+        };
+        let size = core::mem::size_of::<W>();
+        let offset = row
+            .saturating_mul(row_blocks)
+            .saturating_add(unit / G)
+            .saturating_mul(size);
+        Self {
+            start: w.as_ptr().cast::<i8>().wrapping_add(offset),
+            row_stride: row_blocks.saturating_mul(size),
+            len: CHUNK_BLOCKS
+                .min(blocks.saturating_sub(unit))
+                .div_ceil(G)
+                .saturating_mul(size)
+                .max(1),
+            rows,
+        }
+    }
+
+    /// Asks for part `part` of `parts` of the step's rows (the last part takes the rest).
+    #[inline(always)]
+    fn ask(&self, part: usize, parts: usize) {
+        let parts = parts.max(1);
+        let first = self.rows * part / parts;
+        let end = if part + 1 >= parts {
+            self.rows
+        } else {
+            self.rows * (part + 1) / parts
+        };
+        for r in first..end {
+            let row = self.start.wrapping_add(r.saturating_mul(self.row_stride));
+            prefetch_range_l2(row, self.len);
+        }
+    }
+}
+
 /// Dword `j` of an activation block's quants (to be put in every lane), read as one 32-bit load:
 /// assembled from its four bytes, it compiled to four byte loads, shifts and ors, then a
 /// broadcast from a general register (docs/kernel-experiments.md).
@@ -288,15 +357,21 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
     output: &impl Fn(usize, usize) -> (usize, usize),
     y: &mut OutputColumns<'_, '_>,
     first: bool,
+    next: NextStrips,
     x_quants: &impl Fn(&X, usize) -> &[i8; 32],
     term: &(
         impl Fn(__m512, __m512) -> __m512,
         impl Fn(__m512, __m512, __m512, __m512, __m512, __m512) -> __m512,
     ),
 ) {
+    let group = group.min(GROUP_COLUMNS);
+    let parts = group / C;
     let mut c = 0;
-    while c < group.min(GROUP_COLUMNS) {
+    while c < group {
         let left = group - c;
+        if c / C < parts {
+            next.ask(c / C, parts);
+        }
         macro_rules! tile {
             ($cols:tt) => {{
                 tile_columns::<G, X, S, $cols>(
@@ -469,6 +544,13 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
                         );
                     }
                 }
+                let next = NextStrips::after::<G, W>(
+                    w,
+                    row_blocks,
+                    (first_row, 2 * STRIP_ROWS),
+                    first_block,
+                    blocks,
+                );
                 let [a, b] = &strips;
                 if strip_rows[1] > 0 {
                     strips_over_group::<G, X, 2, 4>(
@@ -482,6 +564,7 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
                         &output,
                         y,
                         first,
+                        next,
                         x_quants,
                         term,
                     );
@@ -497,6 +580,7 @@ pub(in super::super) fn gemm_vnni_grouped<const G: usize, W, X>(
                         &output,
                         y,
                         first,
+                        next,
                         x_quants,
                         term,
                     );
@@ -977,8 +1061,19 @@ fn gemm_avx2<W, X>(
                     decode,
                     scales,
                 );
+                let next = NextStrips::after::<1, W>(
+                    w,
+                    row_blocks,
+                    (first_row, STRIP_ROWS_AVX2),
+                    first_block,
+                    blocks,
+                );
+                let parts = group / TILE_COLUMNS_AVX2;
                 let mut c = 0;
                 while c < group {
+                    if c / TILE_COLUMNS_AVX2 < parts {
+                        next.ask(c / TILE_COLUMNS_AVX2, parts);
+                    }
                     macro_rules! tile {
                         ($cols:tt) => {{
                             tile_columns8::<X, $cols>(
@@ -1290,9 +1385,20 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
                         );
                     }
                 }
+                let next = NextStrips::after::<G, W>(
+                    w,
+                    row_blocks,
+                    (first_row, 2 * STRIP_ROWS_AVX2),
+                    first_block,
+                    blocks,
+                );
+                let parts = group / TILE_COLUMNS_AVX2;
                 let [a, b] = &strips;
                 let mut c = 0;
                 while c < group {
+                    if c / TILE_COLUMNS_AVX2 < parts {
+                        next.ask(c / TILE_COLUMNS_AVX2, parts);
+                    }
                     macro_rules! tile {
                         ($strips:expr, $s:tt, $cols:tt) => {{
                             tile_columns8_wide::<G, X, $s, $cols>(
