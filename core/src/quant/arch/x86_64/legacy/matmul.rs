@@ -46,11 +46,18 @@ const CHUNK_BLOCKS: usize = 16;
 const GROUP_COLUMNS: usize = 128;
 
 /// Fewer columns than this run the rows kernel once per column: a strip's decoding, shared by
-/// too few columns, costs more than the rows kernel's per-column work (docs/kernel-experiments.md).
+/// too few columns, costs more than the rows kernel's per-column work (docs/kernel-experiments.md,
+/// "The legacy matmul from four columns"). The AVX2 drivers' and MXFP4's.
 const MIN_COLUMNS: usize = 6;
 
-/// [`MIN_COLUMNS`] for Q4_1, whose rows kernels are the fastest of the legacy types.
-const MIN_COLUMNS_Q4_1: usize = 12;
+/// [`MIN_COLUMNS`] for the VNNI driver's other types.
+const MIN_COLUMNS_VNNI: usize = 4;
+
+/// [`MIN_COLUMNS`] for Q4_1 at AVX2, whose rows kernel is the fastest of the legacy types.
+const MIN_COLUMNS_AVX2_Q4_1: usize = 8;
+
+/// [`MIN_COLUMNS`] for Q5_0 at AVX2, whose rows kernel is the slowest.
+const MIN_COLUMNS_AVX2_Q5_0: usize = 4;
 
 /// A strip of rows decoded for one chunk: per block, the eight transposed quant vectors and the
 /// rows' scales (`d`, and `m` where the type has a minimum) as f32 lanes.
@@ -665,7 +672,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockQ8_0| _mm256_xor_si256(load32(&b.qs), _mm256_set1_epi8(-128)),
             w_scales: |b: &BlockQ8_0| d_only(b.d),
             x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
@@ -688,7 +695,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 8,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockQ4_0| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_0| d_only(b.d),
             x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
@@ -711,7 +718,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
-            min_columns: MIN_COLUMNS_Q4_1,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
@@ -734,7 +741,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 16,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockQ5_0| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
             x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
@@ -757,7 +764,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockQ5_1| q5_block_masked(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
@@ -780,7 +787,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: -128,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_VNNI,
             decode: |b: &BlockIq4Nl| table_biased(&b.qs, &KVALUES_IQ4NL),
             w_scales: |b: &BlockIq4Nl| d_only(b.d),
             x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
@@ -1485,7 +1492,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 0,
-            min_columns: MIN_COLUMNS_Q4_1,
+            min_columns: MIN_COLUMNS_AVX2_Q4_1,
             decode: |b: &BlockQ4_1| q4_0_nibbles(&b.qs),
             w_scales: |b: &BlockQ4_1| (f16_le(b.d), f16_le(b.m)),
             x_scales: |xb: &BlockQ8_1| q8_1_scales(xb),
@@ -1508,7 +1515,7 @@ kernel! {
     ) {
         let kit = Kit {
             bias: 16,
-            min_columns: MIN_COLUMNS,
+            min_columns: MIN_COLUMNS_AVX2_Q5_0,
             decode: |b: &BlockQ5_0| q5_block(&b.qs, b.qh),
             w_scales: |b: &BlockQ5_0| d_only(b.d),
             x_scales: |xb: &BlockQ8_0| q8_0_scales(xb),
