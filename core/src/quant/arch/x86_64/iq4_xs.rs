@@ -90,8 +90,9 @@ fn term16(sumi: __m512, ls: __m512, d4d8: __m512) -> __m512 {
 /// columns against them (measured: docs/kernel-experiments.md).
 const MIN_COLUMNS: usize = 4;
 
-/// [`MIN_COLUMNS`] at VNNI: tiles 36.9 / 51.0 / 65.1 at two / three / four columns, rows 57.5.
-const MIN_COLUMNS_VNNI: usize = 4;
+/// [`MIN_COLUMNS`] at VNNI: the tiles pay from five columns (docs/kernel-experiments.md, "The
+/// legacy matmul from four columns").
+const MIN_COLUMNS_VNNI: usize = 5;
 
 /// The eight 6-bit group scales minus 32, as f32 (the scalar `group_scale_code(ib) - 32`).
 #[inline(always)]
