@@ -223,10 +223,13 @@ impl NextStrips {
         }
     }
 
-    /// Asks for part `part` of `parts` of the step's rows (the last part takes the rest).
+    /// Asks for part `part` of `parts` of the step's rows (the last part takes the rest; none
+    /// past it, none of none).
     #[inline(always)]
     fn ask(&self, part: usize, parts: usize) {
-        let parts = parts.max(1);
+        if part >= parts {
+            return;
+        }
         let first = self.rows * part / parts;
         let end = if part + 1 >= parts {
             self.rows
@@ -376,9 +379,7 @@ fn strips_over_group<'x, const G: usize, X: 'x, const S: usize, const C: usize>(
     let mut c = 0;
     while c < group {
         let left = group - c;
-        if c / C < parts {
-            next.ask(c / C, parts);
-        }
+        next.ask(c / C, parts);
         macro_rules! tile {
             ($cols:tt) => {{
                 tile_columns::<G, X, S, $cols>(
@@ -1078,9 +1079,7 @@ fn gemm_avx2<W, X>(
                 let parts = group / TILE_COLUMNS_AVX2;
                 let mut c = 0;
                 while c < group {
-                    if c / TILE_COLUMNS_AVX2 < parts {
-                        next.ask(c / TILE_COLUMNS_AVX2, parts);
-                    }
+                    next.ask(c / TILE_COLUMNS_AVX2, parts);
                     macro_rules! tile {
                         ($cols:tt) => {{
                             tile_columns8::<X, $cols>(
@@ -1403,9 +1402,7 @@ pub(in super::super) fn gemm_avx2_wide_grouped<const G: usize, W, X>(
                 let [a, b] = &strips;
                 let mut c = 0;
                 while c < group {
-                    if c / TILE_COLUMNS_AVX2 < parts {
-                        next.ask(c / TILE_COLUMNS_AVX2, parts);
-                    }
+                    next.ask(c / TILE_COLUMNS_AVX2, parts);
                     macro_rules! tile {
                         ($strips:expr, $s:tt, $cols:tt) => {{
                             tile_columns8_wide::<G, X, $s, $cols>(
