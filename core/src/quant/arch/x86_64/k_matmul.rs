@@ -3,7 +3,9 @@
 //!
 //! Each group of `R` rows is decoded once into a stack buffer ([`Decoded`]: quants as bytes in the
 //! tile's lane order, scales as i16 pairs, the float scales), then run against every column; each
-//! activation super-block is put in the same lane order once per `R` rows. Per super-block, an
+//! activation super-block is put in the same lane order once per `R` rows. Rows longer than the
+//! buffer go in chunks of super-blocks ([`in_chunks`]): each tile's float state is carried from
+//! one chunk to the next, so its steps are the same steps in the same order. Per super-block, an
 //! output's eight lane sums (ggml's `aux32[8]`, lane = element index mod 8) are exact integers, one
 //! `maddubs` and one `madd` (`vpdpwssd` at VNNI) per 32 values; then the float steps run in the
 //! scalar twin's order: `sums[l] += (d·dx)·lane`, `sumf -= (dmin·dx)·Σ bsums·mins` (types with
@@ -20,6 +22,7 @@
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
+use core::ops::Range;
 
 use super::primitives::Primitives;
 use super::tokens::{Avx2, Avx512Vbmi, Avx512Vnni};
@@ -29,9 +32,13 @@ use crate::quant::activation::BlockQ8K;
 /// Rows decoded at once (the tile's height).
 const ROWS: usize = 4;
 
-/// Super-blocks per row the tiles take (rows of up to 10,240 values, Gemma 3 4B's FFN): the
-/// decoded rows live on the stack. Longer rows run the rows kernel once per column.
+/// Super-blocks of a group of rows decoded at once (the decoded rows live on the stack): rows of
+/// up to 10,240 values at once; longer rows in chunks ([`in_chunks`]).
 pub(super) const TILE_MAX_BLOCKS: usize = 40;
+
+/// Tiles of columns whose float states a chunked pass keeps ([`in_chunks`]): each chunk of a
+/// group's rows is decoded once per this many tiles of columns.
+const CHUNKED_TILES: usize = 32;
 
 /// Columns below which a call runs the rows kernel per column instead (AVX-512 VNNI without
 /// VBMI: VNNI's rows kernel against the 256-bit tiles): decoding a group of rows costs more than
@@ -192,10 +199,27 @@ fn activation_pair<P: Primitives, const SIGNED: bool>(
     pair_in_lanes(p, a, b)
 }
 
+/// A tile's float state between runs of super-blocks: each output's eight lane `sums` and, for the
+/// mins, its serial `sumf` (outputs `8g..8g + 8`, output `r·C + c`, in `sumf[g]`).
+#[derive(Clone, Copy)]
+struct TileSums<const R: usize, const C: usize> {
+    sums: [[__m256; C]; R],
+    sumf: [__m256; 2],
+}
+
+impl<const R: usize, const C: usize> TileSums<R, C> {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn zero() -> TileSums<R, C> {
+        TileSums {
+            sums: [[_mm256_setzero_ps(); C]; R],
+            sumf: [_mm256_setzero_ps(); 2],
+        }
+    }
+}
+
 /// `R` decoded rows (each `blocks` long, one after another in `rows`) against `C` columns: the
 /// `R × C` outputs with their vec_dots' bits (`SIGNED`: Q6_K's quants; `MINS`: Q4_K/Q5_K's mins).
-// Row, column and output indices into parallel arrays of a fully unrolled tile read best as such.
-#[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn tile<P: Primitives, const R: usize, const C: usize, const SIGNED: bool, const MINS: bool>(
@@ -204,12 +228,38 @@ fn tile<P: Primitives, const R: usize, const C: usize, const SIGNED: bool, const
     blocks: usize,
     columns: [&[BlockQ8K]; C],
 ) -> [[f32; C]; R] {
+    let state =
+        tile_blocks::<P, R, C, SIGNED, MINS, false>(p, TileSums::zero(), rows, blocks, columns);
+    tile_outputs(state)
+}
+
+/// [`tile`]'s float steps over `blocks` super-blocks, from `state` on: the rest of a row's
+/// super-blocks may follow in another call, the outputs' float steps in the same order.
+/// `CHUNKED` changes nothing but the instance: the one-pass [`tile`] and the chunked passes each
+/// call their own, so that each instance has one caller and is inlined into it (with two callers
+/// LLVM kept it out of line; docs/kernel-experiments.md, "Long rows in chunks").
+// Row, column and output indices into parallel arrays of a fully unrolled tile read best as such.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn tile_blocks<
+    P: Primitives,
+    const R: usize,
+    const C: usize,
+    const SIGNED: bool,
+    const MINS: bool,
+    const CHUNKED: bool,
+>(
+    p: P,
+    state: TileSums<R, C>,
+    rows: &[Decoded],
+    blocks: usize,
+    columns: [&[BlockQ8K]; C],
+) -> TileSums<R, C> {
     const { assert!(R * C <= 16 && R > 0 && C > 0) };
     let zero_block = Decoded::zero();
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
-    let mut sums = [[_mm256_setzero_ps(); C]; R];
-    // Outputs `8g..8g + 8` (output `r·C + c`) of the serial `sumf`s, for the mins.
-    let mut sumf = [_mm256_setzero_ps(); 2];
+    let TileSums { mut sums, mut sumf } = state;
     for k in 0..blocks {
         let w: [&Decoded; R] =
             core::array::from_fn(|r| rows.get(r * blocks + k).unwrap_or(&zero_block));
@@ -261,6 +311,14 @@ fn tile<P: Primitives, const R: usize, const C: usize, const SIGNED: bool, const
             }
         }
     }
+    TileSums { sums, sumf }
+}
+
+/// A tile's outputs from its final state: `sumf`, then the eight lane sums in lane order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn tile_outputs<const R: usize, const C: usize>(state: TileSums<R, C>) -> [[f32; C]; R] {
+    let TileSums { sums, sumf } = state;
     let mut sumf_out = [[0.0f32; 8]; 2];
     for (out, v) in sumf_out.iter_mut().zip(sumf) {
         // SAFETY: `out` holds eight f32; `storeu` has no alignment requirement.
@@ -317,13 +375,74 @@ fn rows_against_columns<
     }
 }
 
+/// Super-blocks per chunk for rows of `row_blocks` super-blocks where at most `most` fit at once:
+/// all of them, or the fewest chunks of at most `most`, as even as can be.
+pub(super) fn chunk_blocks(row_blocks: usize, most: usize) -> usize {
+    let chunks = row_blocks.div_ceil(most.max(1)).max(1);
+    row_blocks.div_ceil(chunks)
+}
+
+/// A group of rows too long to decode at once against `n` columns, `TC` at a time: for each block
+/// of up to [`CHUNKED_TILES`] tiles of columns, each chunk of `chunk` super-blocks is decoded into
+/// `storage` (`decode`, which returns what `step` needs to read it) and every tile's float state
+/// carried through it (`step`: the state, the tile's columns, the chunk's super-blocks); then
+/// `store` gets each final state with its first column and how many of its columns are real (a
+/// last tile repeats its last column). Each output's float steps run over its super-blocks in
+/// order, as in one pass.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn in_chunks<St: ?Sized, D: Copy, S: Copy, const TC: usize>(
+    storage: &mut St,
+    n: usize,
+    row_blocks: usize,
+    chunk: usize,
+    zero: S,
+    mut decode: impl FnMut(&mut St, Range<usize>) -> D,
+    mut step: impl FnMut(&St, D, S, [usize; TC], Range<usize>) -> S,
+    mut store: impl FnMut(S, usize, usize),
+) {
+    let mut first = 0;
+    while first < n {
+        let columns = (CHUNKED_TILES * TC).min(n - first);
+        let tiles = columns.div_ceil(TC);
+        let mut states = [zero; CHUNKED_TILES];
+        let mut start = 0;
+        while start < row_blocks {
+            let blocks = start..start.saturating_add(chunk.max(1)).min(row_blocks);
+            let decoded = decode(storage, blocks.clone());
+            for (t, state) in states.iter_mut().take(tiles).enumerate() {
+                let tile = core::array::from_fn(|i| first + (TC * t + i).min(columns - 1));
+                *state = step(storage, decoded, *state, tile, blocks.clone());
+            }
+            start = blocks.end;
+        }
+        for (t, &state) in states.iter().take(tiles).enumerate() {
+            store(state, first + TC * t, (columns - TC * t).min(TC));
+        }
+        first += columns;
+    }
+}
+
+/// Column `c`'s super-blocks `blocks` (of `row_blocks` per column) in `x`; empty past its end.
+#[inline]
+pub(super) fn column_part<'x>(
+    x: &'x [BlockQ8K],
+    row_blocks: usize,
+    c: usize,
+    blocks: &Range<usize>,
+) -> &'x [BlockQ8K] {
+    let start = c.saturating_mul(row_blocks);
+    x.get(start.saturating_add(blocks.start)..start.saturating_add(blocks.end))
+        .unwrap_or(&[])
+}
+
 /// The K-quant matmul (see [`MatmulFn`](crate::quant::table::MatmulFn)): rows decoded `ROWS` at a
-/// time by `decode` (the last few one at a time), each group against every column in tiles.
-/// Rows longer than [`TILE_MAX_BLOCKS`], fewer than the level's columns ([`ZMM_MIN_COLUMNS`]
-/// with 512-bit tiles, else [`TileLevel::tile_min_columns`]), or columns not `row_blocks` long,
-/// run `rows_kernel` per column instead. At levels with 512-bit tiles, `zmm_groups` runs first
-/// (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`) and returns the rows it did;
-/// the 256-bit tiles do the rest.
+/// time by `decode` (the last few one at a time), each group against every column in tiles; rows
+/// longer than [`TILE_MAX_BLOCKS`] in chunks. Fewer columns than the level's
+/// ([`ZMM_MIN_COLUMNS`] with 512-bit tiles, else [`TileLevel::tile_min_columns`]), or columns not
+/// `row_blocks` long, run `rows_kernel` per column instead. At levels with 512-bit tiles,
+/// `zmm_groups` runs first (the type's 512-bit tiles: weights, `row_blocks`, columns, `y`) and
+/// returns the rows it did; the 256-bit tiles do the rest.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -343,10 +462,7 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     } else {
         p.tile_min_columns()
     };
-    let fits = row_blocks > 0
-        && row_blocks <= TILE_MAX_BLOCKS
-        && n >= min_columns
-        && Some(x.len()) == n.checked_mul(row_blocks);
+    let fits = row_blocks > 0 && n >= min_columns && Some(x.len()) == n.checked_mul(row_blocks);
     if !fits {
         let rows = w.len() / row_blocks.max(1);
         let column_blocks = x.len() / n.max(1);
@@ -364,42 +480,109 @@ pub(super) fn k_matmul<P: Primitives + TileLevel, W, const SIGNED: bool, const M
     };
     let w = w.get(first_row.saturating_mul(row_blocks)..).unwrap_or(&[]);
     let mut storage = [const { MaybeUninit::<Decoded>::uninit() }; ROWS * TILE_MAX_BLOCKS];
+    let chunk = chunk_blocks(row_blocks, TILE_MAX_BLOCKS);
     let mut groups = w.chunks_exact(ROWS * row_blocks);
     for group in &mut groups {
-        let mut filled = 0;
-        for (slot, b) in storage.iter_mut().zip(group) {
-            slot.write(decode(b));
-            filled += 1;
-        }
-        // SAFETY: the first `filled` slots were written just above, and `MaybeUninit<Decoded>`
-        // has the layout of `Decoded`.
-        let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        rows_against_columns::<Avx2, ROWS, 2, SIGNED, MINS>(
+        group_against_columns::<W, ROWS, SIGNED, MINS>(
             p.avx2(),
-            rows,
+            &mut storage,
+            group,
             row_blocks,
+            chunk,
             x,
             y,
             first_row,
+            &decode,
         );
         first_row += ROWS;
     }
     for row in groups.remainder().chunks_exact(row_blocks) {
-        let mut filled = 0;
-        for (slot, b) in storage.iter_mut().zip(row) {
-            slot.write(decode(b));
-            filled += 1;
-        }
-        // SAFETY: as above.
-        let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        rows_against_columns::<Avx2, 1, 2, SIGNED, MINS>(
+        group_against_columns::<W, 1, SIGNED, MINS>(
             p.avx2(),
-            rows,
+            &mut storage,
+            row,
             row_blocks,
+            chunk,
             x,
             y,
             first_row,
+            &decode,
         );
         first_row += 1;
     }
+}
+
+/// Decodes super-blocks `blocks` of each of the `rows` rows of `group` (`row_blocks` each) into
+/// `storage`, slot `r · len + k`, and returns how many slots it wrote (all of the first `rows ·
+/// len`, as many as `storage` has). One function for every tile height, so that `decode` has
+/// one caller and is inlined into it.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn fill_rows<W>(
+    storage: &mut [MaybeUninit<Decoded>],
+    group: &[W],
+    rows: usize,
+    row_blocks: usize,
+    blocks: Range<usize>,
+    decode: &impl Fn(&W) -> Decoded,
+) -> usize {
+    let mut slots = storage.iter_mut();
+    let mut filled = 0;
+    for r in 0..rows {
+        let row = r * row_blocks;
+        for (k, slot) in blocks.clone().zip(&mut slots) {
+            // Written in each arm, not through a `match` value: one copy of the block fewer.
+            match group.get(row + k) {
+                Some(b) => slot.write(decode(b)),
+                None => slot.write(Decoded::zero()),
+            };
+            filled += 1;
+        }
+    }
+    filled
+}
+
+/// `R` rows of `row_blocks` super-blocks (`group`, the first is row `first_row` of `y`) decoded
+/// into `storage` and run against every column of `x`: at once where `chunk` covers the rows,
+/// else in chunks of `chunk` super-blocks, two columns a tile.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn group_against_columns<W, const R: usize, const SIGNED: bool, const MINS: bool>(
+    p: Avx2,
+    storage: &mut [MaybeUninit<Decoded>],
+    group: &[W],
+    row_blocks: usize,
+    chunk: usize,
+    x: &[BlockQ8K],
+    y: &mut OutputColumns<'_, '_>,
+    first_row: usize,
+    decode: &impl Fn(&W) -> Decoded,
+) {
+    let fill = |storage: &mut [MaybeUninit<Decoded>], blocks: Range<usize>| {
+        fill_rows(storage, group, R, row_blocks, blocks, decode)
+    };
+    if chunk >= row_blocks {
+        let filled = fill(storage, 0..row_blocks);
+        // SAFETY: `fill` wrote the first `filled` slots just above, and `MaybeUninit<Decoded>`
+        // has the layout of `Decoded`.
+        let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
+        rows_against_columns::<Avx2, R, 2, SIGNED, MINS>(p, rows, row_blocks, x, y, first_row);
+        return;
+    }
+    in_chunks::<_, usize, TileSums<R, 2>, 2>(
+        storage,
+        x.len() / row_blocks,
+        row_blocks,
+        chunk,
+        TileSums::zero(),
+        fill,
+        |storage, filled, state, columns, blocks| {
+            // SAFETY: as above: `fill` wrote the first `filled` slots for this chunk.
+            let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
+            let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
+            tile_blocks::<Avx2, R, 2, SIGNED, MINS, true>(p, state, rows, blocks.len(), columns)
+        },
+        |state, first, count| y.store_tile(first, first_row, &tile_outputs(state), count),
+    );
 }

@@ -27,15 +27,17 @@ use crate::quant::output_columns::{ColumnStore, Stores};
 use crate::quant::OutputColumns;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
+use core::ops::Range;
 
+use super::k_matmul::{chunk_blocks, column_part, in_chunks};
 use super::tokens::Avx512Vbmi;
 use super::vector::{load32, part};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::q4_k::scales_and_mins;
 
-/// Super-blocks per row these tiles take (rows of up to 10,240 values); longer rows take the
-/// rows kernel. The decoded rows live on the stack (about 1.9 KB per super-block of four rows):
-/// one group of rows this long, or two of half the length.
+/// Super-blocks of decoded rows the stack buffer holds (about 1.9 KB per super-block of four
+/// rows): one group of rows this long, or two of half the length, at once; longer rows in chunks
+/// ([`in_chunks`]).
 pub(super) const BUSD_MAX_BLOCKS: usize = 40;
 
 /// The `vpermb` indices that put 64 raw bytes (`A` then `B`) in dword order (module docs).
@@ -313,7 +315,6 @@ fn bsums(x: &BlockQ8K) -> __m256i {
 /// `columns`: all four for `CP = 2`, the first two for `CP = 1` (the others then repeat those and
 /// their outputs are not used). `out[i][r][c]` has the bits of row `4i + r`'s vec_dot with
 /// column `c`. Two groups share each column's activations in dword order and bsum pairs.
-#[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn tile<const CP: usize, const G: usize>(
@@ -321,12 +322,50 @@ fn tile<const CP: usize, const G: usize>(
     columns: [&[BlockQ8K]; 4],
     zero_group: &GroupBlock,
 ) -> [[[f32; 4]; 4]; G] {
+    tile_outputs(tile_blocks::<CP, G, false>(
+        MinsSums::zero(),
+        groups,
+        columns,
+        zero_group,
+    ))
+}
+
+/// The float state of a [`tile`] between runs of super-blocks: per group, row and column pair
+/// the lane sums (in the accumulators' order), per group the serial `sumf`s (dword `4r + c`).
+#[derive(Clone, Copy)]
+struct MinsSums<const CP: usize, const G: usize> {
+    sums: [[[__m512; CP]; 4]; G],
+    sumf: [__m512; G],
+}
+
+impl<const CP: usize, const G: usize> MinsSums<CP, G> {
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+    fn zero() -> MinsSums<CP, G> {
+        MinsSums {
+            sums: [[[_mm512_setzero_ps(); CP]; 4]; G],
+            sumf: [_mm512_setzero_ps(); G],
+        }
+    }
+}
+
+/// [`tile`]'s float steps over the groups' super-blocks, from `state` on (the rest of the rows'
+/// super-blocks may follow in another call: the same steps in the same order). `CHUNKED` as in
+/// [`k_matmul`](super::k_matmul)'s tiles: an instance per caller.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn tile_blocks<const CP: usize, const G: usize, const CHUNKED: bool>(
+    state: MinsSums<CP, G>,
+    groups: [&[GroupBlock]; G],
+    columns: [&[BlockQ8K]; 4],
+    zero_group: &GroupBlock,
+) -> MinsSums<CP, G> {
     const { assert!((CP == 1 || CP == 2) && (G == 1 || G == 2)) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
     // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
     let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
-    let mut sums = [[[_mm512_setzero_ps(); CP]; 4]; G];
-    let mut sumf = [_mm512_setzero_ps(); G];
+    let MinsSums { mut sums, mut sumf } = state;
     let blocks = groups.iter().map(|g| g.len()).min().unwrap_or(0);
     for k in 0..blocks {
         let g: [&GroupBlock; G] = core::array::from_fn(|i| groups[i].get(k).unwrap_or(zero_group));
@@ -386,6 +425,15 @@ fn tile<const CP: usize, const G: usize>(
             sumf[i] = _mm512_sub_ps(sumf[i], _mm512_mul_ps(dmin_dx, _mm512_cvtepi32_ps(sumi[i])));
         }
     }
+    MinsSums { sums, sumf }
+}
+
+/// A [`tile`]'s outputs from its final state: `sumf`, then the eight lane sums in lane order.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn tile_outputs<const CP: usize, const G: usize>(state: MinsSums<CP, G>) -> [[[f32; 4]; 4]; G] {
+    let MinsSums { sums, sumf } = state;
     let mut out = [[[0.0f32; 4]; 4]; G];
     for i in 0..G {
         let mut sumf_out = [0.0f32; 16];
@@ -410,9 +458,10 @@ fn tile<const CP: usize, const G: usize>(
     out
 }
 
-/// Every whole group of four rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each, every column
-/// of `x` that long) against every column of `x`, four columns at a time (then two, then one),
-/// two groups at once where the decoded rows' buffer holds both; returns the rows done.
+/// Every whole group of four rows of `w` (`row_blocks` each, every column of `x` that long)
+/// against every column of `x`, four columns at a time (then two, then one), two groups at once
+/// (the last alone), rows longer than the decoded rows' buffer holds in chunks; returns the rows
+/// done.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(super) fn mins_four_row_groups<W>(
@@ -540,62 +589,123 @@ fn mins_four_row_groups_body<W>(
     y: &mut OutputColumns<'_, '_>,
     parts: impl Fn(&W) -> MinsParts<'_>,
 ) -> usize {
-    if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
+    if row_blocks == 0 {
         return 0;
     }
     // Not zeroed: each call writes the slots it reads (zeroing all of them cost about 0.4 µs a
     // call, which the pool's shorter calls pay again and again).
     let mut storage = [const { MaybeUninit::<GroupBlock>::uninit() }; BUSD_MAX_BLOCKS];
     let zero = GroupBlock::zero();
-    // Writes the first `row_blocks` slots of `storage` from a group of four rows (as many as
-    // `storage` has) and returns how many it wrote.
-    let fill = |storage: &mut [MaybeUninit<GroupBlock>], group: &[W]| {
-        let mut filled = 0;
-        for (k, slot) in storage.iter_mut().take(row_blocks).enumerate() {
-            let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
-            slot.write(match rows {
-                [Some(a), Some(b), Some(c), Some(d)] => GroupBlock::from_rows([a, b, c, d], &parts),
-                _ => zero,
-            });
-            filled += 1;
-        }
-        filled
-    };
-    // Two groups at once where the stack buffer holds both (rows of up to half its blocks).
-    let pairs_len = if 2 * row_blocks <= BUSD_MAX_BLOCKS {
-        w.len() / (8 * row_blocks) * (8 * row_blocks)
-    } else {
-        0
-    };
-    let (paired, rest) = w.split_at_checked(pairs_len).unwrap_or((&[], w));
+    // Two groups at once, their rows whole where the stack buffer holds both, else in chunks.
+    let chunk = chunk_blocks(row_blocks, BUSD_MAX_BLOCKS / 2);
+    let pair_rows = 8 * row_blocks;
+    let (paired, rest) = w
+        .split_at_checked(w.len() / pair_rows * pair_rows)
+        .unwrap_or((&[], w));
     let mut first_row = 0;
-    for pair in paired.chunks_exact(8 * row_blocks) {
-        let (Some((a, b)), Some((first, second))) = (
-            pair.split_at_checked(4 * row_blocks),
-            storage.split_at_mut_checked(row_blocks),
-        ) else {
+    for pair in paired.chunks_exact(pair_rows) {
+        let Some((a, b)) = pair.split_at_checked(4 * row_blocks) else {
             break;
         };
-        let (in_first, in_second) = (fill(first, a), fill(second, b));
-        // SAFETY: `fill` wrote the first `in_first` and `in_second` slots of the two parts just
-        // above, and `MaybeUninit<GroupBlock>` has the layout of `GroupBlock`.
-        let groups = unsafe {
-            [
-                core::slice::from_raw_parts(first.as_ptr().cast(), in_first),
-                core::slice::from_raw_parts(second.as_ptr().cast(), in_second),
-            ]
-        };
-        groups_into_view::<2>(&zero, groups, row_blocks, x, y, first_row);
+        let groups = [a, b];
+        groups_in_chunks::<W, 2>(
+            &zero,
+            &mut storage,
+            groups,
+            row_blocks,
+            chunk,
+            x,
+            y,
+            first_row,
+            &parts,
+        );
         first_row += 8;
     }
     for group in rest.chunks_exact(4 * row_blocks) {
-        let filled = fill(&mut storage, group);
-        // SAFETY: as above, for the first `filled` slots.
-        let groups = [unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) }];
-        groups_into_view::<1>(&zero, groups, row_blocks, x, y, first_row);
+        let chunk = chunk_blocks(row_blocks, BUSD_MAX_BLOCKS);
+        groups_in_chunks::<W, 1>(
+            &zero,
+            &mut storage,
+            [group],
+            row_blocks,
+            chunk,
+            x,
+            y,
+            first_row,
+            &parts,
+        );
         first_row += 4;
     }
     first_row
+}
+
+/// `G` groups of four rows (`groups`, the first is row `first_row` of `y`) decoded into `storage`
+/// (`chunk` slots per group) and run against every column of `x`: at once where `chunk` covers
+/// the rows, else in chunks of `chunk` super-blocks ([`in_chunks`]).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn groups_in_chunks<W, const G: usize>(
+    zero: &GroupBlock,
+    storage: &mut [MaybeUninit<GroupBlock>],
+    groups: [&[W]; G],
+    row_blocks: usize,
+    chunk: usize,
+    x: &[BlockQ8K],
+    y: &mut OutputColumns<'_, '_>,
+    first_row: usize,
+    parts: &impl Fn(&W) -> MinsParts<'_>,
+) {
+    // Writes each group's super-blocks `blocks` into its `chunk` slots of `storage` and returns
+    // how many slots of each it wrote (the first `blocks.len()`, as many as it has).
+    let fill = |storage: &mut [MaybeUninit<GroupBlock>], blocks: Range<usize>| {
+        let mut filled = [0; G];
+        for ((group, part), filled) in groups
+            .iter()
+            .zip(storage.chunks_mut(chunk))
+            .zip(&mut filled)
+        {
+            for (k, slot) in blocks.clone().zip(part.iter_mut()) {
+                let rows: [Option<&W>; 4] = core::array::from_fn(|r| group.get(r * row_blocks + k));
+                slot.write(match rows {
+                    [Some(a), Some(b), Some(c), Some(d)] => {
+                        GroupBlock::from_rows([a, b, c, d], parts)
+                    }
+                    _ => *zero,
+                });
+                *filled += 1;
+            }
+        }
+        filled
+    };
+    // The groups' decoded super-blocks: `filled[i]` slots of part `i`.
+    let decoded = |storage: &[MaybeUninit<GroupBlock>], filled: [usize; G]| -> [&[GroupBlock]; G] {
+        core::array::from_fn(|i| {
+            let part = storage.chunks(chunk).nth(i).unwrap_or(&[]);
+            let part = part.get(..filled[i]).unwrap_or(&[]);
+            // SAFETY: `fill` wrote the first `filled[i]` slots of part `i` (and `get` kept no
+            // more than the part has); `MaybeUninit<GroupBlock>` has the layout of `GroupBlock`.
+            unsafe { core::slice::from_raw_parts(part.as_ptr().cast(), part.len()) }
+        })
+    };
+    if chunk >= row_blocks {
+        let filled = fill(storage, 0..row_blocks);
+        groups_into_view::<G>(zero, decoded(storage, filled), row_blocks, x, y, first_row);
+        return;
+    }
+    in_chunks::<_, [usize; G], MinsSums<2, G>, 4>(
+        storage,
+        x.len() / row_blocks,
+        row_blocks,
+        chunk,
+        MinsSums::zero(),
+        fill,
+        |storage, filled, state, columns, blocks| {
+            let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
+            tile_blocks::<2, G, true>(state, decoded(storage, filled), columns, zero)
+        },
+        |state, first, count| store_tiles(y, first, first_row, &tile_outputs(state), count),
+    );
 }
 
 /// The `vpermt2b` indices of Q6_K's column-pair tiles: the low 256 bits take a pair's vector
@@ -646,7 +756,6 @@ fn signed_step(acc: __m512i, x: __m512i, w: __m512i, s: __m512i) -> __m512i {
 /// (`CP = 2`) or the first two (`CP = 1`): two columns per zmm (one per 256-bit half, so each
 /// 256-bit half is the 256-bit tiles' computation, lane for lane), each row's quant vector
 /// repeated in both halves.
-#[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn signed_tile<const CP: usize>(
@@ -654,12 +763,28 @@ fn signed_tile<const CP: usize>(
     blocks: usize,
     columns: [&[BlockQ8K]; 4],
 ) -> [[f32; 4]; 4] {
+    let zero = [[_mm512_setzero_ps(); CP]; 4];
+    signed_tile_outputs(signed_tile_blocks::<CP, false>(zero, rows, blocks, columns))
+}
+
+/// [`signed_tile`]'s float steps over `blocks` super-blocks, from the lane sums `sums` on (the
+/// rest of the rows' super-blocks may follow in another call: the same steps in the same order).
+/// `CHUNKED`: an instance per caller, as [`tile_blocks`]'s.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_tile_blocks<const CP: usize, const CHUNKED: bool>(
+    sums: [[__m512; CP]; 4],
+    rows: &[super::k_matmul::Decoded],
+    blocks: usize,
+    columns: [&[BlockQ8K]; 4],
+) -> [[__m512; CP]; 4] {
     const { assert!(CP == 1 || CP == 2) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
     // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
     let orders = COLUMN_PAIR_ORDERS.map(|o| unsafe { _mm512_loadu_si512(o.as_ptr().cast()) });
     let flip = _mm512_set1_epi8(i8::MIN);
-    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
+    let mut sums = sums;
     for k in 0..blocks {
         let w: [Option<&super::k_matmul::Decoded>; 4] =
             core::array::from_fn(|r| rows.get(4 * k + r));
@@ -713,6 +838,14 @@ fn signed_tile<const CP: usize>(
             }
         }
     }
+    sums
+}
+
+/// A [`signed_tile`]'s outputs from its final lane sums, added in lane order.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+fn signed_tile_outputs<const CP: usize>(sums: [[__m512; CP]; 4]) -> [[f32; 4]; 4] {
     let mut out = [[0.0f32; 4]; 4];
     for r in 0..4 {
         for cp in 0..CP {
@@ -731,9 +864,9 @@ fn signed_tile<const CP: usize>(
     out
 }
 
-/// Every whole group of four Q6_K rows of `w` (`row_blocks` ≤ [`BUSD_MAX_BLOCKS`] each)
-/// against every column of `x`, four columns at a time (then two, then one), two columns per
-/// zmm; returns the rows done.
+/// Every whole group of four Q6_K (or Q3_K) rows of `w` (`row_blocks` each) against every column
+/// of `x`, four columns at a time (then two, then one), two columns per zmm, rows longer than
+/// [`BUSD_MAX_BLOCKS`] in chunks; returns the rows done.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(super) fn signed_four_row_groups<W>(
@@ -759,45 +892,72 @@ fn signed_four_row_groups_body<W>(
     y: &mut OutputColumns<'_, '_>,
     decode: impl Fn(&W) -> super::k_matmul::Decoded,
 ) -> usize {
-    if row_blocks == 0 || row_blocks > BUSD_MAX_BLOCKS {
+    if row_blocks == 0 {
         return 0;
     }
     // Not zeroed, as in `mins_four_row_groups_body`.
     let mut storage =
         [const { MaybeUninit::<super::k_matmul::Decoded>::uninit() }; 4 * BUSD_MAX_BLOCKS];
+    let chunk = chunk_blocks(row_blocks, BUSD_MAX_BLOCKS);
+    let n = x.len() / row_blocks;
     let mut first_row = 0;
     for group in w.chunks_exact(4 * row_blocks) {
-        let mut filled = 0;
-        for (i, slot) in storage.iter_mut().take(4 * row_blocks).enumerate() {
-            // Block-major: slot `4k + r` is row `r`'s super-block `k`.
-            slot.write(match group.get((i % 4) * row_blocks + i / 4) {
-                Some(b) => decode(b),
-                None => super::k_matmul::Decoded::zero(),
-            });
-            filled += 1;
-        }
-        // SAFETY: the first `filled` slots were written just above, and
-        // `MaybeUninit<Decoded>` has the layout of `Decoded`.
-        let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
-        let n = x.len() / row_blocks;
-        let column = |c: usize| {
-            let start = c.saturating_mul(row_blocks);
-            x.get(start..start.saturating_add(row_blocks))
-                .unwrap_or(&[])
+        // Writes the rows' super-blocks `blocks` block-major (slot `4k + r` is row `r`'s
+        // super-block `k` of the chunk) and returns how many slots it wrote.
+        let fill = |storage: &mut [MaybeUninit<super::k_matmul::Decoded>], blocks: Range<usize>| {
+            let mut filled = 0;
+            for (i, slot) in storage.iter_mut().take(4 * blocks.len()).enumerate() {
+                slot.write(
+                    match group.get((i % 4) * row_blocks + blocks.start + i / 4) {
+                        Some(b) => decode(b),
+                        None => super::k_matmul::Decoded::zero(),
+                    },
+                );
+                filled += 1;
+            }
+            filled
         };
-        let mut first = 0;
-        while first + 4 <= n {
-            let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
-            let out = signed_tile::<2>(rows, row_blocks, cols);
-            store_tiles(y, first, first_row, &[out], 4);
-            first += 4;
-        }
-        while first < n {
-            let (a, b) = (column(first), column((first + 1).min(n - 1)));
-            let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
-            let count = (n - first).min(2);
-            store_tiles(y, first, first_row, &[out], count);
-            first += count;
+        if chunk >= row_blocks {
+            let filled = fill(&mut storage, 0..row_blocks);
+            // SAFETY: the first `filled` slots were written just above, and
+            // `MaybeUninit<Decoded>` has the layout of `Decoded`.
+            let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
+            let column = |c: usize| column_part(x, row_blocks, c, &(0..row_blocks));
+            let mut first = 0;
+            while first + 4 <= n {
+                let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
+                let out = signed_tile::<2>(rows, row_blocks, cols);
+                store_tiles(y, first, first_row, &[out], 4);
+                first += 4;
+            }
+            while first < n {
+                let (a, b) = (column(first), column((first + 1).min(n - 1)));
+                let out = signed_tile::<1>(rows, row_blocks, [a, b, a, b]);
+                let count = (n - first).min(2);
+                store_tiles(y, first, first_row, &[out], count);
+                first += count;
+            }
+        } else {
+            in_chunks::<_, usize, [[__m512; 2]; 4], 4>(
+                &mut storage[..],
+                n,
+                row_blocks,
+                chunk,
+                [[_mm512_setzero_ps(); 2]; 4],
+                fill,
+                |storage, filled, sums, columns, blocks| {
+                    let rows = storage.get(..filled).unwrap_or(&[]);
+                    // SAFETY: `fill` wrote the first `filled` slots for this chunk (`get` kept
+                    // no more than there are); `MaybeUninit<Decoded>` has `Decoded`'s layout.
+                    let rows =
+                        unsafe { core::slice::from_raw_parts(rows.as_ptr().cast(), rows.len()) };
+                    let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
+                    signed_tile_blocks::<2, true>(sums, rows, blocks.len(), columns)
+                },
+                |sums, first, count| {
+                    store_tiles(y, first, first_row, &[signed_tile_outputs(sums)], count)
+                },
+            );
         }
         first_row += 4;
     }

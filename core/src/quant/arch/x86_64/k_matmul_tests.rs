@@ -1,7 +1,8 @@
 //! The K-quant (and IQ4_XS) matmul tiles against the scalar vec_dot, output by output, bit for bit, at every
-//! x86_64 level (and at VNNI without VBMI): rows of 1 to 16 super-blocks (the 512-bit tiles'
-//! limit), 17 to 40 (the 256-bit tiles') and 41 (the fallback), row counts around the tiles' 4
-//! and 8 (the `vpdpbusd` tiles take eight rows at once up to 20 super-blocks, four beyond),
+//! x86_64 level (and at VNNI without VBMI): rows of 1 to 81 super-blocks (decoded at once up to
+//! 20, the 256-bit tiles and a lone group up to 40; in chunks beyond, some with more columns than
+//! a chunked pass keeps), row counts around the tiles' 4 and 8 (the `vpdpbusd` tiles take eight
+//! rows at once, four for the last group),
 //! column counts of 8 (the fewest the tiles take) and more around its 2 and 4 (and fewer: the
 //! fallback), quantized rows, random-byte rows, rows of extreme bytes with finite scales, and activations of
 //! all -128, all 127, alternating extremes and extreme `bsums`.
@@ -207,6 +208,14 @@ fn check_type<B: Kernels<Activation = BlockQ8K>>(
         (9, 17, 35),
         (20, 20, 9),
         (16, 21, 8),
+        // Rows in chunks: pairs of groups from 21 super-blocks, a lone group or row from 41;
+        // more columns than a chunked pass keeps at once (128 in 512-bit tiles, 64 in 256-bit).
+        (9, 41, 70),
+        (12, 81, 9),
+        (6, 25, 133),
+        (16, 30, 7),
+        (5, 44, 2),
+        (11, 43, 5),
     ] {
         failures.append(&mut check::<B>(
             &mut rng,
