@@ -388,12 +388,13 @@ fn product(
         if layout == Layout::Plain && column_shares_pay(threads, n) {
             return column_shares(&pool, level, t, w, rows, cols, n, x, threads, y);
         }
+        let tile_rows = tile_rows(level, t, row_bytes, n, layout);
         let least_multiple = match layout {
             Layout::Plain => PIECE_ROW_MULTIPLE,
             Layout::Packed => PACKED_PIECE_ROW_MULTIPLE,
         };
         let (row_pieces, mut piece_columns, multiple) =
-            pieces(threads, rows, row_bytes, n, least_multiple);
+            pieces(threads, rows, row_bytes, tile_rows, n, least_multiple);
         if layout == Layout::Packed {
             // Whole columns: a packed piece's activations are all of them with their starts.
             piece_columns = n;
@@ -507,7 +508,7 @@ fn product(
                     let _ = outs.set(split);
                 }
             };
-            let call_pieces = call_pieces(rows, row_bytes, row_pieces, n);
+            let call_pieces = call_pieces(rows, tile_rows, row_pieces, n);
             let own_claim = if n == 1 {
                 OwnClaim::Whole
             } else {
@@ -831,16 +832,16 @@ pub fn for_each_piece(
 /// of equal speed end together without stealing. (Pieces of a fixed size left one share up to a
 /// piece larger than another, which stealing cannot even out: docs/kernel-experiments.md.) For
 /// one column, pieces of about [`CHUNK_BYTES`] of weights. For several, at least `threads × 8`
-/// pieces, each at most one tile of rows, and the columns cut as well when the row pieces alone
-/// are too few.
+/// pieces, each at most one tile of rows (`tile_rows`, the kernel call's: [`tile_rows`]), and the
+/// columns cut as well when the row pieces alone are too few.
 fn pieces(
     threads: usize,
     rows: usize,
     row_bytes: usize,
+    tile_rows: usize,
     n: usize,
     least_multiple: usize,
 ) -> (usize, usize, usize) {
-    let tile_rows = typed::matmul_tile_rows(row_bytes);
     let multiple = if n > 1 && tile_rows >= TILE_PIECE_ROW_MULTIPLE {
         TILE_PIECE_ROW_MULTIPLE
     } else {
@@ -877,12 +878,22 @@ fn pieces(
 /// pieces of whole columns: for several columns, whole pieces of at most about a tile of rows (at
 /// least one), so that a call's outputs are copied into `y` while still in cache; for one column,
 /// any claim in one call.
-fn call_pieces(rows: usize, row_bytes: usize, row_pieces: usize, n: usize) -> usize {
+fn call_pieces(rows: usize, tile_rows: usize, row_pieces: usize, n: usize) -> usize {
     if n == 1 {
         return row_pieces.max(1);
     }
     let piece_rows = rows.div_ceil(row_pieces.max(1)).max(1);
-    (typed::matmul_tile_rows(row_bytes) / piece_rows).max(1)
+    (tile_rows / piece_rows).max(1)
+}
+
+/// Rows per tile of a kernel call of `t` at `level` with rows of `row_bytes` bytes and `n`
+/// columns (`layout`): the plain matmul's tiles
+/// ([`miniquant::quant::matvec::matmul_tile_rows`]), a packed matrix's by their bytes.
+fn tile_rows(level: Level, t: GgmlType, row_bytes: usize, n: usize, layout: Layout) -> usize {
+    match layout {
+        Layout::Plain => miniquant::quant::matvec::matmul_tile_rows(level, t, row_bytes, n),
+        Layout::Packed => typed::matmul_tile_rows(row_bytes),
+    }
 }
 
 /// The first row of row piece `i` of `rows` rows cut into `row_pieces` pieces of whole groups of
@@ -1589,15 +1600,18 @@ mod tests {
             for n in [2, 8, 40] {
                 let x = values(n * cols, 77 + n as u32);
                 assert_eq!(n * cols > ALONE_VALUES, n == 40);
-                for threads in [2, 3] {
-                    assert!(!column_shares_pay(threads, n));
-                    let (row_pieces, piece_columns, _) =
-                        pieces(threads, rows, row_bytes, n, PIECE_ROW_MULTIPLE);
-                    assert_eq!(piece_columns, n, "{t}: whole columns");
-                    let several = call_pieces(rows, row_bytes, row_pieces, n) > 1;
-                    calls_seen[usize::from(several)] = true;
-                }
                 for lvl in level::available() {
+                    // A matmul kernel's tiles are longer than the rows kernel's (the scalar
+                    // level's), so each level makes its own pieces.
+                    let tile = tile_rows(lvl, t, row_bytes, n, Layout::Plain);
+                    for threads in [2, 3] {
+                        assert!(!column_shares_pay(threads, n));
+                        let (row_pieces, piece_columns, _) =
+                            pieces(threads, rows, row_bytes, tile, n, PIECE_ROW_MULTIPLE);
+                        assert_eq!(piece_columns, n, "{t}: whole columns");
+                        let several = call_pieces(rows, tile, row_pieces, n) > 1;
+                        calls_seen[usize::from(several)] = true;
+                    }
                     let want = matvec_per_column(lvl, t, &w, rows, cols, &x);
                     for threads in [2, 3] {
                         let mut y = vec![f32::NAN; n * rows];
@@ -1718,36 +1732,141 @@ mod tests {
         let tile = typed::matmul_tile_rows(2176);
         assert_eq!(tile, 64);
         assert_eq!(
-            pieces(2, 2048, 2176, 512, PIECE_ROW_MULTIPLE),
+            pieces(
+                2,
+                2048,
+                2176,
+                typed::matmul_tile_rows(2176),
+                512,
+                PIECE_ROW_MULTIPLE
+            ),
             (32, 512, 32)
         );
         // Few rows: the columns are cut so that two threads get 16 pieces.
-        assert_eq!(pieces(2, 3, 2176, 512, PIECE_ROW_MULTIPLE), (1, 32, 32));
+        assert_eq!(
+            pieces(
+                2,
+                3,
+                2176,
+                typed::matmul_tile_rows(2176),
+                512,
+                PIECE_ROW_MULTIPLE
+            ),
+            (1, 32, 32)
+        );
         // Rows of a megabyte: tiles of 32 rows (the fewest), so groups of 32 rows, two row pieces
         // and the columns cut into eight.
-        assert_eq!(pieces(2, 64, 1 << 20, 8, PIECE_ROW_MULTIPLE), (2, 1, 32));
+        assert_eq!(
+            pieces(
+                2,
+                64,
+                1 << 20,
+                typed::matmul_tile_rows(1 << 20),
+                8,
+                PIECE_ROW_MULTIPLE
+            ),
+            (2, 1, 32)
+        );
         // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
-        assert_eq!(pieces(2, 64, 2176, 1, PIECE_ROW_MULTIPLE), (8, 1, 8));
-        assert_eq!(pieces(2, 2048, 2176, 1, PIECE_ROW_MULTIPLE), (256, 1, 8));
-        assert_eq!(pieces(2, 2048, 1152, 1, PIECE_ROW_MULTIPLE), (128, 1, 8));
-        assert_eq!(pieces(2, 5, 1152, 1, PIECE_ROW_MULTIPLE), (1, 1, 8));
+        assert_eq!(
+            pieces(
+                2,
+                64,
+                2176,
+                typed::matmul_tile_rows(2176),
+                1,
+                PIECE_ROW_MULTIPLE
+            ),
+            (8, 1, 8)
+        );
+        assert_eq!(
+            pieces(
+                2,
+                2048,
+                2176,
+                typed::matmul_tile_rows(2176),
+                1,
+                PIECE_ROW_MULTIPLE
+            ),
+            (256, 1, 8)
+        );
+        assert_eq!(
+            pieces(
+                2,
+                2048,
+                1152,
+                typed::matmul_tile_rows(1152),
+                1,
+                PIECE_ROW_MULTIPLE
+            ),
+            (128, 1, 8)
+        );
+        assert_eq!(
+            pieces(
+                2,
+                5,
+                1152,
+                typed::matmul_tile_rows(1152),
+                1,
+                PIECE_ROW_MULTIPLE
+            ),
+            (1, 1, 8)
+        );
         // Q4_0 (1152 bytes a row of 2048, tiles of 128 rows): pieces of a tile each, never a
         // partial 32-row strip pair (groups of 8 gave pieces of 96 and 104 rows).
-        assert_eq!(pieces(2, 2048, 1152, 8, PIECE_ROW_MULTIPLE), (16, 8, 32));
+        assert_eq!(
+            pieces(
+                2,
+                2048,
+                1152,
+                typed::matmul_tile_rows(1152),
+                8,
+                PIECE_ROW_MULTIPLE
+            ),
+            (16, 8, 32)
+        );
         // IQ4_XS (1088 bytes, tiles of 128 rows) and Q6_K (1680, tiles of 64): the shares of two
         // threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080 and 968).
-        assert_eq!(pieces(2, 2048, 1088, 32, PIECE_ROW_MULTIPLE), (16, 32, 32));
+        assert_eq!(
+            pieces(
+                2,
+                2048,
+                1088,
+                typed::matmul_tile_rows(1088),
+                32,
+                PIECE_ROW_MULTIPLE
+            ),
+            (16, 32, 32)
+        );
         assert_eq!(row_bound(2048, 16, 32, 8), 1024);
-        assert_eq!(pieces(2, 2048, 1680, 8, PIECE_ROW_MULTIPLE), (32, 8, 32));
+        assert_eq!(
+            pieces(
+                2,
+                2048,
+                1680,
+                typed::matmul_tile_rows(1680),
+                8,
+                PIECE_ROW_MULTIPLE
+            ),
+            (32, 8, 32)
+        );
         assert_eq!(row_bound(2048, 32, 32, 16), 1024);
         for threads in 1..=5 {
             for rows in [1, 3, 8, 17, 40, 301, 2048, 2051] {
-                for row_bytes in [34, 1088, 1680, 2176, 1 << 20] {
+                let tiles = |row_bytes| {
+                    [
+                        typed::matmul_tile_rows(row_bytes),
+                        typed::matmul_kernel_tile_rows(row_bytes, 32),
+                    ]
+                };
+                for (row_bytes, tile) in [34, 1088, 1680, 2176, 1 << 20]
+                    .into_iter()
+                    .flat_map(|b| tiles(b).map(|tile| (b, tile)))
+                {
                     for n in [1, 2, 8, 33, 512] {
                         let (count, columns, multiple) =
-                            pieces(threads, rows, row_bytes, n, PIECE_ROW_MULTIPLE);
+                            pieces(threads, rows, row_bytes, tile, n, PIECE_ROW_MULTIPLE);
                         assert!(count >= 1 && (1..=n).contains(&columns));
-                        let tile = typed::matmul_tile_rows(row_bytes);
                         let starts: Vec<usize> = (0..=count)
                             .map(|i| row_bound(rows, count, multiple, i))
                             .collect();

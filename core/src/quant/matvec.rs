@@ -273,6 +273,29 @@ pub fn matmul_quantized_into(
     }))
 }
 
+/// Rows per tile of rows that [`matmul_quantized`] runs for type `t` at `level` with rows of
+/// `row_bytes` bytes and `n` columns (several); a caller that cuts the rows into pieces (the std
+/// pool) keeps each piece within one. See [`typed::matmul_tile_rows_at`].
+pub fn matmul_tile_rows(level: Level, t: GgmlType, row_bytes: usize, n: usize) -> usize {
+    struct Rows {
+        level: Level,
+        row_bytes: usize,
+        n: usize,
+    }
+    impl Visitor for Rows {
+        type Out = usize;
+        fn visit<B: Kernels>(self) -> usize {
+            typed::matmul_tile_rows_at::<B>(self.level, self.row_bytes, self.n)
+        }
+    }
+    let rows = Rows {
+        level,
+        row_bytes,
+        n,
+    };
+    visit(t, rows).unwrap_or(typed::matmul_tile_rows(row_bytes))
+}
+
 fn vec_dot_type_of(t: GgmlType) -> Result<GgmlType> {
     vec_dot_type(t).ok_or(Error::Unsupported {
         ggml_type: t,

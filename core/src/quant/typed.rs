@@ -247,11 +247,50 @@ pub const MATMUL_TILE_BYTES: usize = 128 << 10;
 /// over.
 const TILE_ROW_MULTIPLE: usize = 32;
 
-/// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes: about
-/// [`MATMUL_TILE_BYTES`] of weights, rounded to the nearest multiple of 32 rows (at least 32).
+/// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes where the type has no
+/// matmul kernel (the rows kernel runs per column over a tile): about [`MATMUL_TILE_BYTES`] of
+/// weights, rounded to the nearest multiple of 32 rows (at least 32).
 pub fn matmul_tile_rows(row_bytes: usize) -> usize {
     let rows = MATMUL_TILE_BYTES / row_bytes.max(1) + TILE_ROW_MULTIPLE / 2;
     (rows - rows % TILE_ROW_MULTIPLE).max(TILE_ROW_MULTIPLE)
+}
+
+/// The fewest rows of a tile that a matmul kernel gets on x86_64 from
+/// [`KERNEL_TILE_MIN_COLUMNS`] columns. Its drivers cut a call into chunks of blocks themselves,
+/// so a tile is no cache bound for them, and what they make once per call, chunk and column (the
+/// activations' summaries) is spread over more rows in a longer call. With fewer columns the
+/// rows' streams matter more: more of them at once lost (docs/kernel-experiments.md, "Long rows
+/// in chunks"). Not measured on aarch64: there, as before.
+const KERNEL_TILE_MIN_ROWS: usize = if cfg!(target_arch = "x86_64") {
+    4 * TILE_ROW_MULTIPLE
+} else {
+    TILE_ROW_MULTIPLE
+};
+
+/// Columns from which a matmul kernel's tiles have at least [`KERNEL_TILE_MIN_ROWS`] rows.
+const KERNEL_TILE_MIN_COLUMNS: usize = 32;
+
+/// Rows per tile of [`matmul_quantized_at`] for rows of `row_bytes` bytes and `n` columns where
+/// the type has a matmul kernel at the level: [`matmul_tile_rows`], from 32 columns at least 128
+/// rows on x86_64 (whose kernels cut their rows into chunks themselves, and spread their work on
+/// the activations over more rows in a longer call).
+pub fn matmul_kernel_tile_rows(row_bytes: usize, n: usize) -> usize {
+    let tile = matmul_tile_rows(row_bytes);
+    if n >= KERNEL_TILE_MIN_COLUMNS {
+        tile.max(KERNEL_TILE_MIN_ROWS)
+    } else {
+        tile
+    }
+}
+
+/// Rows per tile of [`matmul_quantized_at`] for type `B` at `level` (rows of `row_bytes` bytes,
+/// `n` columns, several): a caller that cuts the rows into pieces keeps each within a tile.
+pub fn matmul_tile_rows_at<B: Kernels>(level: Level, row_bytes: usize, n: usize) -> usize {
+    if B::matmul_kernel(level).is_some() {
+        matmul_kernel_tile_rows(row_bytes, n)
+    } else {
+        matmul_tile_rows(row_bytes)
+    }
 }
 
 /// `Y = W X` for `n` activation columns: `x` holds the columns one after another (`n × cols`),
@@ -345,7 +384,11 @@ pub fn matmul_quantized_into_at<B: Kernels>(
     let tile_rows = if n == 1 {
         rows
     } else {
-        matmul_tile_rows(row_blocks.saturating_mul(core::mem::size_of::<B>()))
+        matmul_tile_rows_at::<B>(
+            level,
+            row_blocks.saturating_mul(core::mem::size_of::<B>()),
+            n,
+        )
     };
     let tile_2x2 = B::vec_dot_2x2_kernel(level);
     // One column gains nothing from a matmul kernel's tiles of columns: the rows kernel serves it.
