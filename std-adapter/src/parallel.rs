@@ -1726,131 +1726,50 @@ mod tests {
 
     #[test]
     fn matmul_pieces_cover_the_output_in_tiles() {
+        // Pieces within the rows kernel's tiles (a type without a matmul kernel).
+        let plain = |threads, rows, row_bytes, n| {
+            let tile = typed::matmul_tile_rows(row_bytes);
+            pieces(threads, rows, row_bytes, tile, n, PIECE_ROW_MULTIPLE)
+        };
         // Enough row pieces: whole columns, rows in groups of 32 (tiles of 64 rows here, 60 rounded
         // to whole 32-row strip pairs, so two groups a piece), as many pieces as wanted or more,
         // an even count for two threads.
         let tile = typed::matmul_tile_rows(2176);
         assert_eq!(tile, 64);
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                2176,
-                typed::matmul_tile_rows(2176),
-                512,
-                PIECE_ROW_MULTIPLE
-            ),
-            (32, 512, 32)
-        );
+        assert_eq!(plain(2, 2048, 2176, 512), (32, 512, 32));
         // Few rows: the columns are cut so that two threads get 16 pieces.
-        assert_eq!(
-            pieces(
-                2,
-                3,
-                2176,
-                typed::matmul_tile_rows(2176),
-                512,
-                PIECE_ROW_MULTIPLE
-            ),
-            (1, 32, 32)
-        );
+        assert_eq!(plain(2, 3, 2176, 512), (1, 32, 32));
         // Rows of a megabyte: tiles of 32 rows (the fewest), so groups of 32 rows, two row pieces
         // and the columns cut into eight.
-        assert_eq!(
-            pieces(
-                2,
-                64,
-                1 << 20,
-                typed::matmul_tile_rows(1 << 20),
-                8,
-                PIECE_ROW_MULTIPLE
-            ),
-            (2, 1, 32)
-        );
+        assert_eq!(plain(2, 64, 1 << 20, 8), (2, 1, 32));
         // One column: pieces of about CHUNK_BYTES in groups of 8 rows, whatever the matrix.
-        assert_eq!(
-            pieces(
-                2,
-                64,
-                2176,
-                typed::matmul_tile_rows(2176),
-                1,
-                PIECE_ROW_MULTIPLE
-            ),
-            (8, 1, 8)
-        );
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                2176,
-                typed::matmul_tile_rows(2176),
-                1,
-                PIECE_ROW_MULTIPLE
-            ),
-            (256, 1, 8)
-        );
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                1152,
-                typed::matmul_tile_rows(1152),
-                1,
-                PIECE_ROW_MULTIPLE
-            ),
-            (128, 1, 8)
-        );
-        assert_eq!(
-            pieces(
-                2,
-                5,
-                1152,
-                typed::matmul_tile_rows(1152),
-                1,
-                PIECE_ROW_MULTIPLE
-            ),
-            (1, 1, 8)
-        );
+        assert_eq!(plain(2, 64, 2176, 1), (8, 1, 8));
+        assert_eq!(plain(2, 2048, 2176, 1), (256, 1, 8));
+        assert_eq!(plain(2, 2048, 1152, 1), (128, 1, 8));
+        assert_eq!(plain(2, 5, 1152, 1), (1, 1, 8));
         // Q4_0 (1152 bytes a row of 2048, tiles of 128 rows): pieces of a tile each, never a
         // partial 32-row strip pair (groups of 8 gave pieces of 96 and 104 rows).
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                1152,
-                typed::matmul_tile_rows(1152),
-                8,
-                PIECE_ROW_MULTIPLE
-            ),
-            (16, 8, 32)
-        );
+        assert_eq!(plain(2, 2048, 1152, 8), (16, 8, 32));
         // IQ4_XS (1088 bytes, tiles of 128 rows) and Q6_K (1680, tiles of 64): the shares of two
         // threads are exactly half of 2048 rows (fixed 120-row pieces gave 1080 and 968).
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                1088,
-                typed::matmul_tile_rows(1088),
-                32,
-                PIECE_ROW_MULTIPLE
-            ),
-            (16, 32, 32)
-        );
+        assert_eq!(plain(2, 2048, 1088, 32), (16, 32, 32));
         assert_eq!(row_bound(2048, 16, 32, 8), 1024);
-        assert_eq!(
-            pieces(
-                2,
-                2048,
-                1680,
-                typed::matmul_tile_rows(1680),
-                8,
-                PIECE_ROW_MULTIPLE
-            ),
-            (32, 8, 32)
-        );
+        assert_eq!(plain(2, 2048, 1680, 8), (32, 8, 32));
         assert_eq!(row_bound(2048, 32, 32, 16), 1024);
+        // A matmul kernel's tiles (Q8_0's rows of 2048 here): from 32 columns 128 rows on x86_64,
+        // so pieces of 128 rows; below, the rows kernel's 64.
+        let kernel_tile = typed::matmul_kernel_tile_rows(2176, 32);
+        assert_eq!(
+            kernel_tile,
+            if cfg!(target_arch = "x86_64") {
+                128
+            } else {
+                64
+            }
+        );
+        assert_eq!(typed::matmul_kernel_tile_rows(2176, 31), 64);
+        let kernel_pieces = pieces(2, 2048, 2176, kernel_tile, 32, PIECE_ROW_MULTIPLE);
+        assert_eq!(kernel_pieces, (2048 / kernel_tile, 32, 32));
         for threads in 1..=5 {
             for rows in [1, 3, 8, 17, 40, 301, 2048, 2051] {
                 let tiles = |row_bytes| {
