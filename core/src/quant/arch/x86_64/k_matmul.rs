@@ -357,10 +357,7 @@ fn rows_against_columns<
     y: &mut OutputColumns<'_, '_>,
     first_row: usize,
 ) {
-    let column = |c: usize| {
-        let start = c.saturating_mul(blocks);
-        x.get(start..start.saturating_add(blocks)).unwrap_or(&[])
-    };
+    let column = |c: usize| column_part(x, blocks, c, &(0..blocks));
     let n = x.len() / blocks.max(1);
     let mut first = 0;
     while first + C <= n {

@@ -545,11 +545,7 @@ fn groups_against_columns<const G: usize, S: ColumnStore>(
     first_row: usize,
 ) {
     let n = x.len() / row_blocks.max(1);
-    let column = |c: usize| {
-        let start = c.saturating_mul(row_blocks);
-        x.get(start..start.saturating_add(row_blocks))
-            .unwrap_or(&[])
-    };
+    let column = |c: usize| column_part(x, row_blocks, c, &(0..row_blocks));
     let mut first = 0;
     while first + 4 <= n {
         let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
@@ -621,14 +617,15 @@ fn mins_four_row_groups_body<W>(
         );
         first_row += 8;
     }
+    // A last group alone has the whole buffer.
+    let lone_chunk = chunk_blocks(row_blocks, BUSD_MAX_BLOCKS);
     for group in rest.chunks_exact(4 * row_blocks) {
-        let chunk = chunk_blocks(row_blocks, BUSD_MAX_BLOCKS);
         groups_in_chunks::<W, 1>(
             &zero,
             &mut storage,
             [group],
             row_blocks,
-            chunk,
+            lone_chunk,
             x,
             y,
             first_row,
