@@ -228,8 +228,8 @@ fn tile<P: Primitives, const R: usize, const C: usize, const SIGNED: bool, const
     blocks: usize,
     columns: [&[BlockQ8K]; C],
 ) -> [[f32; C]; R] {
-    let state =
-        tile_blocks::<P, R, C, SIGNED, MINS, false>(p, TileSums::zero(), rows, blocks, columns);
+    let mut state = TileSums::zero();
+    tile_blocks::<P, R, C, SIGNED, MINS, false>(p, &mut state, rows, blocks, columns);
     tile_outputs(state)
 }
 
@@ -251,15 +251,16 @@ fn tile_blocks<
     const CHUNKED: bool,
 >(
     p: P,
-    state: TileSums<R, C>,
+    state: &mut TileSums<R, C>,
     rows: &[Decoded],
     blocks: usize,
     columns: [&[BlockQ8K]; C],
-) -> TileSums<R, C> {
+) {
     const { assert!(R * C <= 16 && R > 0 && C > 0) };
     let zero_block = Decoded::zero();
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
-    let TileSums { mut sums, mut sumf } = state;
+    // Copied in and out once, so that the loop works on values as when the state came by value.
+    let TileSums { mut sums, mut sumf } = *state;
     for k in 0..blocks {
         let w: [&Decoded; R] =
             core::array::from_fn(|r| rows.get(r * blocks + k).unwrap_or(&zero_block));
@@ -311,7 +312,7 @@ fn tile_blocks<
             }
         }
     }
-    TileSums { sums, sumf }
+    *state = TileSums { sums, sumf };
 }
 
 /// A tile's outputs from its final state: `sumf`, then the eight lane sums in lane order.
@@ -382,10 +383,10 @@ pub(super) fn chunk_blocks(row_blocks: usize, most: usize) -> usize {
 /// A group of rows too long to decode at once against `n` columns, `TC` at a time: for each block
 /// of up to [`CHUNKED_TILES`] tiles of columns, each chunk of `chunk` super-blocks is decoded into
 /// `storage` (`decode`, which returns what `step` needs to read it) and every tile's float state
-/// carried through it (`step`: the state, the tile's columns, the chunk's super-blocks); then
-/// `store` gets each final state with its first column and how many of its columns are real (a
-/// last tile repeats its last column). Each output's float steps run over its super-blocks in
-/// order, as in one pass.
+/// (from `zero()`) carried through it (`step`: the state, the tile's columns, the chunk's
+/// super-blocks); then `store` gets each final state with its first column and how many of its
+/// columns are real (a last tile repeats its last column). Each output's float steps run over its
+/// super-blocks in order, as in one pass.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(super) fn in_chunks<St: ?Sized, D: Copy, S: Copy, const TC: usize>(
@@ -393,27 +394,31 @@ pub(super) fn in_chunks<St: ?Sized, D: Copy, S: Copy, const TC: usize>(
     n: usize,
     row_blocks: usize,
     chunk: usize,
-    zero: S,
+    zero: impl Fn() -> S,
     mut decode: impl FnMut(&mut St, Range<usize>) -> D,
-    mut step: impl FnMut(&St, D, S, [usize; TC], Range<usize>) -> S,
+    mut step: impl FnMut(&St, D, &mut S, [usize; TC], Range<usize>),
     mut store: impl FnMut(S, usize, usize),
 ) {
     let mut first = 0;
     while first < n {
         let columns = (CHUNKED_TILES * TC).min(n - first);
         let tiles = columns.div_ceil(TC);
-        let mut states = [zero; CHUNKED_TILES];
+        // `None` until a tile's first chunk: filling every state with `zero` up front wrote
+        // all `CHUNKED_TILES` of them (tens of KiB) per call, however few tiles it had.
+        let mut states = [None; CHUNKED_TILES];
         let mut start = 0;
         while start < row_blocks {
             let blocks = start..start.saturating_add(chunk.max(1)).min(row_blocks);
             let decoded = decode(storage, blocks.clone());
             for (t, state) in states.iter_mut().take(tiles).enumerate() {
                 let tile = core::array::from_fn(|i| first + (TC * t + i).min(columns - 1));
-                *state = step(storage, decoded, *state, tile, blocks.clone());
+                let state = state.get_or_insert_with(&zero);
+                step(storage, decoded, state, tile, blocks.clone());
             }
             start = blocks.end;
         }
-        for (t, &state) in states.iter().take(tiles).enumerate() {
+        for (t, state) in states.iter().take(tiles).enumerate() {
+            let state = state.unwrap_or_else(&zero);
             store(state, first + TC * t, (columns - TC * t).min(TC));
         }
         first += columns;
@@ -572,13 +577,13 @@ fn group_against_columns<W, const R: usize, const SIGNED: bool, const MINS: bool
         x.len() / row_blocks,
         row_blocks,
         chunk,
-        TileSums::zero(),
+        || TileSums::zero(),
         fill,
         |storage, filled, state, columns, blocks| {
             // SAFETY: as above: `fill` wrote the first `filled` slots for this chunk.
             let rows = unsafe { core::slice::from_raw_parts(storage.as_ptr().cast(), filled) };
             let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
-            tile_blocks::<Avx2, R, 2, SIGNED, MINS, true>(p, state, rows, blocks.len(), columns)
+            tile_blocks::<Avx2, R, 2, SIGNED, MINS, true>(p, state, rows, blocks.len(), columns);
         },
         |state, first, count| y.store_tile(first, first_row, &tile_outputs(state), count),
     );

@@ -322,12 +322,9 @@ fn tile<const CP: usize, const G: usize>(
     columns: [&[BlockQ8K]; 4],
     zero_group: &GroupBlock,
 ) -> [[[f32; 4]; 4]; G] {
-    tile_outputs(tile_blocks::<CP, G, false>(
-        MinsSums::zero(),
-        groups,
-        columns,
-        zero_group,
-    ))
+    let mut state = MinsSums::zero();
+    tile_blocks::<CP, G, false>(&mut state, groups, columns, zero_group);
+    tile_outputs(state)
 }
 
 /// The float state of a [`tile`] between runs of super-blocks: per group, row and column pair
@@ -356,16 +353,17 @@ impl<const CP: usize, const G: usize> MinsSums<CP, G> {
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn tile_blocks<const CP: usize, const G: usize, const CHUNKED: bool>(
-    state: MinsSums<CP, G>,
+    state: &mut MinsSums<CP, G>,
     groups: [&[GroupBlock]; G],
     columns: [&[BlockQ8K]; 4],
     zero_group: &GroupBlock,
-) -> MinsSums<CP, G> {
+) {
     const { assert!((CP == 1 || CP == 2) && (G == 1 || G == 2)) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
     // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
     let order = unsafe { _mm512_loadu_si512(DWORD_ORDER.as_ptr().cast()) };
-    let MinsSums { mut sums, mut sumf } = state;
+    // Copied in and out once, as in the 256-bit tiles.
+    let MinsSums { mut sums, mut sumf } = *state;
     let blocks = groups.iter().map(|g| g.len()).min().unwrap_or(0);
     for k in 0..blocks {
         let g: [&GroupBlock; G] = core::array::from_fn(|i| groups[i].get(k).unwrap_or(zero_group));
@@ -425,7 +423,7 @@ fn tile_blocks<const CP: usize, const G: usize, const CHUNKED: bool>(
             sumf[i] = _mm512_sub_ps(sumf[i], _mm512_mul_ps(dmin_dx, _mm512_cvtepi32_ps(sumi[i])));
         }
     }
-    MinsSums { sums, sumf }
+    *state = MinsSums { sums, sumf };
 }
 
 /// A [`tile`]'s outputs from its final state: `sumf`, then the eight lane sums in lane order.
@@ -695,11 +693,11 @@ fn groups_in_chunks<W, const G: usize>(
         x.len() / row_blocks,
         row_blocks,
         chunk,
-        MinsSums::zero(),
+        || MinsSums::zero(),
         fill,
         |storage, filled, state, columns, blocks| {
             let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
-            tile_blocks::<2, G, true>(state, decoded(storage, filled), columns, zero)
+            tile_blocks::<2, G, true>(state, decoded(storage, filled), columns, zero);
         },
         |state, first, count| store_tiles(y, first, first_row, &tile_outputs(state), count),
     );
@@ -760,8 +758,9 @@ fn signed_tile<const CP: usize>(
     blocks: usize,
     columns: [&[BlockQ8K]; 4],
 ) -> [[f32; 4]; 4] {
-    let zero = [[_mm512_setzero_ps(); CP]; 4];
-    signed_tile_outputs(signed_tile_blocks::<CP, false>(zero, rows, blocks, columns))
+    let mut sums = [[_mm512_setzero_ps(); CP]; 4];
+    signed_tile_blocks::<CP, false>(&mut sums, rows, blocks, columns);
+    signed_tile_outputs(sums)
 }
 
 /// [`signed_tile`]'s float steps over `blocks` super-blocks, from the lane sums `sums` on (the
@@ -771,17 +770,18 @@ fn signed_tile<const CP: usize>(
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 fn signed_tile_blocks<const CP: usize, const CHUNKED: bool>(
-    sums: [[__m512; CP]; 4],
+    state: &mut [[__m512; CP]; 4],
     rows: &[super::k_matmul::Decoded],
     blocks: usize,
     columns: [&[BlockQ8K]; 4],
-) -> [[__m512; CP]; 4] {
+) {
     const { assert!(CP == 1 || CP == 2) };
     let zero_column = <BlockQ8K as bytemuck::Zeroable>::zeroed();
     // SAFETY: the tables are 64 bytes each; `loadu` has no alignment requirement.
     let orders = COLUMN_PAIR_ORDERS.map(|o| unsafe { _mm512_loadu_si512(o.as_ptr().cast()) });
     let flip = _mm512_set1_epi8(i8::MIN);
-    let mut sums = sums;
+    // Copied in and out once, as in the 256-bit tiles.
+    let mut sums = *state;
     for k in 0..blocks {
         let w: [Option<&super::k_matmul::Decoded>; 4] =
             core::array::from_fn(|r| rows.get(4 * k + r));
@@ -835,7 +835,7 @@ fn signed_tile_blocks<const CP: usize, const CHUNKED: bool>(
             }
         }
     }
-    sums
+    *state = sums;
 }
 
 /// A [`signed_tile`]'s outputs from its final lane sums, added in lane order.
@@ -940,7 +940,7 @@ fn signed_four_row_groups_body<W>(
                 n,
                 row_blocks,
                 chunk,
-                [[_mm512_setzero_ps(); 2]; 4],
+                || [[_mm512_setzero_ps(); 2]; 4],
                 fill,
                 |storage, filled, sums, columns, blocks| {
                     let rows = storage.get(..filled).unwrap_or(&[]);
@@ -949,7 +949,7 @@ fn signed_four_row_groups_body<W>(
                     let rows =
                         unsafe { core::slice::from_raw_parts(rows.as_ptr().cast(), rows.len()) };
                     let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
-                    signed_tile_blocks::<2, true>(sums, rows, blocks.len(), columns)
+                    signed_tile_blocks::<2, true>(sums, rows, blocks.len(), columns);
                 },
                 |sums, first, count| {
                     store_tiles(y, first, first_row, &[signed_tile_outputs(sums)], count)
