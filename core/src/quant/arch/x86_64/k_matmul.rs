@@ -410,16 +410,19 @@ pub(super) fn in_chunks<St: ?Sized, D: Copy, S: Copy, const TC: usize>(
         while start < row_blocks {
             let blocks = start..start.saturating_add(chunk.max(1)).min(row_blocks);
             let decoded = decode(storage, blocks.clone());
+            let last = blocks.end == row_blocks;
             for (t, state) in states.iter_mut().take(tiles).enumerate() {
                 let tile = core::array::from_fn(|i| first + (TC * t + i).min(columns - 1));
                 let state = state.get_or_insert_with(&zero);
                 step(storage, decoded, state, tile, blocks.clone());
+                // Stored as each tile finishes: the outputs' lines are often not in cache, and
+                // all the tiles' stores at once filled the store queue (perf: the next tile
+                // stalled on its first stores).
+                if last {
+                    store(*state, first + TC * t, (columns - TC * t).min(TC));
+                }
             }
             start = blocks.end;
-        }
-        for (t, state) in states.iter().take(tiles).enumerate() {
-            let state = state.unwrap_or_else(&zero);
-            store(state, first + TC * t, (columns - TC * t).min(TC));
         }
         first += columns;
     }

@@ -31,7 +31,7 @@ use core::ops::Range;
 
 use super::k_matmul::{chunk_blocks, column_part, in_chunks};
 use super::tokens::Avx512Vbmi;
-use super::vector::{load32, part};
+use super::vector::{load32, part, prefetch_range_l2};
 use crate::quant::activation::BlockQ8K;
 use crate::quant::k_quants::q4_k::scales_and_mins;
 
@@ -511,6 +511,7 @@ fn store_tiles<const G: usize>(
 /// loop then stores as into a plain slice).
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+#[allow(clippy::too_many_arguments)]
 fn groups_into_view<const G: usize>(
     zero_group: &GroupBlock,
     groups: [&[GroupBlock]; G],
@@ -518,14 +519,41 @@ fn groups_into_view<const G: usize>(
     x: &[BlockQ8K],
     y: &mut OutputColumns<'_, '_>,
     first_row: usize,
+    ahead: Ahead,
 ) {
     match y.stores() {
         Stores::Strided(mut y) => {
-            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row)
+            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row, ahead)
         }
         Stores::Split(mut y) => {
-            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row)
+            groups_against_columns(zero_group, groups, row_blocks, x, &mut y, first_row, ahead)
         }
+    }
+}
+
+/// The raw bytes of the rows the next call decodes, asked for (into L2) a part per tile of
+/// columns while this call's tiles run: the decode reads a group's rows in one burst, which
+/// otherwise waits on memory where the matrix is larger than the cache. An address, never read.
+#[derive(Clone, Copy)]
+struct Ahead {
+    start: *const i8,
+    bytes: usize,
+}
+
+impl Ahead {
+    /// Nothing to ask for.
+    const NONE: Ahead = Ahead {
+        start: core::ptr::null(),
+        bytes: 0,
+    };
+
+    /// Tile `tile`'s part of `tiles`.
+    #[inline(always)]
+    fn part(self, tile: usize, tiles: usize) -> (*const i8, usize) {
+        let share = self.bytes.div_ceil(tiles.max(1)).next_multiple_of(64);
+        let offset = tile.saturating_mul(share).min(self.bytes);
+        let bytes = share.min(self.bytes - offset);
+        (self.start.wrapping_add(offset), bytes)
     }
 }
 
@@ -541,13 +569,17 @@ fn groups_against_columns<const G: usize, S: ColumnStore>(
     x: &[BlockQ8K],
     y: &mut S,
     first_row: usize,
+    ahead: Ahead,
 ) {
     let n = x.len() / row_blocks.max(1);
     let column = |c: usize| column_part(x, row_blocks, c, &(0..row_blocks));
+    let tiles = n.div_ceil(4);
     let mut first = 0;
     while first + 4 <= n {
         let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
         let out = tile::<2, G>(groups, cols, zero_group);
+        let (start, bytes) = ahead.part(first / 4, tiles);
+        prefetch_range_l2(start, bytes);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().enumerate() {
@@ -560,6 +592,8 @@ fn groups_against_columns<const G: usize, S: ColumnStore>(
     while first < n {
         let (a, b) = (column(first), column((first + 1).min(n - 1)));
         let out = tile::<1, G>(groups, [a, b, a, b], zero_group);
+        let (start, bytes) = ahead.part(first / 4, tiles);
+        prefetch_range_l2(start, bytes);
         let count = (n - first).min(2);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
@@ -602,6 +636,11 @@ fn mins_four_row_groups_body<W>(
             break;
         };
         let groups = [a, b];
+        // The next pair's rows (or the lone group's) follow this pair's.
+        let ahead = Ahead {
+            start: pair.as_ptr_range().end.cast(),
+            bytes: core::mem::size_of_val(pair),
+        };
         groups_in_chunks::<W, 2>(
             &zero,
             &mut storage,
@@ -612,6 +651,7 @@ fn mins_four_row_groups_body<W>(
             y,
             first_row,
             &parts,
+            ahead,
         );
         first_row += 8;
     }
@@ -628,6 +668,7 @@ fn mins_four_row_groups_body<W>(
             y,
             first_row,
             &parts,
+            Ahead::NONE,
         );
         first_row += 4;
     }
@@ -650,6 +691,7 @@ fn groups_in_chunks<W, const G: usize>(
     y: &mut OutputColumns<'_, '_>,
     first_row: usize,
     parts: &impl Fn(&W) -> MinsParts<'_>,
+    ahead: Ahead,
 ) {
     // Writes each group's super-blocks `blocks` into its `chunk` slots of `storage` and returns
     // how many slots of each it wrote (the first `blocks.len()`, as many as it has).
@@ -685,12 +727,17 @@ fn groups_in_chunks<W, const G: usize>(
     };
     if chunk >= row_blocks {
         let filled = fill(storage, 0..row_blocks);
-        groups_into_view::<G>(zero, decoded(storage, filled), row_blocks, x, y, first_row);
+        let groups = decoded(storage, filled);
+        groups_into_view::<G>(zero, groups, row_blocks, x, y, first_row, ahead);
         return;
     }
+    let n = x.len() / row_blocks;
+    // Every tile runs once per chunk: the next rows are asked for a part per step.
+    let steps = n.div_ceil(4) * row_blocks.div_ceil(chunk);
+    let mut step = 0;
     in_chunks::<_, [usize; G], MinsSums<2, G>, 4>(
         storage,
-        x.len() / row_blocks,
+        n,
         row_blocks,
         chunk,
         || MinsSums::zero(),
@@ -698,6 +745,9 @@ fn groups_in_chunks<W, const G: usize>(
         |storage, filled, state, columns, blocks| {
             let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
             tile_blocks::<2, G, true>(state, decoded(storage, filled), columns, zero);
+            let (start, bytes) = ahead.part(step, steps);
+            prefetch_range_l2(start, bytes);
+            step += 1;
         },
         |state, first, count| store_tiles(y, first, first_row, &tile_outputs(state), count),
     );
