@@ -511,7 +511,6 @@ fn store_tiles<const G: usize>(
 /// loop then stores as into a plain slice).
 #[inline]
 #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-#[allow(clippy::too_many_arguments)]
 fn groups_into_view<const G: usize>(
     zero_group: &GroupBlock,
     groups: [&[GroupBlock]; G],
@@ -547,13 +546,13 @@ impl Ahead {
         bytes: 0,
     };
 
-    /// Tile `tile`'s part of `tiles`.
+    /// Asks for part `part` of `parts` (into L2).
     #[inline(always)]
-    fn part(self, tile: usize, tiles: usize) -> (*const i8, usize) {
-        let share = self.bytes.div_ceil(tiles.max(1)).next_multiple_of(64);
-        let offset = tile.saturating_mul(share).min(self.bytes);
+    fn ask(self, part: usize, parts: usize) {
+        let share = self.bytes.div_ceil(parts.max(1)).next_multiple_of(64);
+        let offset = part.saturating_mul(share).min(self.bytes);
         let bytes = share.min(self.bytes - offset);
-        (self.start.wrapping_add(offset), bytes)
+        prefetch_range_l2(self.start.wrapping_add(offset), bytes);
     }
 }
 
@@ -578,8 +577,7 @@ fn groups_against_columns<const G: usize, S: ColumnStore>(
     while first + 4 <= n {
         let cols: [&[BlockQ8K]; 4] = core::array::from_fn(|i| column(first + i));
         let out = tile::<2, G>(groups, cols, zero_group);
-        let (start, bytes) = ahead.part(first / 4, tiles);
-        prefetch_range_l2(start, bytes);
+        ahead.ask(first / 4, tiles);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
                 for (c, &v) in out_r.iter().enumerate() {
@@ -592,8 +590,7 @@ fn groups_against_columns<const G: usize, S: ColumnStore>(
     while first < n {
         let (a, b) = (column(first), column((first + 1).min(n - 1)));
         let out = tile::<1, G>(groups, [a, b, a, b], zero_group);
-        let (start, bytes) = ahead.part(first / 4, tiles);
-        prefetch_range_l2(start, bytes);
+        ahead.ask(first / 4, tiles);
         let count = (n - first).min(2);
         for (i, out_i) in out.iter().enumerate() {
             for (r, out_r) in out_i.iter().enumerate() {
@@ -732,9 +729,10 @@ fn groups_in_chunks<W, const G: usize>(
         return;
     }
     let n = x.len() / row_blocks;
-    // Every tile runs once per chunk: the next rows are asked for a part per step.
-    let steps = n.div_ceil(4) * row_blocks.div_ceil(chunk);
-    let mut step = 0;
+    // Every tile of columns runs once per chunk: the next rows are asked for a part per tile and
+    // chunk.
+    let tiles = n.div_ceil(4);
+    let parts = tiles * row_blocks.div_ceil(chunk.max(1));
     in_chunks::<_, [usize; G], MinsSums<2, G>, 4>(
         storage,
         n,
@@ -742,12 +740,11 @@ fn groups_in_chunks<W, const G: usize>(
         chunk,
         || MinsSums::zero(),
         fill,
-        |storage, filled, state, columns, blocks| {
-            let columns = columns.map(|c| column_part(x, row_blocks, c, &blocks));
+        |storage, filled, state, tile_columns, blocks| {
+            let part = blocks.start / chunk.max(1) * tiles + tile_columns[0] / 4;
+            let columns = tile_columns.map(|c| column_part(x, row_blocks, c, &blocks));
             tile_blocks::<2, G, true>(state, decoded(storage, filled), columns, zero);
-            let (start, bytes) = ahead.part(step, steps);
-            prefetch_range_l2(start, bytes);
-            step += 1;
+            ahead.ask(part, parts);
         },
         |state, first, count| store_tiles(y, first, first_row, &tile_outputs(state), count),
     );
